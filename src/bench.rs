@@ -1,0 +1,8 @@
+//! `haggle bench`.
+
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {}
+
+pub async fn run(_args: BenchArgs) -> anyhow::Result<()> {
+    anyhow::bail!("not yet")
+}

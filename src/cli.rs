@@ -1,0 +1,191 @@
+//! The subcommands of the `haggle` binary.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use sqlx::PgPool;
+use sqlx::postgres::PgConnectOptions;
+use tokio_util::sync::CancellationToken;
+
+use crate::app::{App, AppConfig};
+use crate::config::{AdminCommand, Command, DatabaseArgs, ServeArgs, redact_url};
+use crate::db;
+use crate::domain::money::AmountLimits;
+use crate::embedded::EmbeddedPostgres;
+use crate::http::Settings;
+use crate::market::{self, Rules};
+
+pub async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Serve(args) => serve(args).await,
+        Command::Migrate(args) => {
+            let database = Database::open(&args).await?;
+            let outcome = db::migrate(&database.pool).await.context("applying migrations");
+            database.close(false).await;
+            outcome?;
+            println!("migrations applied");
+            Ok(())
+        }
+        Command::Admin(command) => admin(command).await,
+        Command::Healthcheck { url } => healthcheck(&url).await,
+        Command::Bench(args) => crate::bench::run(args).await,
+    }
+}
+
+/// The pool, and the embedded PostgreSQL behind it when there is no `DATABASE_URL`.
+pub struct Database {
+    pub pool: PgPool,
+    embedded: Option<EmbeddedPostgres>,
+}
+
+impl Database {
+    pub async fn open(args: &DatabaseArgs) -> anyhow::Result<Database> {
+        let (options, embedded) = match &args.database_url {
+            Some(url) => {
+                let options = PgConnectOptions::from_str(url).context("DATABASE_URL is not a valid PostgreSQL URL")?;
+                tracing::info!(database = %redact_url(url), "using the database at DATABASE_URL");
+                (options, None)
+            }
+            None => {
+                let server = EmbeddedPostgres::start(&args.data_dir, args.postgres_bin_dir.as_deref()).await?;
+                tracing::info!(data_dir = %server.data_dir().display(), "using the embedded PostgreSQL");
+                (server.connect_options(crate::embedded::DATABASE), Some(server))
+            }
+        };
+        match connect_with_retry(options, args.pool_size).await {
+            Ok(pool) => Ok(Database { pool, embedded }),
+            Err(error) => {
+                if let Some(server) = embedded.filter(EmbeddedPostgres::started_here) {
+                    let _ = server.stop().await;
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Closes the pool, and stops the embedded PostgreSQL if `stop_embedded` or if this process
+    /// started it.
+    pub async fn close(self, stop_embedded: bool) {
+        self.pool.close().await;
+        if let Some(server) = self.embedded {
+            if stop_embedded || server.started_here() {
+                if let Err(error) = server.stop().await {
+                    tracing::error!(%error, "stopping the embedded PostgreSQL failed");
+                }
+            }
+        }
+    }
+}
+
+/// Connects, waiting up to 30 s for a database that is still starting.
+async fn connect_with_retry(options: PgConnectOptions, pool_size: u32) -> anyhow::Result<PgPool> {
+    let mut attempt = 0;
+    loop {
+        match db::connect(options.clone(), pool_size).await {
+            Ok(pool) => return Ok(pool),
+            Err(error)
+                if attempt < 30 && !matches!(error, sqlx::Error::Configuration(_) | sqlx::Error::Database(_)) =>
+            {
+                attempt += 1;
+                tracing::warn!(%error, attempt, "the database is not answering yet; retrying in 1 s");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(error) => return Err(error).context("connecting to the database"),
+        }
+    }
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let shutdown = CancellationToken::new();
+    tokio::spawn(cancel_on_signal(shutdown.clone()));
+    let admin_token = args.admin_token();
+    if admin_token.as_ref().is_some_and(|token| token.len() < 16) {
+        tracing::warn!("HAGGLE_ADMIN_TOKEN is shorter than 16 characters; use a long random token");
+    }
+    let database = Database::open(&args.database).await?;
+    let outcome = async {
+        db::migrate(&database.pool).await.context("applying migrations")?;
+        let config = AppConfig {
+            settings: Settings {
+                admin_token,
+                open_registration: args.open_registration,
+                rules: Rules { amounts: AmountLimits { max: args.max_amount } },
+                body_limit: args.body_limit,
+                request_timeout: args.request_timeout,
+            },
+            sweep_interval: args.sweep_interval,
+        };
+        let app = App::build(database.pool.clone(), &args.bind, config)
+            .await
+            .with_context(|| format!("binding {}", args.bind))?;
+        tracing::info!("listening on http://{}", app.local_addr());
+        app.run_until_stopped(shutdown).await.context("serving")
+    }
+    .await;
+    database.close(true).await;
+    tracing::info!("stopped");
+    outcome
+}
+
+async fn cancel_on_signal(shutdown: CancellationToken) {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("a SIGTERM handler can be installed");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; shutting down"),
+        _ = terminate.recv() => tracing::info!("SIGTERM received; shutting down"),
+    }
+    shutdown.cancel();
+}
+
+async fn admin(command: AdminCommand) -> anyhow::Result<()> {
+    let database_args = match &command {
+        AdminCommand::CreateAgent { database, .. } | AdminCommand::SetTier { database, .. } => database.clone(),
+    };
+    let database = Database::open(&database_args).await?;
+    let outcome = async {
+        db::migrate(&database.pool).await.context("applying migrations")?;
+        let mut tx = database.pool.begin().await?;
+        let printed = match command {
+            AdminCommand::CreateAgent { name, tier, .. } => {
+                let registration = market::agents::Registration { name };
+                let (agent, key) = market::agents::register(&mut tx, registration, tier).await.map_err(describe)?;
+                serde_json::json!({"agent": agent, "api_key": key.api_key, "key": key.key})
+            }
+            AdminCommand::SetTier { agent_id, tier, .. } => {
+                let patch = market::agents::ProfilePatch { tier: Some(tier), ..Default::default() };
+                let agent = market::agents::update_profile(&mut tx, agent_id, patch).await.map_err(describe)?;
+                serde_json::json!({"agent": agent})
+            }
+        };
+        tx.commit().await?;
+        println!("{}", serde_json::to_string_pretty(&printed)?);
+        anyhow::Ok(())
+    }
+    .await;
+    database.close(false).await;
+    outcome
+}
+
+fn describe(error: market::Error) -> anyhow::Error {
+    match error {
+        market::Error::Rejected(rejection) => {
+            let problem = crate::http::error::ApiError::from(rejection);
+            let mut message = problem.detail.clone();
+            if let Some(errors) = problem.extensions.get("errors") {
+                message.push_str(&format!(": {errors}"));
+            }
+            anyhow::anyhow!(message)
+        }
+        market::Error::Database(error) => anyhow::Error::new(error),
+    }
+}
+
+async fn healthcheck(url: &str) -> anyhow::Result<()> {
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(5)).build()?;
+    let response = client.get(url).send().await.with_context(|| format!("reaching {url}"))?;
+    if !response.status().is_success() {
+        bail!("{url} answered {}", response.status());
+    }
+    Ok(())
+}

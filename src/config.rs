@@ -1,0 +1,211 @@
+//! Command line and environment configuration.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+
+use crate::domain::Tier;
+use crate::domain::money::DEFAULT_MAX_AMOUNT;
+
+#[derive(Debug, Parser)]
+#[command(name = "haggle", version, about = "A negotiation marketplace server for software agents")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// Log format: `text` for people, `json` for log collectors. Levels come from RUST_LOG.
+    #[arg(long, env = "HAGGLE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the API and its background workers (applies migrations first).
+    Serve(ServeArgs),
+    /// Apply database migrations and exit.
+    Migrate(DatabaseArgs),
+    /// Operator tasks run directly against the database.
+    #[command(subcommand)]
+    Admin(AdminCommand),
+    /// Exit 0 if a running server answers its readiness check (for container health checks).
+    Healthcheck {
+        #[arg(long, env = "HAGGLE_HEALTHCHECK_URL", default_value = "http://127.0.0.1:8080/readyz")]
+        url: String,
+    },
+    /// Measure latency and throughput of negotiations against a running server.
+    Bench(crate::bench::BenchArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Create an agent and print it with its API key (shown this once).
+    CreateAgent {
+        #[arg(long)]
+        name: String,
+        #[arg(long, default_value = "PUBLIC", value_parser = parse_tier)]
+        tier: Tier,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Set an agent's tier.
+    SetTier {
+        agent_id: uuid::Uuid,
+        #[arg(value_parser = parse_tier)]
+        tier: Tier,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+}
+
+/// Where the database is: `DATABASE_URL`, or else an embedded PostgreSQL under the data directory.
+#[derive(Clone, Args)]
+pub struct DatabaseArgs {
+    /// PostgreSQL URL. Without it, Haggle runs its own PostgreSQL under --data-dir.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Where the embedded PostgreSQL keeps its data between runs.
+    #[arg(long, env = "HAGGLE_DATA_DIR", default_value = "./haggle-data")]
+    pub data_dir: PathBuf,
+    /// A directory holding initdb, pg_ctl and postgres, instead of searching for them.
+    #[arg(long, env = "HAGGLE_POSTGRES_BIN_DIR")]
+    pub postgres_bin_dir: Option<PathBuf>,
+    /// Database connections in the pool.
+    #[arg(long, env = "HAGGLE_DB_POOL_SIZE", default_value_t = 16)]
+    pub pool_size: u32,
+}
+
+impl fmt::Debug for DatabaseArgs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DatabaseArgs")
+            .field("database_url", &self.database_url.as_deref().map(redact_url))
+            .field("data_dir", &self.data_dir)
+            .field("postgres_bin_dir", &self.postgres_bin_dir)
+            .field("pool_size", &self.pool_size)
+            .finish()
+    }
+}
+
+#[derive(Clone, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    /// Address to listen on.
+    #[arg(long, env = "HAGGLE_BIND", default_value = "127.0.0.1:8080")]
+    pub bind: String,
+    /// Token for the operator routes (`Authorization: Bearer <token>`); unset disables them.
+    #[arg(long, env = "HAGGLE_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+    /// Whether anyone may register an agent with POST /v1/agents.
+    #[arg(long, env = "HAGGLE_OPEN_REGISTRATION", default_value_t = true, action = ArgAction::Set)]
+    pub open_registration: bool,
+    /// The largest amount, in minor units, of any ask or bid.
+    #[arg(long, env = "HAGGLE_MAX_AMOUNT", default_value_t = DEFAULT_MAX_AMOUNT, value_parser = clap::value_parser!(i64).range(100..))]
+    pub max_amount: i64,
+    /// How often expired bids are swept (e.g. `5s`, `500ms`); `0` turns the sweeper off.
+    #[arg(long, env = "HAGGLE_SWEEP_INTERVAL", default_value = "5s", value_parser = parse_duration)]
+    pub sweep_interval: Duration,
+    /// Longest time a request may take before the server answers 503.
+    #[arg(long, env = "HAGGLE_REQUEST_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+    /// Largest request body accepted, in bytes.
+    #[arg(long, env = "HAGGLE_BODY_LIMIT", default_value_t = 65_536)]
+    pub body_limit: usize,
+}
+
+impl fmt::Debug for ServeArgs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServeArgs")
+            .field("database", &self.database)
+            .field("bind", &self.bind)
+            .field("admin_token", &self.admin_token.as_ref().map(|_| "<redacted>"))
+            .field("open_registration", &self.open_registration)
+            .field("max_amount", &self.max_amount)
+            .field("sweep_interval", &self.sweep_interval)
+            .field("request_timeout", &self.request_timeout)
+            .field("body_limit", &self.body_limit)
+            .finish()
+    }
+}
+
+impl ServeArgs {
+    /// The admin token, where one is really set (an empty variable counts as unset).
+    pub fn admin_token(&self) -> Option<String> {
+        self.admin_token.clone().filter(|token| !token.trim().is_empty())
+    }
+}
+
+fn parse_tier(value: &str) -> Result<Tier, String> {
+    value.parse()
+}
+
+/// Parses `250ms`, `5s`, `2m`, `1h`, or a bare number of seconds.
+pub fn parse_duration(value: &str) -> Result<Duration, String> {
+    let value = value.trim();
+    let split = value.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(value.len());
+    let (number, unit) = value.split_at(split);
+    let number: f64 = number.parse().map_err(|_| format!("`{value}` is not a duration like 500ms, 5s or 2m"))?;
+    let seconds = match unit.trim() {
+        "ms" => number / 1000.0,
+        "" | "s" => number,
+        "m" => number * 60.0,
+        "h" => number * 3600.0,
+        other => return Err(format!("unknown unit `{other}` in `{value}`; use ms, s, m or h")),
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|_| format!("`{value}` is out of range"))
+}
+
+/// Hides the password of a database URL.
+pub fn redact_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("redacted"));
+            parsed.to_string()
+        }
+        Ok(parsed) => parsed.to_string(),
+        Err(_) => "<unparseable URL>".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_in_several_units() {
+        assert_eq!(parse_duration("5s").unwrap(), Duration::from_secs(5));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn urls_lose_their_password() {
+        assert_eq!(redact_url("postgres://u:secret@db:5432/haggle"), "postgres://u:redacted@db:5432/haggle");
+        assert!(!redact_url("postgres://u:secret@db/haggle").contains("secret"));
+        assert_eq!(redact_url("postgres://db/haggle"), "postgres://db/haggle");
+    }
+
+    #[test]
+    fn debug_output_hides_secrets() {
+        let cli = Cli::parse_from([
+            "haggle",
+            "serve",
+            "--database-url",
+            "postgres://u:hunter2@db/haggle",
+            "--admin-token",
+            "sesame-open",
+        ]);
+        let shown = format!("{cli:?}");
+        assert!(!shown.contains("hunter2") && !shown.contains("sesame-open"), "{shown}");
+    }
+}

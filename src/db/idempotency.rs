@@ -1,0 +1,77 @@
+//! The stored first response to each (agent, Idempotency-Key).
+
+use sqlx::{FromRow, PgConnection, PgExecutor};
+use uuid::Uuid;
+
+/// How long a stored response is replayed.
+pub const RETENTION_HOURS: i32 = 24;
+
+#[derive(Debug, Clone, FromRow)]
+pub struct Saved {
+    pub request_digest: Vec<u8>,
+    pub status_code: i16,
+    pub content_type: String,
+    pub body: Vec<u8>,
+    pub sealed: bool,
+}
+
+/// Takes a lock on the key for the rest of the transaction; `false` if another request holds it.
+pub async fn try_lock(conn: &mut PgConnection, lock_id: i64) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)").bind(lock_id).fetch_one(conn).await
+}
+
+/// The stored response for the key, if it is younger than the retention period.
+pub async fn find(conn: &mut PgConnection, agent_id: Uuid, key_digest: &[u8]) -> Result<Option<Saved>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT request_digest, status_code, content_type, body, sealed FROM idempotency_keys
+         WHERE agent_id = $1 AND key_digest = $2 AND created_at > now() - make_interval(hours => $3)",
+    )
+    .bind(agent_id)
+    .bind(key_digest)
+    .bind(RETENTION_HOURS)
+    .fetch_optional(conn)
+    .await
+}
+
+/// Stores the response in the caller's transaction, replacing an expired record of the same key.
+/// `false` if a live record already exists, which the advisory lock should have made impossible.
+pub async fn save(
+    conn: &mut PgConnection,
+    agent_id: Uuid,
+    key_digest: &[u8],
+    saved: &Saved,
+) -> Result<bool, sqlx::Error> {
+    let result = sqlx::query(
+        "INSERT INTO idempotency_keys (agent_id, key_digest, request_digest, status_code, content_type, body, sealed)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT (agent_id, key_digest) DO UPDATE SET
+             request_digest = EXCLUDED.request_digest, status_code = EXCLUDED.status_code,
+             content_type = EXCLUDED.content_type, body = EXCLUDED.body, sealed = EXCLUDED.sealed, created_at = now()
+         WHERE idempotency_keys.created_at <= now() - make_interval(hours => $8)",
+    )
+    .bind(agent_id)
+    .bind(key_digest)
+    .bind(&saved.request_digest)
+    .bind(saved.status_code)
+    .bind(&saved.content_type)
+    .bind(&saved.body)
+    .bind(saved.sealed)
+    .bind(RETENTION_HOURS)
+    .execute(conn)
+    .await?;
+    Ok(result.rows_affected() == 1)
+}
+
+/// Deletes up to `batch` records past the retention period; returns how many.
+pub async fn purge_expired(executor: impl PgExecutor<'_>, batch: i64) -> Result<u64, sqlx::Error> {
+    let result = sqlx::query(
+        "DELETE FROM idempotency_keys WHERE ctid = ANY(ARRAY(
+             SELECT ctid FROM idempotency_keys WHERE created_at <= now() - make_interval(hours => $1)
+             LIMIT $2 FOR UPDATE SKIP LOCKED))",
+    )
+    .bind(RETENTION_HOURS)
+    .bind(batch)
+    .execute(executor)
+    .await?;
+    Ok(result.rows_affected())
+}

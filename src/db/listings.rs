@@ -1,0 +1,211 @@
+//! Listings.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::{FromRow, PgConnection, PgExecutor, Postgres, QueryBuilder};
+use uuid::Uuid;
+
+use super::Page;
+use crate::domain::listing::ListingTerms;
+use crate::domain::{Currency, ListingStatus, Tier};
+
+#[derive(Debug, Clone, PartialEq, Eq, FromRow, Serialize, Deserialize)]
+pub struct Listing {
+    pub id: Uuid,
+    pub seller_id: Uuid,
+    pub title: String,
+    pub description: String,
+    pub ask_amount: i64,
+    #[sqlx(try_from = "String")]
+    pub currency: Currency,
+    pub quantity: i32,
+    pub quantity_available: i32,
+    #[sqlx(try_from = "String")]
+    pub status: ListingStatus,
+    pub negotiable: bool,
+    #[sqlx(try_from = "String")]
+    pub min_negotiation_tier: Tier,
+    pub max_rounds: i32,
+    pub bid_ttl_seconds: i32,
+    pub max_threads_per_buyer: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Listing {
+    pub fn terms(&self) -> ListingTerms {
+        ListingTerms {
+            title: self.title.clone(),
+            description: self.description.clone(),
+            ask_amount: self.ask_amount,
+            currency: self.currency,
+            quantity: self.quantity,
+            quantity_available: self.quantity_available,
+            negotiable: self.negotiable,
+            min_negotiation_tier: self.min_negotiation_tier,
+            max_rounds: self.max_rounds,
+            bid_ttl_seconds: self.bid_ttl_seconds,
+            max_threads_per_buyer: self.max_threads_per_buyer,
+        }
+    }
+}
+
+macro_rules! listing_columns {
+    () => {
+        "id, seller_id, title, description, ask_amount, currency, quantity, quantity_available, status, negotiable, \
+         min_negotiation_tier, max_rounds, bid_ttl_seconds, max_threads_per_buyer, created_at, updated_at"
+    };
+}
+
+pub async fn insert(
+    conn: &mut PgConnection,
+    id: Uuid,
+    seller_id: Uuid,
+    terms: &ListingTerms,
+) -> Result<Listing, sqlx::Error> {
+    sqlx::query_as(concat!(
+        "INSERT INTO listings (id, seller_id, title, description, ask_amount, currency, quantity, quantity_available,
+             status, negotiable, min_negotiation_tier, max_rounds, bid_ttl_seconds, max_threads_per_buyer)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'ACTIVE', $9, $10, $11, $12, $13)
+         RETURNING ",
+        listing_columns!()
+    ))
+    .bind(id)
+    .bind(seller_id)
+    .bind(&terms.title)
+    .bind(&terms.description)
+    .bind(terms.ask_amount)
+    .bind(terms.currency.as_str())
+    .bind(terms.quantity)
+    .bind(terms.quantity_available)
+    .bind(terms.negotiable)
+    .bind(terms.min_negotiation_tier.as_str())
+    .bind(terms.max_rounds)
+    .bind(terms.bid_ttl_seconds)
+    .bind(terms.max_threads_per_buyer)
+    .fetch_one(conn)
+    .await
+}
+
+pub async fn get(executor: impl PgExecutor<'_>, id: Uuid) -> Result<Option<Listing>, sqlx::Error> {
+    sqlx::query_as(concat!("SELECT ", listing_columns!(), " FROM listings WHERE id = $1"))
+        .bind(id)
+        .fetch_optional(executor)
+        .await
+}
+
+/// Locks the listing against changes of status and quantity until the transaction ends.
+pub async fn lock(conn: &mut PgConnection, id: Uuid) -> Result<Option<Listing>, sqlx::Error> {
+    sqlx::query_as(concat!("SELECT ", listing_columns!(), " FROM listings WHERE id = $1 FOR UPDATE"))
+        .bind(id)
+        .fetch_optional(conn)
+        .await
+}
+
+/// What placing a bid needs to know, read with the listing share-locked so that it cannot be
+/// withdrawn or sell out while the new thread is written.
+#[derive(Debug, FromRow)]
+pub struct PlacementContext {
+    #[sqlx(flatten)]
+    pub listing: Listing,
+    pub db_now: DateTime<Utc>,
+    /// Threads this buyer has had on the listing, whatever their status.
+    pub thread_count: i64,
+    /// The buyer's ACTIVE thread on the listing, with its deadline and pending bid.
+    pub active_thread_id: Option<Uuid>,
+    pub active_expires_at: Option<DateTime<Utc>>,
+    pub active_last_bid_id: Option<Uuid>,
+}
+
+pub async fn lock_for_placement(
+    conn: &mut PgConnection,
+    listing_id: Uuid,
+    buyer_id: Uuid,
+) -> Result<Option<PlacementContext>, sqlx::Error> {
+    sqlx::query_as(concat!(
+        "SELECT ",
+        listing_columns!(),
+        ", now() AS db_now, mine.thread_count, mine.active_thread_id, mine.active_expires_at, mine.active_last_bid_id
+         FROM listings
+         CROSS JOIN LATERAL (
+             SELECT count(*) AS thread_count,
+                    (array_agg(t.id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_thread_id,
+                    max(t.expires_at) FILTER (WHERE t.status = 'ACTIVE') AS active_expires_at,
+                    (array_agg(t.last_bid_id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_last_bid_id
+             FROM threads t WHERE t.listing_id = listings.id AND t.buyer_id = $2
+         ) mine
+         WHERE listings.id = $1
+         FOR SHARE OF listings"
+    ))
+    .bind(listing_id)
+    .bind(buyer_id)
+    .fetch_optional(conn)
+    .await
+}
+
+pub async fn update_terms(conn: &mut PgConnection, id: Uuid, terms: &ListingTerms) -> Result<Listing, sqlx::Error> {
+    sqlx::query_as(concat!(
+        "UPDATE listings SET title = $2, description = $3, ask_amount = $4, quantity = $5, quantity_available = $6,
+             negotiable = $7, min_negotiation_tier = $8, max_rounds = $9, bid_ttl_seconds = $10,
+             max_threads_per_buyer = $11, updated_at = now()
+         WHERE id = $1
+         RETURNING ",
+        listing_columns!()
+    ))
+    .bind(id)
+    .bind(&terms.title)
+    .bind(&terms.description)
+    .bind(terms.ask_amount)
+    .bind(terms.quantity)
+    .bind(terms.quantity_available)
+    .bind(terms.negotiable)
+    .bind(terms.min_negotiation_tier.as_str())
+    .bind(terms.max_rounds)
+    .bind(terms.bid_ttl_seconds)
+    .bind(terms.max_threads_per_buyer)
+    .fetch_one(conn)
+    .await
+}
+
+pub async fn withdraw(conn: &mut PgConnection, id: Uuid) -> Result<Listing, sqlx::Error> {
+    sqlx::query_as(concat!(
+        "UPDATE listings SET status = 'WITHDRAWN', updated_at = now() WHERE id = $1 RETURNING ",
+        listing_columns!()
+    ))
+    .bind(id)
+    .fetch_one(conn)
+    .await
+}
+
+#[derive(Debug, Default)]
+pub struct ListingFilter {
+    pub seller_id: Option<Uuid>,
+    pub status: Option<ListingStatus>,
+    pub q: Option<String>,
+    pub after: Option<Uuid>,
+    pub limit: i64,
+}
+
+/// Newest first. The cursor is the id of the last listing of the previous page; ids are
+/// UUIDv7, so their order is their creation order.
+pub async fn list(executor: impl PgExecutor<'_>, filter: &ListingFilter) -> Result<Page<Listing>, sqlx::Error> {
+    let mut query: QueryBuilder<Postgres> =
+        QueryBuilder::new(concat!("SELECT ", listing_columns!(), " FROM listings WHERE true"));
+    if let Some(seller_id) = filter.seller_id {
+        query.push(" AND seller_id = ").push_bind(seller_id);
+    }
+    if let Some(status) = filter.status {
+        query.push(" AND status = ").push_bind(status.as_str());
+    }
+    if let Some(q) = &filter.q {
+        let pattern = super::like_pattern(q);
+        query.push(" AND (title ILIKE ").push_bind(pattern.clone());
+        query.push(" OR description ILIKE ").push_bind(pattern).push(")");
+    }
+    if let Some(after) = filter.after {
+        query.push(" AND id < ").push_bind(after);
+    }
+    query.push(" ORDER BY id DESC LIMIT ").push_bind(filter.limit + 1);
+    let rows = query.build_query_as::<Listing>().fetch_all(executor).await?;
+    Ok(Page::from_rows(rows, filter.limit, |listing| listing.id))
+}

@@ -1,0 +1,88 @@
+//! Queries, one module per table family. Functions take `&mut PgConnection` (inside the caller's
+//! transaction) or a pool, and return the records the API shows.
+
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgConnection, PgPool};
+
+pub mod agents;
+pub mod idempotency;
+pub mod listings;
+pub mod negotiation;
+pub mod orders;
+
+pub use agents::{Agent, ApiKey};
+pub use listings::Listing;
+pub use negotiation::{Bid, Thread};
+pub use orders::Order;
+
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();
+
+/// How long a request waits for a connection before the server answers 503.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub fn pool_options(max_connections: u32) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(max_connections)
+        .min_connections(1.min(max_connections))
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .test_before_acquire(false)
+}
+
+pub async fn connect(options: PgConnectOptions, max_connections: u32) -> Result<PgPool, sqlx::Error> {
+    pool_options(max_connections).connect_with(options).await
+}
+
+pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
+    MIGRATOR.run(pool).await
+}
+
+/// Whether the database answers a trivial query.
+pub async fn ping(pool: &PgPool) -> bool {
+    sqlx::query("SELECT 1").execute(pool).await.is_ok()
+}
+
+/// A page of a list: the rows, and the cursor of the next page if there may be one.
+#[derive(Debug, Clone)]
+pub struct Page<T> {
+    pub data: Vec<T>,
+    pub next_cursor: Option<uuid::Uuid>,
+}
+
+impl<T> Page<T> {
+    /// Builds a page from `limit + 1` fetched rows: the extra row only says that more exist.
+    pub fn from_rows(mut rows: Vec<T>, limit: i64, id: impl Fn(&T) -> uuid::Uuid) -> Page<T> {
+        let more = rows.len() as i64 > limit;
+        rows.truncate(limit as usize);
+        let next_cursor = if more { rows.last().map(&id) } else { None };
+        Page { data: rows, next_cursor }
+    }
+}
+
+/// The name of the constraint a database error violated, if it was a constraint violation.
+pub fn violated_constraint(error: &sqlx::Error) -> Option<&str> {
+    match error {
+        sqlx::Error::Database(db) => db.constraint(),
+        _ => None,
+    }
+}
+
+/// Escapes `%`, `_` and `\` so user text matches literally inside an ILIKE pattern.
+pub fn like_pattern(text: &str) -> String {
+    let mut pattern = String::with_capacity(text.len() + 2);
+    pattern.push('%');
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
+}
+
+/// The database's clock, which every instance shares.
+pub async fn now(conn: &mut PgConnection) -> Result<chrono::DateTime<chrono::Utc>, sqlx::Error> {
+    sqlx::query_scalar("SELECT now()").fetch_one(conn).await
+}

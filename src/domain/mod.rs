@@ -1,0 +1,33 @@
+//! The pure heart of Haggle: money, tiers, listings and the bid state machine.
+//!
+//! Nothing in here performs I/O. The HTTP layer and the background workers both
+//! go through these rules, so every rule of the protocol lives in exactly one place.
+
+pub mod bid;
+pub mod listing;
+pub mod money;
+pub mod rejection;
+pub mod thread;
+pub mod tier;
+
+pub use bid::{Action, Actor, BidState, BidStatus, Party, Reason, Transition};
+pub use listing::ListingStatus;
+pub use money::{Amount, Currency};
+pub use rejection::{FieldError, Rejection};
+pub use thread::ThreadStatus;
+pub use tier::Tier;
+
+/// Statuses and codes are stored as text; reading them back goes through their parsers.
+macro_rules! parse_from_string {
+    ($($ty:ty),* $(,)?) => {$(
+        impl TryFrom<String> for $ty {
+            type Error = String;
+
+            fn try_from(value: String) -> Result<Self, String> {
+                value.parse()
+            }
+        }
+    )*};
+}
+
+parse_from_string!(BidStatus, Party, Reason, ThreadStatus, ListingStatus, Tier, Currency);

@@ -1,0 +1,182 @@
+//! One state-changing request = one transaction, with its `Idempotency-Key` honoured inside it.
+//!
+//! With a key, the transaction first takes an advisory lock on (agent, key): a concurrent
+//! duplicate finds it taken and gets 409 `idempotency_key_in_use`. Then it looks for a stored
+//! response: the same request replays it, a different one gets 422 `idempotency_key_reused`.
+//! Otherwise the operation runs and its response, success or refusal, is stored in the same
+//! transaction as its effect. Database failures roll everything back and store nothing.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use sqlx::{PgConnection, Postgres, Transaction};
+use uuid::Uuid;
+
+use super::AppState;
+use super::error::{ApiError, Code, PROBLEM_JSON};
+use super::extract::IdempotencyKey;
+use crate::db::idempotency::{self, Saved};
+use crate::market;
+use crate::secrets;
+
+const JSON: &str = "application/json";
+
+/// A response ready to send and to store for replays.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    status: StatusCode,
+    content_type: &'static str,
+    body: Vec<u8>,
+    /// The body carries a secret shown once: it is stored sealed.
+    secret: bool,
+}
+
+impl Reply {
+    pub fn json<T: Serialize>(status: StatusCode, value: &T) -> Reply {
+        let body = serde_json::to_vec(value).expect("responses serialize to JSON");
+        Reply { status, content_type: JSON, body, secret: false }
+    }
+
+    /// Marks the reply as carrying a secret (an API key), so that a stored copy is sealed.
+    pub fn with_secret(mut self) -> Reply {
+        self.secret = true;
+        self
+    }
+
+    fn problem(error: &ApiError) -> Reply {
+        Reply { status: error.status(), content_type: PROBLEM_JSON, body: error.body(), secret: false }
+    }
+}
+
+impl IntoResponse for Reply {
+    fn into_response(self) -> Response {
+        (self.status, [(header::CONTENT_TYPE, self.content_type)], self.body).into_response()
+    }
+}
+
+/// What identifies a stored response, and the key that seals it.
+struct Claim {
+    scope: Uuid,
+    key_digest: [u8; 32],
+    seal_key: [u8; 32],
+    request_digest: [u8; 32],
+}
+
+impl Claim {
+    fn new(scope: Uuid, key: &str, request_digest: [u8; 32]) -> Claim {
+        Claim {
+            scope,
+            key_digest: secrets::sha256_parts(&[b"haggle idempotency key", scope.as_bytes(), key.as_bytes()]),
+            seal_key: secrets::sha256_parts(&[b"haggle idempotency seal", scope.as_bytes(), key.as_bytes()]),
+            request_digest,
+        }
+    }
+
+    fn lock_id(&self) -> i64 {
+        i64::from_be_bytes(self.key_digest[..8].try_into().expect("eight bytes"))
+    }
+
+    fn replay(&self, saved: Saved) -> Result<Response, ApiError> {
+        if saved.request_digest != self.request_digest {
+            return Err(ApiError::new(
+                Code::IdempotencyKeyReused,
+                "this Idempotency-Key was used for a different request; use a new key for a new request",
+            ));
+        }
+        let body = if saved.sealed {
+            secrets::open(&self.seal_key, &saved.body).ok_or_else(ApiError::internal)?
+        } else {
+            saved.body
+        };
+        let status = StatusCode::from_u16(saved.status_code as u16).map_err(|_| ApiError::internal())?;
+        let mut response = (status, [(header::CONTENT_TYPE, saved.content_type)], body).into_response();
+        response.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
+        Ok(response)
+    }
+
+    fn record(&self, reply: &Reply) -> Saved {
+        Saved {
+            request_digest: self.request_digest.to_vec(),
+            status_code: reply.status.as_u16() as i16,
+            content_type: reply.content_type.to_owned(),
+            body: if reply.secret { secrets::seal(&self.seal_key, &reply.body) } else { reply.body.clone() },
+            sealed: reply.secret,
+        }
+    }
+}
+
+/// A state-changing request in progress.
+pub struct Command {
+    tx: Transaction<'static, Postgres>,
+    claim: Option<Claim>,
+}
+
+impl Command {
+    /// Opens the transaction. `Err` carries the whole answer when there is nothing to run: a
+    /// replay, a key in use or reused, or a database failure. `scope` is the calling agent
+    /// (the nil UUID for unauthenticated registration).
+    pub async fn begin(
+        state: &AppState,
+        scope: Uuid,
+        key: IdempotencyKey,
+        request_digest: [u8; 32],
+    ) -> Result<Command, Response> {
+        Self::try_begin(state, scope, key, request_digest).await.map_err(IntoResponse::into_response)?
+    }
+
+    async fn try_begin(
+        state: &AppState,
+        scope: Uuid,
+        key: IdempotencyKey,
+        request_digest: [u8; 32],
+    ) -> Result<Result<Command, Response>, ApiError> {
+        let mut tx = state.pool.begin().await?;
+        let Some(key) = key.0 else {
+            return Ok(Ok(Command { tx, claim: None }));
+        };
+        let claim = Claim::new(scope, &key, request_digest);
+        if !idempotency::try_lock(&mut tx, claim.lock_id()).await? {
+            return Err(ApiError::new(
+                Code::IdempotencyKeyInUse,
+                "a request with this Idempotency-Key is still being processed; retry when it has finished",
+            ));
+        }
+        if let Some(saved) = idempotency::find(&mut tx, scope, &claim.key_digest).await? {
+            return Ok(Err(claim.replay(saved)?));
+        }
+        Ok(Ok(Command { tx, claim: Some(claim) }))
+    }
+
+    pub fn conn(&mut self) -> &mut PgConnection {
+        &mut self.tx
+    }
+
+    /// Stores the answer with the effect and commits, or rolls back on a database failure.
+    pub async fn finish(self, outcome: Result<Reply, market::Error>) -> Response {
+        match self.try_finish(outcome).await {
+            Ok(reply) => reply.into_response(),
+            Err(error) => error.into_response(),
+        }
+    }
+
+    async fn try_finish(mut self, outcome: Result<Reply, market::Error>) -> Result<Reply, ApiError> {
+        let reply = match outcome {
+            Ok(reply) => reply,
+            Err(market::Error::Rejected(rejection)) => Reply::problem(&ApiError::from(rejection)),
+            Err(market::Error::Database(error)) => {
+                // Dropping the transaction rolls it back.
+                return Err(error.into());
+            }
+        };
+        if let Some(claim) = &self.claim {
+            if !idempotency::save(&mut self.tx, claim.scope, &claim.key_digest, &claim.record(&reply)).await? {
+                return Err(ApiError::new(
+                    Code::IdempotencyKeyInUse,
+                    "a concurrent request with this Idempotency-Key came first",
+                ));
+            }
+        }
+        self.tx.commit().await?;
+        Ok(reply)
+    }
+}

@@ -1,0 +1,132 @@
+//! `/v1/listings`: listings, and the bids and purchases made on them.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::error::ApiError;
+use super::extract::{ActionBody, Id, IdempotencyKey, JsonBody, Params};
+use super::{AppState, Endpoint, Page, Reply, choice, paging};
+use crate::db::agents::Caller;
+use crate::db::listings::ListingFilter;
+use crate::db::{self, Bid, Listing, Order, Thread};
+use crate::domain::listing::{ListingPatch, NewListing};
+use crate::market::{listings, negotiation};
+
+pub fn endpoints() -> Vec<Endpoint> {
+    vec![
+        Endpoint::post("/v1/listings", create),
+        Endpoint::get("/v1/listings", list),
+        Endpoint::get("/v1/listings/{id}", read),
+        Endpoint::patch("/v1/listings/{id}", update),
+        Endpoint::post("/v1/listings/{id}/withdraw", withdraw),
+        Endpoint::post("/v1/listings/{id}/bids", place_bid),
+        Endpoint::post("/v1/listings/{id}/purchase", purchase),
+    ]
+}
+
+/// A bid with its thread, as placing and countering answer.
+#[derive(Serialize)]
+pub struct BidAndThread {
+    pub bid: Bid,
+    pub thread: Thread,
+}
+
+#[derive(Serialize)]
+struct Purchased {
+    order: Order,
+}
+
+async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    key: IdempotencyKey,
+    body: JsonBody<NewListing>,
+) -> Response {
+    let mut command = begin!(&state, caller.id, key, body.digest);
+    let outcome = listings::create(command.conn(), caller, body.value, state.settings.rules).await;
+    command.finish(outcome.map(|listing| Reply::json(StatusCode::CREATED, &listing))).await
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    seller_id: Option<Uuid>,
+    status: Option<String>,
+    q: Option<String>,
+    limit: Option<i64>,
+    cursor: Option<String>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    _caller: Caller,
+    Params(query): Params<ListQuery>,
+) -> Result<Json<Page<Listing>>, ApiError> {
+    let (limit, after) = paging(query.limit, query.cursor.as_deref())?;
+    let filter = ListingFilter {
+        seller_id: query.seller_id,
+        status: choice("status", query.status.as_deref())?,
+        q: query.q.filter(|q| !q.trim().is_empty()),
+        after,
+        limit,
+    };
+    let page = db::listings::list(&state.pool, &filter).await?;
+    Ok(Json(Page::from_db(page, |listing| listing)))
+}
+
+async fn read(State(state): State<AppState>, _caller: Caller, Id(id): Id) -> Result<Json<Listing>, ApiError> {
+    db::listings::get(&state.pool, id).await?.map(Json).ok_or_else(|| ApiError::not_found("listing"))
+}
+
+async fn update(State(state): State<AppState>, caller: Caller, Id(id): Id, body: JsonBody<ListingPatch>) -> Response {
+    let mut command = begin!(&state, caller.id, IdempotencyKey(None), body.digest);
+    let outcome = listings::update(command.conn(), caller, id, body.value, state.settings.rules).await;
+    command.finish(outcome.map(|listing| Reply::json(StatusCode::OK, &listing))).await
+}
+
+async fn withdraw(
+    State(state): State<AppState>,
+    caller: Caller,
+    Id(id): Id,
+    key: IdempotencyKey,
+    body: ActionBody,
+) -> Response {
+    let mut command = begin!(&state, caller.id, key, body.digest);
+    let outcome = listings::withdraw(command.conn(), caller, id).await;
+    command.finish(outcome.map(|listing| Reply::json(StatusCode::OK, &listing))).await
+}
+
+async fn place_bid(
+    State(state): State<AppState>,
+    caller: Caller,
+    Id(id): Id,
+    key: IdempotencyKey,
+    body: JsonBody<negotiation::Placement>,
+) -> Response {
+    let mut command = begin!(&state, caller.id, key, body.digest);
+    let outcome = negotiation::place(command.conn(), caller, id, body.value, state.settings.rules).await;
+    let now = Utc::now();
+    command
+        .finish(
+            outcome
+                .map(|(bid, thread)| Reply::json(StatusCode::CREATED, &BidAndThread { bid, thread: thread.at(now) })),
+        )
+        .await
+}
+
+async fn purchase(
+    State(state): State<AppState>,
+    caller: Caller,
+    Id(id): Id,
+    key: IdempotencyKey,
+    body: ActionBody,
+) -> Response {
+    let mut command = begin!(&state, caller.id, key, body.digest);
+    let outcome = listings::purchase(command.conn(), caller, id).await;
+    command.finish(outcome.map(|order| Reply::json(StatusCode::CREATED, &Purchased { order }))).await
+}

@@ -1,0 +1,249 @@
+//! The REST API: one module per resource, each listing its endpoints.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::handler::Handler;
+use axum::http::{HeaderName, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{self, MethodRouter};
+use http_body_util::BodyExt;
+use serde::Serialize;
+use sqlx::PgPool;
+use tower::ServiceBuilder;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use tracing::Level;
+use uuid::Uuid;
+
+use crate::market::Rules;
+
+/// Opens a [`Command`] or returns from the handler with the answer that made it unnecessary.
+macro_rules! begin {
+    ($state:expr, $scope:expr, $key:expr, $digest:expr) => {
+        match $crate::http::Command::begin($state, $scope, $key, $digest).await {
+            Ok(command) => command,
+            Err(response) => return response,
+        }
+    };
+}
+
+mod admin;
+mod agents;
+mod bids;
+mod command;
+pub mod error;
+pub mod extract;
+mod health;
+mod listings;
+mod orders;
+mod threads;
+
+pub use command::{Command, Reply};
+use error::{ApiError, Code};
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub pool: PgPool,
+    pub settings: Arc<Settings>,
+}
+
+/// The HTTP layer's share of the configuration.
+#[derive(Clone)]
+pub struct Settings {
+    pub admin_token: Option<String>,
+    pub open_registration: bool,
+    pub rules: Rules,
+    pub body_limit: usize,
+    pub request_timeout: Duration,
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("admin_token", &self.admin_token.as_ref().map(|_| "<redacted>"))
+            .field("open_registration", &self.open_registration)
+            .field("rules", &self.rules)
+            .field("body_limit", &self.body_limit)
+            .field("request_timeout", &self.request_timeout)
+            .finish()
+    }
+}
+
+/// One route: a method, a path template, and its handler.
+pub struct Endpoint {
+    pub method: Method,
+    pub path: &'static str,
+    handler: MethodRouter<AppState>,
+}
+
+macro_rules! endpoint_constructors {
+    ($($name:ident => $method:ident),* $(,)?) => {
+        impl Endpoint {
+            $(
+                pub fn $name<H, T>(path: &'static str, handler: H) -> Endpoint
+                where
+                    H: Handler<T, AppState>,
+                    T: 'static,
+                {
+                    Endpoint { method: Method::$method, path, handler: routing::$name(handler) }
+                }
+            )*
+        }
+    };
+}
+
+endpoint_constructors!(get => GET, post => POST, patch => PATCH, delete => DELETE);
+
+/// Every route the server answers, which the OpenAPI document must match.
+pub fn endpoints() -> Vec<Endpoint> {
+    [
+        health::endpoints(),
+        agents::endpoints(),
+        admin::endpoints(),
+        listings::endpoints(),
+        bids::endpoints(),
+        threads::endpoints(),
+        orders::endpoints(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+pub fn router(state: AppState) -> Router {
+    let settings = state.settings.clone();
+    let mut router = Router::new();
+    for endpoint in endpoints() {
+        router = router.route(endpoint.path, endpoint.handler);
+    }
+    let request_id = HeaderName::from_static("x-request-id");
+    let middleware = ServiceBuilder::new()
+        .layer(SetRequestIdLayer::new(request_id.clone(), MakeRequestUuid))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(|request: &Request| {
+                    let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("-");
+                    tracing::info_span!("request", %request_id, method = %request.method(), path = %request.uri().path())
+                })
+                .on_request(())
+                .on_response(DefaultOnResponse::new().level(Level::INFO)),
+        )
+        .layer(PropagateRequestIdLayer::new(request_id))
+        .layer(CatchPanicLayer::custom(|_| {
+            tracing::error!("a handler panicked");
+            ApiError::internal().into_response()
+        }))
+        .layer(middleware::map_response(problem_for_bare_errors))
+        .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, settings.request_timeout))
+        .layer(middleware::from_fn_with_state(settings.body_limit, refuse_oversized_bodies))
+        .layer(DefaultBodyLimit::max(settings.body_limit));
+    router
+        .fallback(|| async { ApiError::new(Code::NotFound, "no such route; see /openapi.yaml") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(Code::MethodNotAllowed, "this route does not take that method; see /openapi.yaml")
+        })
+        .layer(middleware)
+        .with_state(state)
+}
+
+/// Answers 413 at once for a declared body over the limit. The body is read and discarded
+/// (up to a bound) first, so that a client still sending it can read the answer.
+async fn refuse_oversized_bodies(State(limit): State<usize>, request: Request, next: Next) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    match declared {
+        Some(length) if length > limit as u64 => {
+            const DRAIN_LIMIT: u64 = 64 * 1024 * 1024;
+            if length <= DRAIN_LIMIT {
+                let body = request.into_body();
+                let _ = tokio::time::timeout(Duration::from_secs(10), body.collect()).await;
+            }
+            ApiError::new(
+                Code::PayloadTooLarge,
+                format!("the request body is larger than the {limit} bytes this server accepts"),
+            )
+            .into_response()
+        }
+        _ => next.run(request).await,
+    }
+}
+
+/// Gives error answers made outside the handlers (timeouts and the like) a problem document.
+async fn problem_for_bare_errors(response: Response) -> Response {
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) || response.headers().contains_key(header::CONTENT_TYPE)
+    {
+        return response;
+    }
+    let code = Code::ALL.into_iter().find(|code| code.status() == status).unwrap_or(Code::Internal);
+    let error = match code {
+        Code::Unavailable => ApiError::unavailable("the request took too long; retry shortly"),
+        _ => ApiError::new(code, status.canonical_reason().unwrap_or("error")),
+    };
+    error.into_response()
+}
+
+/// A page of a list, as every list route answers.
+#[derive(Debug, Serialize)]
+pub struct Page<T> {
+    pub data: Vec<T>,
+    pub next_cursor: Option<Uuid>,
+}
+
+impl<T> Page<T> {
+    pub fn from_db<U>(page: crate::db::Page<U>, map: impl Fn(U) -> T) -> Page<T> {
+        Page { data: page.data.into_iter().map(map).collect(), next_cursor: page.next_cursor }
+    }
+}
+
+/// The smallest, default and largest page sizes.
+pub const DEFAULT_LIMIT: i64 = 50;
+pub const MAX_LIMIT: i64 = 200;
+
+/// Validates `limit` and `cursor` query parameters.
+pub fn paging(limit: Option<i64>, cursor: Option<&str>) -> Result<(i64, Option<Uuid>), ApiError> {
+    let mut errors = Vec::new();
+    let limit = limit.unwrap_or(DEFAULT_LIMIT);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        errors.push(crate::domain::FieldError::new("limit", format!("must be between 1 and {MAX_LIMIT}")));
+    }
+    let cursor = match cursor {
+        None => None,
+        Some(raw) => match Uuid::parse_str(raw) {
+            Ok(id) => Some(id),
+            Err(_) => {
+                errors.push(crate::domain::FieldError::new("cursor", "must be a next_cursor from a previous page"));
+                None
+            }
+        },
+    };
+    if errors.is_empty() {
+        Ok((limit, cursor))
+    } else {
+        Err(ApiError::fields(Code::ValidationFailed, "some query parameters are invalid", &errors))
+    }
+}
+
+/// Parses an optional query parameter naming one of a fixed set of values.
+pub fn choice<T: std::str::FromStr<Err = String>>(field: &str, raw: Option<&str>) -> Result<Option<T>, ApiError> {
+    raw.map(|raw| {
+        raw.parse().map_err(|message: String| {
+            ApiError::fields(
+                Code::ValidationFailed,
+                "some query parameters are invalid",
+                &[crate::domain::FieldError::new(field, message)],
+            )
+        })
+    })
+    .transpose()
+}

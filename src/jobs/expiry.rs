@@ -1,0 +1,56 @@
+//! The expiry sweeper: PENDING bids past their deadline become EXPIRED with their threads, in
+//! batches that skip rows another transaction holds. It also forgets idempotency records older
+//! than their retention.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+use crate::db;
+
+/// What one pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Outcome {
+    pub expired_bids: usize,
+    pub purged_idempotency_keys: u64,
+}
+
+impl Outcome {
+    fn is_full(&self, batch: i64) -> bool {
+        self.expired_bids as i64 >= batch || self.purged_idempotency_keys as i64 >= batch
+    }
+}
+
+/// One batch of each kind of clean-up.
+pub async fn run_once(pool: &PgPool, batch: i64) -> Result<Outcome, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let expired = db::negotiation::sweep_expired(&mut tx, batch).await?;
+    tx.commit().await?;
+    let purged = db::idempotency::purge_expired(pool, batch).await?;
+    Ok(Outcome { expired_bids: expired.len(), purged_idempotency_keys: purged })
+}
+
+/// Sweeps every `interval` until cancelled, and again at once after a full batch.
+pub async fn run(pool: PgPool, interval: Duration, batch: i64, shutdown: CancellationToken) {
+    tracing::info!(?interval, batch, "expiry sweeper started");
+    loop {
+        let pause = match run_once(&pool, batch).await {
+            Ok(outcome) => {
+                if outcome.expired_bids > 0 {
+                    tracing::info!(expired_bids = outcome.expired_bids, "expired bids swept");
+                }
+                if outcome.is_full(batch) { Duration::ZERO } else { interval }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "expiry sweep failed; retrying after the interval");
+                interval
+            }
+        };
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(pause) => {}
+        }
+    }
+    tracing::info!("expiry sweeper stopped");
+}
