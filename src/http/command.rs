@@ -21,6 +21,9 @@ use crate::secrets;
 
 const JSON: &str = "application/json";
 
+/// The shortest `Idempotency-Key` accepted on unauthenticated registration.
+pub const MIN_ANONYMOUS_KEY_LEN: usize = 32;
+
 /// A response ready to send and to store for replays.
 #[derive(Debug, Clone)]
 pub struct Reply {
@@ -134,6 +137,18 @@ impl Command {
         let Some(key) = key.0 else {
             return Ok(Ok(Command { tx, claim: None }));
         };
+        if scope.is_nil() && key.len() < MIN_ANONYMOUS_KEY_LEN {
+            // Without an agent, the key alone decides who gets the stored answer (and the API key
+            // in it), so it must be unguessable.
+            return Err(ApiError::fields(
+                Code::MalformedRequest,
+                "the Idempotency-Key header is invalid",
+                &[crate::domain::FieldError::new(
+                    "Idempotency-Key",
+                    format!("must be at least {MIN_ANONYMOUS_KEY_LEN} characters when registering; use a random UUID"),
+                )],
+            ));
+        }
         let claim = Claim::new(scope, &key, request_digest);
         if !idempotency::try_lock(&mut tx, claim.lock_id()).await? {
             return Err(ApiError::new(

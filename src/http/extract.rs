@@ -53,10 +53,12 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
         let (bytes, digest) = read_body(request, state).await?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Err(ApiError::malformed("the request body is empty; send a JSON object"));
+        match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+            None => Err(ApiError::malformed("the request body is empty; send a JSON object")),
+            // Serde would read a JSON array into a struct field by field; only objects are accepted.
+            Some(b'{') => Ok(JsonBody { value: parse_json(&bytes)?, digest }),
+            Some(_) => Err(ApiError::malformed("the request body must be a JSON object")),
         }
-        Ok(JsonBody { value: parse_json(&bytes)?, digest })
     }
 }
 
@@ -65,8 +67,10 @@ impl<S: Send + Sync> FromRequest<S> for ActionBody {
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
         let (bytes, digest) = read_body(request, state).await?;
-        if !bytes.iter().all(u8::is_ascii_whitespace) {
-            parse_json::<NoFields>(&bytes)?;
+        match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+            None => {}
+            Some(b'{') => parse_json::<NoFields>(&bytes).map(drop)?,
+            Some(_) => return Err(ApiError::malformed("the request body must be empty or a JSON object")),
         }
         Ok(ActionBody { digest })
     }

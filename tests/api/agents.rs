@@ -1,0 +1,102 @@
+//! Agents, keys, and the operator's routes.
+
+use reqwest::Method;
+use serde_json::json;
+
+use crate::support::{ADMIN_TOKEN, Body, TestApp};
+
+#[tokio::test]
+async fn registration_shows_the_key_once_and_stores_a_digest() {
+    let app = TestApp::spawn().await;
+    let resp =
+        app.send(Method::POST, "/v1/agents", None, Body::Json(json!({ "name": "  Ada  " })), &[]).await.expect(201);
+    assert_eq!(resp.body["agent"]["name"], "Ada");
+    assert_eq!(resp.body["agent"]["tier"], "PUBLIC");
+    let key = resp.body["api_key"].as_str().unwrap();
+    assert!(key.starts_with("hk_") && key.len() >= 3 + 22, "at least 128 bits");
+    let stored: Vec<u8> = sqlx::query_scalar("SELECT digest FROM api_keys").fetch_one(&app.pool).await.unwrap();
+    assert_eq!(stored, haggle::secrets::sha256(key.as_bytes()));
+    let me = app.get("/v1/agents/me", key).await.expect(200);
+    assert_eq!(me.body["id"], resp.body["agent"]["id"]);
+    let keys = app.get("/v1/agents/me/keys", key).await.expect(200);
+    assert!(!keys.body.to_string().contains(key), "the key is never shown again");
+}
+
+#[tokio::test]
+async fn keys_can_be_added_and_revoked_but_not_the_last_one() {
+    let app = TestApp::spawn().await;
+    let agent = app.register("agent").await;
+    let other = app.register("other").await;
+    let added = app.post_empty("/v1/agents/me/keys", &agent.key).await.expect(201);
+    let second = added.body["api_key"].as_str().unwrap().to_owned();
+    let second_id = added.body["key"]["id"].as_str().unwrap().to_owned();
+    app.get("/v1/agents/me", &second).await.expect(200);
+
+    let keys = app.get("/v1/agents/me/keys", &agent.key).await.expect(200);
+    let first_id = keys.body["data"][0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(keys.body["data"].as_array().unwrap().len(), 2);
+
+    // Someone else's key id does not exist for this agent.
+    app.send(Method::DELETE, &format!("/v1/agents/me/keys/{second_id}"), Some(&other.key), Body::None, &[])
+        .await
+        .expect_problem(404, "not_found");
+    let revoked = app.send(Method::DELETE, format!("/v1/agents/me/keys/{first_id}"), Some(&second), Body::None, &[]);
+    assert!(revoked.await.expect(200).body["revoked_at"].is_string());
+    app.get("/v1/agents/me", &agent.key).await.expect_problem(401, "unauthenticated");
+    app.send(Method::DELETE, &format!("/v1/agents/me/keys/{second_id}"), Some(&second), Body::None, &[])
+        .await
+        .expect_problem(409, "invalid_transition");
+    app.get("/v1/agents/me", &second).await.expect(200);
+}
+
+#[tokio::test]
+async fn the_operator_sets_tiers_and_identity() {
+    let app = TestApp::spawn().await;
+    let agent = app.register("agent").await;
+    let path = format!("/v1/admin/agents/{}", agent.id);
+    let updated =
+        app.patch(&path, ADMIN_TOKEN, json!({ "tier": "ADVERTISER", "agency_id": "agency-7" })).await.expect(200);
+    assert_eq!(
+        (updated.body["tier"].as_str(), updated.body["agency_id"].as_str()),
+        (Some("ADVERTISER"), Some("agency-7"))
+    );
+    let cleared = app.patch(&path, ADMIN_TOKEN, json!({ "agency_id": null, "seat_id": "seat-1" })).await.expect(200);
+    assert_eq!(cleared.body["agency_id"], serde_json::Value::Null);
+    assert_eq!(cleared.body["tier"], "ADVERTISER", "absent fields are left alone");
+    assert_eq!(cleared.body["seat_id"], "seat-1");
+    app.patch(format!("/v1/admin/agents/{}", uuid::Uuid::now_v7()), ADMIN_TOKEN, json!({ "tier": "SEAT" }))
+        .await
+        .expect_problem(404, "not_found");
+    app.patch(&path, ADMIN_TOKEN, json!({ "agency_id": "" })).await.expect_problem(422, "validation_failed");
+}
+
+#[tokio::test]
+async fn the_operator_api_is_off_without_a_token_and_registration_can_close() {
+    let app = TestApp::spawn_with(|config| {
+        config.settings.admin_token = None;
+        config.settings.open_registration = false;
+    })
+    .await;
+    app.send(Method::POST, "/v1/agents", None, Body::Json(json!({ "name": "x" })), &[])
+        .await
+        .expect_problem(403, "forbidden");
+    app.patch(format!("/v1/admin/agents/{}", uuid::Uuid::now_v7()), ADMIN_TOKEN, json!({ "tier": "SEAT" }))
+        .await
+        .expect_problem(403, "forbidden");
+    assert_eq!(app.count("SELECT count(*) FROM agents").await, 0);
+}
+
+#[tokio::test]
+async fn health_and_the_spec_are_served() {
+    let app = TestApp::spawn().await;
+    assert_eq!(app.send(Method::GET, "/healthz", None, Body::None, &[]).await.expect(200).body["status"], "ok");
+    assert_eq!(app.send(Method::GET, "/readyz", None, Body::None, &[]).await.expect(200).body["status"], "ready");
+    let spec = app.send(Method::GET, "/openapi.yaml", None, Body::None, &[]).await.expect(200);
+    assert_eq!(spec.header("content-type"), Some("application/yaml"));
+    assert_eq!(
+        spec.body.as_str().unwrap(),
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.yaml")).unwrap()
+    );
+    let resp = app.send(Method::GET, "/healthz", None, Body::None, &[]).await;
+    assert!(resp.header("x-request-id").is_some(), "every answer carries a request id");
+}

@@ -1,0 +1,198 @@
+//! Expiry: reads tell the truth before the sweep, the sweep ends bid and thread, and an action
+//! on an expired bid records its expiry. Time is moved through the database, never slept on.
+
+use serde_json::json;
+
+use crate::support::{Deal, TestApp};
+
+/// Moves a bid's deadline (and its thread's) into the past.
+async fn age(app: &TestApp, bid: &str) {
+    sqlx::query("UPDATE bids SET expires_at = now() - interval '1 second' WHERE id = $1::uuid")
+        .bind(bid)
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    sqlx::query(
+        "UPDATE threads SET expires_at = now() - interval '1 second' WHERE last_bid_id = $1::uuid AND status = 'ACTIVE'",
+    )
+    .bind(bid)
+    .execute(&app.pool)
+    .await
+    .unwrap();
+}
+
+async fn stored(app: &TestApp, bid: &str) -> (String, String) {
+    sqlx::query_as("SELECT b.status, t.status FROM bids b JOIN threads t ON t.id = b.thread_id WHERE b.id = $1::uuid")
+        .bind(bid)
+        .fetch_one(&app.pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_bid_past_its_time_reads_expired_before_the_sweep() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    let bid = app.place(&deal.buyer, &deal.listing, 80000).await;
+    age(&app, &bid).await;
+
+    let read = app.get(format!("/v1/bids/{bid}"), &deal.buyer.key).await.expect(200);
+    assert_eq!((read.body["status"].as_str(), read.body["reason"].as_str()), (Some("EXPIRED"), Some("expired")));
+    let thread = read.body["thread_id"].as_str().unwrap();
+    let thread = app.get(format!("/v1/threads/{thread}"), &deal.seller.key).await.expect(200);
+    assert_eq!(thread.body["status"], "EXPIRED");
+    assert_eq!(thread.body["turn"], serde_json::Value::Null);
+    assert_eq!(thread.body["bids"][0]["status"], "EXPIRED");
+    let expired = app.get("/v1/threads?status=EXPIRED", &deal.buyer.key).await.expect(200);
+    assert_eq!(expired.body["data"].as_array().unwrap().len(), 1);
+    assert_eq!(app.get("/v1/threads?status=ACTIVE", &deal.buyer.key).await.expect(200).body["data"], json!([]));
+    assert_eq!(stored(&app, &bid).await, ("PENDING".into(), "ACTIVE".into()), "nothing is written by a read");
+}
+
+#[tokio::test]
+async fn the_sweep_expires_bids_and_their_threads() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({ "quantity": 3 })).await;
+    let others: Vec<_> = [app.buyer("a").await, app.buyer("b").await].into_iter().collect();
+    let due = app.place(&deal.buyer, &deal.listing, 80000).await;
+    let countered = app.place(&others[0], &deal.listing, 80000).await;
+    let due_counter = app.counter(&deal.seller, &countered, 99000).await;
+    let live = app.place(&others[1], &deal.listing, 80000).await;
+    age(&app, &due).await;
+    age(&app, &due_counter).await;
+
+    let outcome = haggle::jobs::expiry::run_once(&app.pool, 500).await.unwrap();
+    assert_eq!(outcome.expired_bids, 2);
+    assert_eq!(stored(&app, &due).await, ("EXPIRED".into(), "EXPIRED".into()));
+    assert_eq!(stored(&app, &due_counter).await, ("EXPIRED".into(), "EXPIRED".into()));
+    assert_eq!(stored(&app, &live).await, ("PENDING".into(), "ACTIVE".into()));
+    let reason: String = sqlx::query_scalar("SELECT closed_reason FROM threads WHERE last_bid_id = $1::uuid")
+        .bind(&due)
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(reason, "expired");
+    assert_eq!(haggle::jobs::expiry::run_once(&app.pool, 500).await.unwrap().expired_bids, 0);
+}
+
+#[tokio::test]
+async fn the_sweep_works_in_batches() {
+    let app = TestApp::spawn().await;
+    let seller = app.register("seller").await;
+    let buyer = app.buyer("buyer").await;
+    let mut bids = Vec::new();
+    for _ in 0..5 {
+        let listing = app.listing(&seller, json!({})).await;
+        bids.push(app.place(&buyer, &listing, 80000).await);
+    }
+    for bid in &bids {
+        age(&app, bid).await;
+    }
+    assert_eq!(haggle::jobs::expiry::run_once(&app.pool, 2).await.unwrap().expired_bids, 2);
+    assert_eq!(haggle::jobs::expiry::run_once(&app.pool, 2).await.unwrap().expired_bids, 2);
+    assert_eq!(haggle::jobs::expiry::run_once(&app.pool, 2).await.unwrap().expired_bids, 1);
+    assert_eq!(app.count("SELECT count(*) FROM bids WHERE status = 'EXPIRED'").await, 5);
+}
+
+#[tokio::test]
+async fn an_action_on_an_expired_bid_fails_and_records_the_expiry() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    for action in ["accept", "counter", "reject"] {
+        let listing = app.listing(&deal.seller, json!({})).await;
+        let bid = app.place(&deal.buyer, &listing, 80000).await;
+        age(&app, &bid).await;
+        let refused = match action {
+            "counter" => {
+                app.post(format!("/v1/bids/{bid}/counter"), &deal.seller.key, json!({ "amount": 90000 })).await
+            }
+            _ => app.post_empty(format!("/v1/bids/{bid}/{action}"), &deal.seller.key).await,
+        };
+        assert_eq!(refused.expect_problem(409, "bid_expired").body["current_status"], "EXPIRED");
+        assert_eq!(stored(&app, &bid).await, ("EXPIRED".into(), "EXPIRED".into()), "{action}");
+    }
+    assert_eq!(app.count("SELECT count(*) FROM orders").await, 0);
+}
+
+#[tokio::test]
+async fn a_buyer_may_bid_again_once_its_thread_ran_out_of_time() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    let first = app.place(&deal.buyer, &deal.listing, 80000).await;
+    age(&app, &first).await;
+    app.place(&deal.buyer, &deal.listing, 81000).await;
+    assert_eq!(stored(&app, &first).await, ("EXPIRED".into(), "EXPIRED".into()));
+}
+
+#[tokio::test]
+async fn expiry_requests_are_bounded_and_honoured() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({ "bid_ttl_seconds": 600 })).await;
+    for bad in [59, 2_592_001, -5] {
+        let refused = app
+            .post(
+                &format!("/v1/listings/{}/bids", deal.listing),
+                &deal.buyer.key,
+                json!({ "amount": 80000, "expires_in": bad }),
+            )
+            .await;
+        assert_eq!(refused.expect_problem(422, "validation_failed").body["errors"][0]["field"], "expires_in");
+    }
+    let placed = app
+        .post(
+            &format!("/v1/listings/{}/bids", deal.listing),
+            &deal.buyer.key,
+            json!({ "amount": 80000, "expires_in": 60 }),
+        )
+        .await
+        .expect(201);
+    let lifetime: f64 =
+        sqlx::query_scalar("SELECT extract(epoch FROM expires_at - created_at)::float8 FROM bids WHERE id = $1::uuid")
+            .bind(placed.body["bid"]["id"].as_str().unwrap())
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+    assert_eq!(lifetime, 60.0);
+    let counter = app.counter(&deal.seller, placed.body["bid"]["id"].as_str().unwrap(), 99000).await;
+    let lifetime: f64 =
+        sqlx::query_scalar("SELECT extract(epoch FROM expires_at - created_at)::float8 FROM bids WHERE id = $1::uuid")
+            .bind(&counter)
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+    assert_eq!(lifetime, 600.0, "the listing's default");
+}
+
+#[tokio::test]
+async fn the_sweeper_forgets_old_idempotency_records() {
+    let app = TestApp::spawn().await;
+    let seller = app.register("seller").await;
+    let created = app
+        .send(
+            reqwest::Method::POST,
+            "/v1/listings",
+            Some(&seller.key),
+            crate::support::Body::Json(json!({ "title": "Desk", "ask_amount": 1000 })),
+            &[("idempotency-key", "old-key")],
+        )
+        .await
+        .expect(201);
+    sqlx::query("UPDATE idempotency_keys SET created_at = now() - interval '25 hours'")
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    let outcome = haggle::jobs::expiry::run_once(&app.pool, 500).await.unwrap();
+    assert_eq!(outcome.purged_idempotency_keys, 1);
+    // The key is free again: the same request creates a second listing.
+    let again = app
+        .send(
+            reqwest::Method::POST,
+            "/v1/listings",
+            Some(&seller.key),
+            crate::support::Body::Json(json!({ "title": "Desk", "ask_amount": 1000 })),
+            &[("idempotency-key", "old-key")],
+        )
+        .await
+        .expect(201);
+    assert_ne!(created.id(), again.id());
+}

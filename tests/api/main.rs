@@ -1,0 +1,16 @@
+//! Integration tests: a real PostgreSQL (a fresh database per test), the app on a free port,
+//! and real HTTP. See support.rs for the harness.
+
+mod agents;
+mod deploy;
+mod embedded;
+mod expiry;
+mod idempotency;
+mod listings;
+mod malformed;
+mod negotiation;
+mod openapi;
+mod races;
+mod spec;
+mod support;
+mod walkthrough;

@@ -1,0 +1,126 @@
+//! Racing actions through real concurrent HTTP requests: exactly one winner, 409 for the rest,
+//! never a 500 and never a second order.
+
+use std::collections::BTreeMap;
+
+use futures::future::join_all;
+use serde_json::json;
+
+use crate::support::{Deal, Resp, TestApp};
+
+fn tally(responses: &[Resp]) -> BTreeMap<(u16, String), usize> {
+    let mut counts = BTreeMap::new();
+    for resp in responses {
+        *counts.entry((resp.status, resp.code().to_owned())).or_default() += 1;
+    }
+    counts
+}
+
+#[tokio::test]
+async fn fifty_accepts_of_one_bid_make_one_order() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({ "quantity": 10 })).await;
+    let bid = app.place(&deal.buyer, &deal.listing, 90000).await;
+    let path = format!("/v1/bids/{bid}/accept");
+    let responses = join_all((0..50).map(|_| app.post_empty(&path, &deal.seller.key))).await;
+    let counts = tally(&responses);
+    assert_eq!(counts.get(&(200, String::new())), Some(&1), "{counts:?}");
+    assert_eq!(counts.get(&(409, "invalid_transition".to_owned())), Some(&49), "{counts:?}");
+    assert_eq!(app.count("SELECT count(*) FROM orders").await, 1);
+    assert_eq!(app.count("SELECT quantity_available::bigint FROM listings").await, 9);
+}
+
+#[tokio::test]
+async fn thirty_counters_of_one_bid_leave_one_pending_bid() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    let bid = app.place(&deal.buyer, &deal.listing, 80000).await;
+    let path = format!("/v1/bids/{bid}/counter");
+    let responses = join_all((0..30).map(|i| app.post(&path, &deal.seller.key, json!({ "amount": 90000 + i })))).await;
+    let counts = tally(&responses);
+    assert_eq!(counts.get(&(201, String::new())), Some(&1), "{counts:?}");
+    assert_eq!(counts.get(&(409, "invalid_transition".to_owned())), Some(&29), "{counts:?}");
+    assert_eq!(app.count("SELECT count(*) FROM bids").await, 2);
+    assert_eq!(app.count("SELECT count(*) FROM bids WHERE status = 'PENDING'").await, 1);
+    assert_eq!(app.count("SELECT rounds::bigint FROM threads").await, 2);
+}
+
+#[tokio::test]
+async fn accept_racing_withdraw_has_one_winner() {
+    let app = TestApp::spawn().await;
+    let seller = app.register("seller").await;
+    let buyer = app.buyer("buyer").await;
+    let listing = app.listing(&seller, json!({ "quantity": 100, "max_threads_per_buyer": 100 })).await;
+    let mut accepted = 0;
+    for _ in 0..20 {
+        let bid = app.place(&buyer, &listing, 90000).await;
+        let (accept, withdraw) = tokio::join!(
+            app.post_empty(format!("/v1/bids/{bid}/accept"), &seller.key),
+            app.post_empty(format!("/v1/bids/{bid}/withdraw"), &buyer.key),
+        );
+        let outcome = (accept.status, withdraw.status);
+        assert!(outcome == (200, 409) || outcome == (409, 200), "{outcome:?}: {} / {}", accept.body, withdraw.body);
+        let orders = app.count(format!("SELECT count(*) FROM orders WHERE bid_id = '{bid}'")).await;
+        assert_eq!(orders, i64::from(accept.status == 200));
+        accepted += usize::from(accept.status == 200);
+    }
+    assert_eq!(app.count("SELECT count(*) FROM orders").await, accepted as i64);
+}
+
+#[tokio::test]
+async fn two_buyers_racing_for_the_last_unit() {
+    let app = TestApp::spawn().await;
+    for _ in 0..5 {
+        let seller = app.register("seller").await;
+        let listing = app.listing(&seller, json!({ "quantity": 1 })).await;
+        let mut offers = Vec::new();
+        for name in ["first", "second"] {
+            let buyer = app.buyer(name).await;
+            let opening = app.place(&buyer, &listing, 90000).await;
+            offers.push((buyer, app.counter(&seller, &opening, 95000).await));
+        }
+        let responses =
+            join_all(offers.iter().map(|(buyer, bid)| app.post_empty(format!("/v1/bids/{bid}/accept"), &buyer.key)))
+                .await;
+        let counts = tally(&responses);
+        assert_eq!(counts.get(&(200, String::new())), Some(&1), "{counts:?}");
+        assert_eq!(counts.get(&(409, "invalid_transition".to_owned())), Some(&1), "{counts:?}");
+        assert_eq!(app.count(format!("SELECT count(*) FROM orders WHERE listing_id = '{listing}'")).await, 1);
+        let status: String = sqlx::query_scalar(&format!("SELECT status FROM listings WHERE id = '{listing}'"))
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+        assert_eq!(status, "SOLD");
+        let loser = responses.iter().find(|r| r.status == 409).unwrap();
+        assert_eq!(loser.body["current_status"], "REJECTED");
+    }
+}
+
+#[tokio::test]
+async fn concurrent_placements_by_one_buyer_open_one_thread() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({ "max_threads_per_buyer": 10 })).await;
+    let path = format!("/v1/listings/{}/bids", deal.listing);
+    let responses = join_all((0..10).map(|i| app.post(&path, &deal.buyer.key, json!({ "amount": 80000 + i })))).await;
+    let counts = tally(&responses);
+    assert_eq!(counts.get(&(201, String::new())), Some(&1), "{counts:?}");
+    assert_eq!(counts.get(&(409, "thread_active".to_owned())), Some(&9), "{counts:?}");
+    assert_eq!(app.count("SELECT count(*) FROM threads").await, 1);
+}
+
+#[tokio::test]
+async fn purchases_never_oversell() {
+    let app = TestApp::spawn().await;
+    let seller = app.register("seller").await;
+    let listing = app.listing(&seller, json!({ "quantity": 3 })).await;
+    let mut shoppers = Vec::new();
+    for i in 0..12 {
+        shoppers.push(app.register(&format!("shopper {i}")).await);
+    }
+    let path = format!("/v1/listings/{listing}/purchase");
+    let responses = join_all(shoppers.iter().map(|s| app.post_empty(&path, &s.key))).await;
+    let counts = tally(&responses);
+    assert_eq!(counts.get(&(201, String::new())), Some(&3), "{counts:?}");
+    assert_eq!(counts.get(&(409, "listing_unavailable".to_owned())), Some(&9), "{counts:?}");
+    assert_eq!(app.count("SELECT count(*) FROM orders").await, 3);
+}
