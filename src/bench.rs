@@ -1,8 +1,392 @@
-//! `haggle bench`.
+//! `haggle bench`: latency and throughput of negotiations against a running server.
+//!
+//! For each concurrency level the bench first sets up, untimed, one seller and one buyer per
+//! worker (the buyer raised to AGENCY through the operator API) and enough listings that no
+//! buyer runs out of threads: so workers never contend on one listing, and what is measured is
+//! the server, not lock waits the bench made up. It then runs the warm-up units, unmeasured, and
+//! the measured ones, each worker a tokio task in a closed loop (the next unit as soon as its
+//! last one ends) over one shared, keep-alive connection pool. The figures go to stdout, progress
+//! to stderr, and with `--json` to a file as well.
 
-#[derive(Debug, clap::Args)]
-pub struct BenchArgs {}
+mod api;
+mod report;
+mod stats;
+mod workload;
 
-pub async fn run(_args: BenchArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not yet")
+use std::collections::VecDeque;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use reqwest::Method;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::json;
+use uuid::Uuid;
+
+use self::api::{Api, CallFailed};
+use self::report::{BenchReport, Conditions, LevelReport};
+use self::stats::Recorder;
+pub use self::workload::Workload;
+use self::workload::{ASK, Parties};
+use crate::domain::Tier;
+use crate::domain::listing::{MAX_QUANTITY, MAX_THREADS_PER_BUYER};
+
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    /// The running server to measure.
+    #[arg(long, env = "HAGGLE_URL", default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// The server's operator token, needed to raise the bench's buyers to the AGENCY tier.
+    #[arg(long, env = "HAGGLE_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+    /// What to measure: w1 full negotiations (place, counter, counter, accept); w2 bid placement
+    /// (place, then withdraw so the buyer may bid again; place is the measured call).
+    #[arg(long, value_enum, default_value_t = Workload::W1)]
+    pub workload: Workload,
+    /// Concurrent workers; a comma list (`1,4,16,32`) runs a sweep, one result block per level.
+    #[arg(long, value_delimiter = ',', default_value = "16", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub concurrency: Vec<u32>,
+    /// Units of work measured per level: negotiations for w1, placements for w2.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub negotiations: u64,
+    /// Units of work run before each level's measurement and left out of its figures.
+    #[arg(long, default_value_t = 100)]
+    pub warmup: u64,
+    /// Also write the figures, with the conditions they were measured under, to this JSON file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// How long one request may take before it counts as an error.
+    #[arg(long, default_value = "30s", value_parser = crate::config::parse_duration)]
+    pub timeout: Duration,
+}
+
+impl fmt::Debug for BenchArgs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BenchArgs")
+            .field("url", &self.url)
+            .field("admin_token", &self.admin_token.as_ref().map(|_| "<redacted>"))
+            .field("workload", &self.workload)
+            .field("concurrency", &self.concurrency)
+            .field("negotiations", &self.negotiations)
+            .field("warmup", &self.warmup)
+            .field("json", &self.json)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl BenchArgs {
+    /// The command line that reproduces this run, without the admin token.
+    fn command_line(&self) -> String {
+        let levels: Vec<String> = self.concurrency.iter().map(u32::to_string).collect();
+        let mut line = format!(
+            "haggle bench --url {} --workload {} --concurrency {} --negotiations {} --warmup {}",
+            self.url,
+            self.workload.name(),
+            levels.join(","),
+            self.negotiations,
+            self.warmup
+        );
+        if self.timeout != Duration::from_secs(30) {
+            line.push_str(&format!(" --timeout {}ms", self.timeout.as_millis()));
+        }
+        line
+    }
+}
+
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let Some(admin_token) = args.admin_token.clone().filter(|token| !token.trim().is_empty()) else {
+        bail!(
+            "the bench needs the server's operator token to raise its buyers to the AGENCY tier: \
+             pass --admin-token or set HAGGLE_ADMIN_TOKEN to the token the server was started with"
+        );
+    };
+    let api = Api::new(&args.url, args.timeout)?;
+    api.check_server().await?;
+    api.check_admin_token(&admin_token).await?;
+    if cfg!(debug_assertions) {
+        eprintln!(
+            "warning: this is a debug build of haggle; the bench itself may be the bottleneck (cargo build --release)"
+        );
+    }
+
+    // Agent names carry the run, so that several runs against one database stay apart.
+    let run_id = chrono::Utc::now().format("%Y%m%dT%H%M%S").to_string();
+    let mut report = BenchReport::new(args.command_line(), args.workload);
+    for &concurrency in &args.concurrency {
+        let level = run_level(&api, &args, &admin_token, &run_id, concurrency as usize).await?;
+        print!("{}", report::level_table(&level, args.workload));
+        let stopped = level.figures.stopped_workers.len();
+        report.levels.push(level);
+        if let Some(path) = &args.json {
+            report.write(path)?;
+        }
+        if stopped > 0 {
+            bail!(
+                "{stopped} of {concurrency} workers stopped before the end of the run (see the warnings above), \
+                 so these figures are incomplete; is the server still up?"
+            );
+        }
+    }
+    if report.levels.len() > 1 {
+        print!("{}", report::sweep_table(&report.levels, args.workload));
+    }
+    if let Some(path) = &args.json {
+        eprintln!("figures written to {}", path.display());
+    }
+    Ok(())
+}
+
+async fn run_level(
+    api: &Api,
+    args: &BenchArgs,
+    admin_token: &str,
+    run_id: &str,
+    concurrency: usize,
+) -> anyhow::Result<LevelReport> {
+    let workload = args.workload;
+    let label = format!("[{} c={concurrency}]", workload.name());
+    // A quarter more than an even share, as workers take units from a common pool; a worker that
+    // still runs out creates a listing on the spot, and the report says so.
+    let share = (args.warmup + args.negotiations).div_ceil(concurrency as u64);
+    let listings_per_worker = (share + share / 4).div_ceil(THREADS_PER_LISTING) + 1;
+    eprintln!(
+        "{label} setup: {}, {} (AGENCY), {}",
+        report::count(concurrency as u64, "seller"),
+        report::count(concurrency as u64, "buyer"),
+        report::count(listings_per_worker * concurrency as u64, "listing")
+    );
+    let started = Instant::now();
+    let names = format!("bench-{run_id}-c{concurrency}");
+    let workers = futures::future::try_join_all(
+        (0..concurrency).map(|index| Worker::set_up(api, admin_token, &names, index, listings_per_worker)),
+    )
+    .await
+    .context("setting up the bench's agents and listings")?;
+    eprintln!("{label} setup done in {:.1} s", started.elapsed().as_secs_f64());
+
+    let workers = if args.warmup > 0 {
+        let started = Instant::now();
+        let (workers, warmup) = run_phase(api, workload, workers, args.warmup, None).await?;
+        eprintln!(
+            "{label} warm-up: {} completed in {:.1} s, {}{}",
+            report::count(warmup.completed, workload.unit().0),
+            started.elapsed().as_secs_f64(),
+            report::count(warmup.error_count(), "error"),
+            warmup.first_problem().map(|problem| format!(" (first: {problem})")).unwrap_or_default()
+        );
+        workers
+    } else {
+        workers
+    };
+
+    let date = chrono::Utc::now();
+    let progress = Arc::new(Progress::new(label, workload.unit().1, args.negotiations));
+    let started = Instant::now();
+    let (workers, recorder) = run_phase(api, workload, workers, args.negotiations, Some(progress)).await?;
+    let wall = started.elapsed();
+    let created_mid_run: u64 = workers.iter().map(|worker| worker.listings_created_on_demand).sum();
+
+    let conditions = Conditions {
+        url: api.base().to_owned(),
+        workload: workload.name(),
+        concurrency,
+        negotiations: args.negotiations,
+        warmup: args.warmup,
+        unit: workload.unit().0,
+        cpus: std::thread::available_parallelism().map_or(1, usize::from),
+        date: date.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        bench_build: if cfg!(debug_assertions) { "debug" } else { "release" },
+        haggle_version: env!("CARGO_PKG_VERSION"),
+        client_timeout_seconds: args.timeout.as_secs_f64(),
+        sellers: concurrency,
+        buyers: concurrency,
+        listings: listings_per_worker * concurrency as u64 + created_mid_run,
+        listings_created_mid_run: created_mid_run,
+    };
+    Ok(LevelReport { conditions, figures: recorder.summarize(workload.calls(), wall) })
+}
+
+/// Threads a buyer may open on one bench listing: the most a listing allows.
+const THREADS_PER_LISTING: u64 = MAX_THREADS_PER_BUYER as u64;
+
+/// Runs `units` units of `workload` on the workers, which take them from a common pool until it
+/// is empty, and gives the workers back with what they recorded.
+async fn run_phase(
+    api: &Api,
+    workload: Workload,
+    workers: Vec<Worker>,
+    units: u64,
+    progress: Option<Arc<Progress>>,
+) -> anyhow::Result<(Vec<Worker>, Recorder)> {
+    let tickets = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = workers
+        .into_iter()
+        .map(|mut worker| {
+            let api = api.clone();
+            let tickets = Arc::clone(&tickets);
+            let progress = progress.clone();
+            tokio::spawn(async move {
+                let mut recorder = Recorder::default();
+                while tickets.fetch_add(1, Ordering::Relaxed) < units {
+                    match worker.next_listing(&api).await {
+                        Ok(listing) => match workload.run_once(&api, &worker.parties, listing, &mut recorder).await {
+                            Ok(()) => recorder.completed += 1,
+                            Err(CallFailed) => {
+                                // The failure may have left an active thread there.
+                                recorder.failed += 1;
+                                worker.abandon_listing();
+                            }
+                        },
+                        Err(error) => {
+                            recorder.failed += 1;
+                            recorder.stopped.push(format!("worker {} stopped: {error:#}", worker.index));
+                            break;
+                        }
+                    }
+                    if let Some(progress) = &progress {
+                        progress.tick();
+                    }
+                }
+                (worker, recorder)
+            })
+        })
+        .collect();
+    let mut workers = Vec::with_capacity(tasks.len());
+    let mut recorder = Recorder::default();
+    for task in tasks {
+        let (worker, recorded) = task.await.context("a bench worker failed")?;
+        workers.push(worker);
+        recorder.merge(recorded);
+    }
+    Ok((workers, recorder))
+}
+
+/// One concurrent worker: its own seller and buyer, and the seller's listings it bids on.
+struct Worker {
+    index: usize,
+    parties: Parties,
+    listings: VecDeque<Listing>,
+    listings_created_on_demand: u64,
+}
+
+struct Listing {
+    id: Uuid,
+    threads_left: u64,
+}
+
+#[derive(Deserialize)]
+struct Registered {
+    agent: Created,
+    api_key: String,
+}
+
+#[derive(Deserialize)]
+struct Created {
+    id: Uuid,
+}
+
+impl Worker {
+    async fn set_up(api: &Api, admin_token: &str, names: &str, index: usize, listings: u64) -> anyhow::Result<Worker> {
+        const REGISTRATION: &str =
+            "registering a bench agent (the server must allow open registration: HAGGLE_OPEN_REGISTRATION=true)";
+        let seller: Registered = api
+            .setup(Method::POST, "/v1/agents", None, &json!({"name": format!("{names}-w{index}-seller")}))
+            .await
+            .context(REGISTRATION)?;
+        let buyer: Registered = api
+            .setup(Method::POST, "/v1/agents", None, &json!({"name": format!("{names}-w{index}-buyer")}))
+            .await
+            .context(REGISTRATION)?;
+        let _: IgnoredAny = api
+            .setup(
+                Method::PATCH,
+                &format!("/v1/admin/agents/{}", buyer.agent.id),
+                Some(admin_token),
+                &json!({"tier": Tier::Agency.as_str()}),
+            )
+            .await
+            .context("raising a bench buyer to the AGENCY tier")?;
+        let mut worker = Worker {
+            index,
+            parties: Parties { seller_key: seller.api_key, buyer_key: buyer.api_key },
+            listings: VecDeque::new(),
+            listings_created_on_demand: 0,
+        };
+        for _ in 0..listings {
+            worker.add_listing(api).await?;
+        }
+        Ok(worker)
+    }
+
+    /// A listing with room for a thread per unit of work: the most threads a buyer may open, and
+    /// a quantity no run will sell out, so accepting never takes the sold-out path.
+    async fn add_listing(&mut self, api: &Api) -> anyhow::Result<()> {
+        let body = json!({
+            "title": format!("bench listing, worker {}", self.index),
+            "ask_amount": ASK,
+            "quantity": MAX_QUANTITY,
+            "max_threads_per_buyer": MAX_THREADS_PER_BUYER,
+        });
+        let listing: Created = api
+            .setup(Method::POST, "/v1/listings", Some(&self.parties.seller_key), &body)
+            .await
+            .context("creating a bench listing")?;
+        self.listings.push_back(Listing { id: listing.id, threads_left: THREADS_PER_LISTING });
+        Ok(())
+    }
+
+    /// A listing on which the buyer may open one more thread (counted as opened), creating one
+    /// when none is left.
+    async fn next_listing(&mut self, api: &Api) -> anyhow::Result<Uuid> {
+        while self.listings.front().is_some_and(|listing| listing.threads_left == 0) {
+            self.listings.pop_front();
+        }
+        if self.listings.is_empty() {
+            self.add_listing(api).await?;
+            self.listings_created_on_demand += 1;
+        }
+        let listing = self.listings.front_mut().expect("a listing was just ensured");
+        listing.threads_left -= 1;
+        Ok(listing.id)
+    }
+
+    /// Leaves the current listing, where a failed unit may have left the buyer an active thread.
+    fn abandon_listing(&mut self) {
+        self.listings.pop_front();
+    }
+}
+
+/// A line on stderr each tenth of a measured phase.
+struct Progress {
+    label: String,
+    unit: &'static str,
+    total: u64,
+    done: AtomicU64,
+    started: Instant,
+}
+
+impl Progress {
+    fn new(label: String, unit: &'static str, total: u64) -> Progress {
+        Progress { label, unit, total, done: AtomicU64::new(0), started: Instant::now() }
+    }
+
+    fn tick(&self) {
+        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+        if done * 10 / self.total != (done - 1) * 10 / self.total {
+            let seconds = self.started.elapsed().as_secs_f64();
+            eprintln!(
+                "{} {:>3}%  {done}/{} {} in {seconds:.1} s ({:.1}/s)",
+                self.label,
+                done * 100 / self.total,
+                self.total,
+                self.unit,
+                done as f64 / seconds.max(f64::EPSILON)
+            );
+        }
+    }
 }

@@ -271,6 +271,12 @@ pub async fn lock_listing_of_bid(
     status.map(|s| s.parse().map_err(|e: String| sqlx::Error::Decode(e.into()))).transpose()
 }
 
+/// Locks a thread row, for a caller that is about to change one of its bids without having
+/// read it through [`lock_bid_context`].
+pub async fn lock_thread(conn: &mut PgConnection, thread_id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT 1 FROM threads WHERE id = $1 FOR UPDATE").bind(thread_id).execute(conn).await.map(drop)
+}
+
 /// The current status of a bid, to report why a compare-and-set found nothing to change.
 pub async fn stored_status(conn: &mut PgConnection, bid_id: Uuid) -> Result<BidStatus, sqlx::Error> {
     let status: String =
@@ -369,8 +375,9 @@ pub async fn insert_counter(
     Ok(row.map(|row| (row.bid.0, row.thread.0)))
 }
 
-/// Ends a thread through its pending bid: a rejection, a withdrawal or an expiry.
-/// `None` if the bid was no longer PENDING.
+/// Ends a thread through its pending bid: a rejection, a withdrawal or an expiry. The caller
+/// must hold the thread's lock (the bid row is changed first here, so taking the thread's
+/// lock only now would invert the lock order). `None` if the bid was no longer PENDING.
 pub async fn end_with_bid(
     conn: &mut PgConnection,
     bid_id: Uuid,

@@ -144,6 +144,7 @@ pub async fn place(
             return Err(Rejection::ThreadActive { thread_id: Some(thread_id) }.into());
         }
         // The buyer's live thread ran out of time before the sweeper saw it: it ends now.
+        negotiation::lock_thread(conn, thread_id).await?;
         negotiation::end_with_bid(conn, pending, Transition::Expire).await?;
     }
     if context.thread_count >= i64::from(listing.max_threads_per_buyer) {

@@ -2,6 +2,7 @@
 //! and real HTTP. See support.rs for the harness.
 
 mod agents;
+mod cli;
 mod deploy;
 mod embedded;
 mod expiry;

@@ -1,0 +1,170 @@
+//! The workloads: what one unit of work is, and which calls it makes.
+//!
+//! A new workload is a new `Workload` variant; the exhaustive matches below then say what else it
+//! must decide (its calls, its unit, the call it is about, and how one unit runs).
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::api::{Api, CallFailed};
+use super::stats::Recorder;
+
+/// The ask of every bench listing, and the positions the two sides take under it.
+pub const ASK: i64 = 100_000;
+const OPENING_BID: i64 = 80_000;
+const SELLER_COUNTER: i64 = 95_000;
+const BUYER_COUNTER: i64 = 90_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Workload {
+    /// A full negotiation: the buyer bids, the seller counters, the buyer counters, the seller accepts.
+    W1,
+    /// Placing a bid (the measured call), then withdrawing it so the buyer may bid again.
+    W2,
+}
+
+/// The state-changing calls the workloads make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Call {
+    /// POST /v1/listings/{id}/bids
+    Place,
+    /// POST /v1/bids/{id}/counter, by either side
+    Counter,
+    /// POST /v1/bids/{id}/accept
+    Accept,
+    /// POST /v1/bids/{id}/withdraw
+    Withdraw,
+}
+
+impl Call {
+    pub fn name(self) -> &'static str {
+        match self {
+            Call::Place => "place",
+            Call::Counter => "counter",
+            Call::Accept => "accept",
+            Call::Withdraw => "withdraw",
+        }
+    }
+}
+
+/// The two sides of one worker's negotiations: their API keys.
+#[derive(Debug, Clone)]
+pub struct Parties {
+    pub seller_key: String,
+    pub buyer_key: String,
+}
+
+#[derive(Deserialize)]
+struct BidAnswer {
+    bid: BidId,
+}
+
+#[derive(Deserialize)]
+struct BidId {
+    id: Uuid,
+}
+
+impl Workload {
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::W1 => "w1",
+            Workload::W2 => "w2",
+        }
+    }
+
+    pub fn summary(self) -> &'static str {
+        match self {
+            Workload::W1 => "full negotiation: place, seller counters, buyer counters, seller accepts",
+            Workload::W2 => "bid placement: place (measured), then withdraw so the buyer may bid again",
+        }
+    }
+
+    /// The calls one unit makes, in the order of their rows in the report.
+    pub fn calls(self) -> &'static [Call] {
+        match self {
+            Workload::W1 => &[Call::Place, Call::Counter, Call::Accept],
+            Workload::W2 => &[Call::Place, Call::Withdraw],
+        }
+    }
+
+    /// One unit of work, singular and plural.
+    pub fn unit(self) -> (&'static str, &'static str) {
+        match self {
+            Workload::W1 => ("negotiation", "negotiations"),
+            Workload::W2 => ("placement", "placements"),
+        }
+    }
+
+    /// The call the workload is about, whose latency heads a sweep's summary; `None` when it is
+    /// about all of its calls together.
+    pub fn measured_call(self) -> Option<Call> {
+        match self {
+            Workload::W1 => None,
+            Workload::W2 => Some(Call::Place),
+        }
+    }
+
+    /// Runs one unit on `listing`, on which the buyer has no active thread. Every call is timed
+    /// into `recorder`; the first failure ends the unit (it is already recorded), and may leave
+    /// an active thread behind, so the caller should move to another listing.
+    pub async fn run_once(
+        self,
+        api: &Api,
+        parties: &Parties,
+        listing: Uuid,
+        recorder: &mut Recorder,
+    ) -> Result<(), CallFailed> {
+        let bids = format!("/v1/listings/{listing}/bids");
+        match self {
+            Workload::W1 => {
+                let placed: BidAnswer = api
+                    .post(recorder, Call::Place, &bids, &parties.buyer_key, Some(json!({"amount": OPENING_BID})))
+                    .await?;
+                let seller: BidAnswer = api
+                    .post(
+                        recorder,
+                        Call::Counter,
+                        &format!("/v1/bids/{}/counter", placed.bid.id),
+                        &parties.seller_key,
+                        Some(json!({"amount": SELLER_COUNTER})),
+                    )
+                    .await?;
+                let buyer: BidAnswer = api
+                    .post(
+                        recorder,
+                        Call::Counter,
+                        &format!("/v1/bids/{}/counter", seller.bid.id),
+                        &parties.buyer_key,
+                        Some(json!({"amount": BUYER_COUNTER})),
+                    )
+                    .await?;
+                let _: IgnoredAny = api
+                    .post(
+                        recorder,
+                        Call::Accept,
+                        &format!("/v1/bids/{}/accept", buyer.bid.id),
+                        &parties.seller_key,
+                        None,
+                    )
+                    .await?;
+            }
+            Workload::W2 => {
+                let placed: BidAnswer = api
+                    .post(recorder, Call::Place, &bids, &parties.buyer_key, Some(json!({"amount": OPENING_BID})))
+                    .await?;
+                let _: IgnoredAny = api
+                    .post(
+                        recorder,
+                        Call::Withdraw,
+                        &format!("/v1/bids/{}/withdraw", placed.bid.id),
+                        &parties.buyer_key,
+                        None,
+                    )
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+}
