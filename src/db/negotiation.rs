@@ -40,8 +40,10 @@ impl Thread {
     pub fn at(mut self, now: DateTime<Utc>) -> Thread {
         let effective = thread::effective_status(self.status, self.expires_at, now);
         if effective != self.status {
+            // Exactly what the sweeper will write.
             self.status = effective;
             self.closed_reason = Some(Reason::Expired.as_str().to_owned());
+            self.expires_at = None;
         }
         self.turn = thread::turn(self.status, self.rounds);
         self
@@ -89,8 +91,10 @@ impl Bid {
     pub fn at(mut self, now: DateTime<Utc>) -> Bid {
         let effective = bid::effective_status(self.status, self.expires_at, now);
         if effective != self.status {
+            // Exactly what the sweeper will write: a bid expires at its deadline.
             self.status = effective;
             self.reason = Some(Reason::Expired.as_str().to_owned());
+            self.responded_at = Some(self.expires_at);
         }
         self
     }
@@ -385,7 +389,8 @@ pub async fn end_with_bid(
 ) -> Result<Option<(Bid, Thread)>, sqlx::Error> {
     let row: Option<BidAndThreadRow> = sqlx::query_as(
         "WITH bid AS (
-             UPDATE bids SET status = $2, reason = $3, responded_at = now(), updated_at = now()
+             UPDATE bids SET status = $2, reason = $3, updated_at = now(),
+                    responded_at = CASE WHEN $2 = 'EXPIRED' THEN expires_at ELSE now() END
              WHERE id = $1 AND status = 'PENDING'
              RETURNING *
          ), thread AS (
@@ -494,7 +499,7 @@ pub async fn end_listing_threads(
         "UPDATE bids SET
              status = CASE WHEN expires_at <= now() THEN 'EXPIRED' ELSE 'REJECTED' END,
              reason = CASE WHEN expires_at <= now() THEN 'expired' ELSE $2 END,
-             responded_at = now(), updated_at = now()
+             responded_at = CASE WHEN expires_at <= now() THEN expires_at ELSE now() END, updated_at = now()
          WHERE id = ANY($1) AND status = 'PENDING'",
     )
     .bind(&pending)
@@ -524,7 +529,7 @@ pub async fn sweep_expired(conn: &mut PgConnection, batch: i64) -> Result<Vec<Uu
         return Ok(due);
     }
     sqlx::query_scalar(
-        "UPDATE bids SET status = 'EXPIRED', reason = 'expired', responded_at = now(), updated_at = now()
+        "UPDATE bids SET status = 'EXPIRED', reason = 'expired', responded_at = expires_at, updated_at = now()
          WHERE id = ANY($1) AND status = 'PENDING'
          RETURNING id",
     )

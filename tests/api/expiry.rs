@@ -47,6 +47,25 @@ async fn a_bid_past_its_time_reads_expired_before_the_sweep() {
     assert_eq!(expired.body["data"].as_array().unwrap().len(), 1);
     assert_eq!(app.get("/v1/threads?status=ACTIVE", &deal.buyer.key).await.expect(200).body["data"], json!([]));
     assert_eq!(stored(&app, &bid).await, ("PENDING".into(), "ACTIVE".into()), "nothing is written by a read");
+
+    // After the sweep, the bid and thread read exactly as they did before it.
+    let before_bid = read.body.clone();
+    let before_thread = thread.body.clone();
+    haggle::jobs::expiry::run_once(&app.pool, 500).await.unwrap();
+    let after_bid = app.get(format!("/v1/bids/{bid}"), &deal.buyer.key).await.expect(200).body;
+    let after_thread =
+        app.get(format!("/v1/threads/{}", before_thread["id"].as_str().unwrap()), &deal.seller.key).await;
+    let without_updated_at = |mut value: serde_json::Value| {
+        value.as_object_mut().unwrap().remove("updated_at");
+        if let Some(bids) = value.get_mut("bids") {
+            for bid in bids.as_array_mut().unwrap() {
+                bid.as_object_mut().unwrap().remove("updated_at");
+            }
+        }
+        value
+    };
+    assert_eq!(without_updated_at(after_bid), without_updated_at(before_bid));
+    assert_eq!(without_updated_at(after_thread.expect(200).body), without_updated_at(before_thread));
 }
 
 #[tokio::test]
@@ -167,16 +186,8 @@ async fn expiry_requests_are_bounded_and_honoured() {
 async fn the_sweeper_forgets_old_idempotency_records() {
     let app = TestApp::spawn().await;
     let seller = app.register("seller").await;
-    let created = app
-        .send(
-            reqwest::Method::POST,
-            "/v1/listings",
-            Some(&seller.key),
-            crate::support::Body::Json(json!({ "title": "Desk", "ask_amount": 1000 })),
-            &[("idempotency-key", "old-key")],
-        )
-        .await
-        .expect(201);
+    let body = json!({ "title": "Desk", "ask_amount": 1000 });
+    let created = app.post_keyed("/v1/listings", Some(&seller.key), body.clone(), "old-key").await.expect(201);
     sqlx::query("UPDATE idempotency_keys SET created_at = now() - interval '25 hours'")
         .execute(&app.pool)
         .await
@@ -184,15 +195,6 @@ async fn the_sweeper_forgets_old_idempotency_records() {
     let outcome = haggle::jobs::expiry::run_once(&app.pool, 500).await.unwrap();
     assert_eq!(outcome.purged_idempotency_keys, 1);
     // The key is free again: the same request creates a second listing.
-    let again = app
-        .send(
-            reqwest::Method::POST,
-            "/v1/listings",
-            Some(&seller.key),
-            crate::support::Body::Json(json!({ "title": "Desk", "ask_amount": 1000 })),
-            &[("idempotency-key", "old-key")],
-        )
-        .await
-        .expect(201);
+    let again = app.post_keyed("/v1/listings", Some(&seller.key), body, "old-key").await.expect(201);
     assert_ne!(created.id(), again.id());
 }

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::support::{Agent, Body, Deal, Resp, TestApp};
 
 async fn post_with_key(app: &TestApp, path: &str, agent: Option<&Agent>, body: Value, key: &str) -> Resp {
-    app.send(Method::POST, path, agent.map(|a| a.key.as_str()), Body::Json(body), &[("idempotency-key", key)]).await
+    app.post_keyed(path, agent.map(|a| a.key.as_str()), body, key).await
 }
 
 #[tokio::test]

@@ -217,6 +217,11 @@ impl TestApp {
         self.send(Method::PATCH, path, Some(key), Body::Json(body), &[]).await
     }
 
+    /// A POST with an `Idempotency-Key`; `agent_key` is `None` for unauthenticated routes.
+    pub async fn post_keyed(&self, path: impl AsRef<str>, agent_key: Option<&str>, body: Value, key: &str) -> Resp {
+        self.send(Method::POST, path, agent_key, Body::Json(body), &[("idempotency-key", key)]).await
+    }
+
     pub async fn register(&self, name: &str) -> Agent {
         let resp =
             self.send(Method::POST, "/v1/agents", None, Body::Json(json!({ "name": name })), &[]).await.expect(201);
