@@ -1,7 +1,6 @@
 //! Building and running the server: the API and its workers under one cancellation token.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::PgPool;
@@ -41,7 +40,7 @@ impl App {
     /// Serves until `shutdown` is cancelled, then stops accepting, lets in-flight requests
     /// finish, and stops the workers.
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> std::io::Result<()> {
-        let state = AppState { pool: self.pool.clone(), settings: Arc::new(self.config.settings) };
+        let state = AppState::new(self.pool.clone(), self.config.settings);
         let mut workers = tokio::task::JoinSet::new();
         if !self.config.sweep_interval.is_zero() {
             workers.spawn(jobs::expiry::run(
@@ -51,9 +50,9 @@ impl App {
                 shutdown.clone(),
             ));
         }
-        let served = axum::serve(self.listener, http::router(state))
-            .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-            .await;
+        let service = http::router(state).into_make_service_with_connect_info::<SocketAddr>();
+        let served =
+            axum::serve(self.listener, service).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await;
         shutdown.cancel();
         while workers.join_next().await.is_some() {}
         served

@@ -113,6 +113,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 rules: Rules { amounts: AmountLimits { max: args.max_amount } },
                 body_limit: args.body_limit,
                 request_timeout: args.request_timeout,
+                rate_limit: args.rate_limit,
             },
             sweep_interval: args.sweep_interval,
         };

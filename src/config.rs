@@ -117,6 +117,10 @@ pub struct ServeArgs {
     /// Largest request body accepted, in bytes.
     #[arg(long, env = "HAGGLE_BODY_LIMIT", default_value_t = 65_536)]
     pub body_limit: usize,
+    /// Requests a second each agent may make (bursts of as many); registration is limited per
+    /// client address to a tenth of it. 0 turns the limit off.
+    #[arg(long, env = "HAGGLE_RATE_LIMIT", default_value_t = 1000)]
+    pub rate_limit: u32,
 }
 
 impl fmt::Debug for ServeArgs {
@@ -130,6 +134,7 @@ impl fmt::Debug for ServeArgs {
             .field("sweep_interval", &self.sweep_interval)
             .field("request_timeout", &self.request_timeout)
             .field("body_limit", &self.body_limit)
+            .field("rate_limit", &self.rate_limit)
             .finish()
     }
 }

@@ -1,15 +1,17 @@
 //! `/v1/agents`: registration, self, and API keys.
 
 use axum::Json;
-use axum::extract::State;
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use uuid::Uuid;
 
 use super::error::{ApiError, Code};
 use super::extract::{ActionBody, Id, IdempotencyKey, JsonBody};
-use super::{AppState, Endpoint, Page, Reply};
+use super::{AppState, Endpoint, Page, Reply, ratelimit};
 use crate::db::agents::Caller;
 use crate::db::{self, Agent, ApiKey};
 use crate::domain::Tier;
@@ -38,12 +40,18 @@ struct IssuedKey<'a> {
     api_key: &'a str,
 }
 
-async fn register(State(state): State<AppState>, key: IdempotencyKey, body: JsonBody<Registration>) -> Response {
+async fn register(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    key: IdempotencyKey,
+    body: JsonBody<Registration>,
+) -> Response {
+    if let Err(limited) = state.check_rate(ratelimit::Caller::Address(peer.ip())) {
+        return limited.into_response();
+    }
     if !state.settings.open_registration {
-        return axum::response::IntoResponse::into_response(ApiError::new(
-            Code::Forbidden,
-            "registration is closed on this server; ask the operator for an agent",
-        ));
+        return ApiError::new(Code::Forbidden, "registration is closed on this server; ask the operator for an agent")
+            .into_response();
     }
     let mut command = begin!(&state, Uuid::nil(), key, body.digest);
     let outcome = agents::register(command.conn(), body.value, Tier::Public).await.map(|(agent, new_key)| {

@@ -178,6 +178,14 @@ impl ApiError {
         ApiError { retry_after: Some(1), ..ApiError::new(Code::Unavailable, detail) }
     }
 
+    pub fn rate_limited(wait: std::time::Duration) -> ApiError {
+        let seconds = wait.as_secs_f64().ceil().max(1.0) as u32;
+        ApiError {
+            retry_after: Some(seconds),
+            ..ApiError::new(Code::RateLimited, format!("too many requests; retry in {seconds} s"))
+        }
+    }
+
     pub fn internal() -> ApiError {
         ApiError::new(Code::Internal, "something went wrong on our side; the request id identifies it in our logs")
     }

@@ -196,7 +196,9 @@ impl FromRequestParts<AppState> for Caller {
             return Err(invalid());
         }
         let digest = secrets::sha256(token.as_bytes());
-        db::agents::caller_by_key_digest(&state.pool, &digest).await?.ok_or_else(invalid)
+        let caller = db::agents::caller_by_key_digest(&state.pool, &digest).await?.ok_or_else(invalid)?;
+        state.check_rate(super::ratelimit::Caller::Agent(caller.id))?;
+        Ok(caller)
     }
 }
 

@@ -42,6 +42,7 @@ pub mod extract;
 mod health;
 mod listings;
 mod orders;
+pub mod ratelimit;
 mod threads;
 
 pub use command::{Command, Reply};
@@ -52,6 +53,22 @@ use error::{ApiError, Code};
 pub struct AppState {
     pub pool: PgPool,
     pub settings: Arc<Settings>,
+    pub limiter: Option<Arc<ratelimit::RateLimiter>>,
+}
+
+impl AppState {
+    pub fn new(pool: PgPool, settings: Settings) -> AppState {
+        let limiter = ratelimit::RateLimiter::new(settings.rate_limit).map(Arc::new);
+        AppState { pool, settings: Arc::new(settings), limiter }
+    }
+
+    /// Takes a token from the caller's bucket, or answers 429 with `Retry-After`.
+    pub fn check_rate(&self, caller: ratelimit::Caller) -> Result<(), ApiError> {
+        match &self.limiter {
+            Some(limiter) => limiter.check(caller).map_err(ApiError::rate_limited),
+            None => Ok(()),
+        }
+    }
 }
 
 /// The HTTP layer's share of the configuration.
@@ -62,6 +79,8 @@ pub struct Settings {
     pub rules: Rules,
     pub body_limit: usize,
     pub request_timeout: Duration,
+    /// Requests a second per agent (a tenth of it per address for registration); 0 is no limit.
+    pub rate_limit: u32,
 }
 
 impl std::fmt::Debug for Settings {
@@ -72,6 +91,7 @@ impl std::fmt::Debug for Settings {
             .field("rules", &self.rules)
             .field("body_limit", &self.body_limit)
             .field("request_timeout", &self.request_timeout)
+            .field("rate_limit", &self.rate_limit)
             .finish()
     }
 }

@@ -93,6 +93,7 @@ pub fn test_config() -> AppConfig {
             rules: Rules::default(),
             body_limit: 64 * 1024,
             request_timeout: Duration::from_secs(30),
+            rate_limit: 0,
         },
         sweep_interval: Duration::ZERO,
     }

@@ -1,0 +1,103 @@
+//! Per-caller token buckets: each agent may make `rate` requests a second on average, in
+//! bursts of up to `rate`; unauthenticated registration is limited per client address to a
+//! tenth of that. The buckets live in this instance's memory.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use uuid::Uuid;
+
+/// Who a bucket belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Caller {
+    Agent(Uuid),
+    Address(IpAddr),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    refilled: Instant,
+}
+
+#[derive(Debug)]
+pub struct RateLimiter {
+    per_second: f64,
+    buckets: Mutex<HashMap<Caller, Bucket>>,
+}
+
+/// Beyond this many buckets, full (idle) ones are forgotten.
+const PRUNE_ABOVE: usize = 10_000;
+
+impl RateLimiter {
+    /// `None` when `per_second` is 0: no limit.
+    pub fn new(per_second: u32) -> Option<RateLimiter> {
+        (per_second > 0).then(|| RateLimiter { per_second: f64::from(per_second), buckets: Mutex::default() })
+    }
+
+    fn rate_for(&self, caller: Caller) -> f64 {
+        match caller {
+            Caller::Agent(_) => self.per_second,
+            Caller::Address(_) => (self.per_second / 10.0).max(1.0),
+        }
+    }
+
+    /// Takes one token, or says how long to wait for one.
+    pub fn check(&self, caller: Caller) -> Result<(), Duration> {
+        self.check_at(caller, Instant::now())
+    }
+
+    fn check_at(&self, caller: Caller, now: Instant) -> Result<(), Duration> {
+        let rate = self.rate_for(caller);
+        let mut buckets = self.buckets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if buckets.len() > PRUNE_ABOVE {
+            buckets.retain(|caller, bucket| {
+                bucket.tokens + now.duration_since(bucket.refilled).as_secs_f64() * self.rate_for(*caller)
+                    < self.rate_for(*caller)
+            });
+        }
+        let bucket = buckets.entry(caller).or_insert(Bucket { tokens: rate, refilled: now });
+        let elapsed = now.saturating_duration_since(bucket.refilled).as_secs_f64();
+        bucket.tokens = (bucket.tokens + elapsed * rate).min(rate);
+        bucket.refilled = now;
+        if bucket.tokens >= 1.0 {
+            bucket.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((1.0 - bucket.tokens) / rate))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_is_allowed_then_the_rate_holds() {
+        let limiter = RateLimiter::new(10).unwrap();
+        let agent = Caller::Agent(Uuid::nil());
+        let start = Instant::now();
+        for _ in 0..10 {
+            assert!(limiter.check_at(agent, start).is_ok());
+        }
+        let wait = limiter.check_at(agent, start).unwrap_err();
+        assert!(wait > Duration::ZERO && wait <= Duration::from_millis(100));
+        assert!(limiter.check_at(agent, start + Duration::from_millis(100)).is_ok());
+        assert!(limiter.check_at(agent, start + Duration::from_millis(100)).is_err());
+        // Another agent has its own bucket.
+        assert!(limiter.check_at(Caller::Agent(Uuid::from_u128(1)), start).is_ok());
+    }
+
+    #[test]
+    fn addresses_get_a_tenth_and_zero_means_no_limit() {
+        let limiter = RateLimiter::new(20).unwrap();
+        let address = Caller::Address(IpAddr::from([127, 0, 0, 1]));
+        let start = Instant::now();
+        assert!((0..2).all(|_| limiter.check_at(address, start).is_ok()));
+        assert!(limiter.check_at(address, start).is_err());
+        assert!(RateLimiter::new(0).is_none());
+    }
+}
