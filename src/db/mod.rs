@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{PgConnection, PgPool};
 
 pub mod agents;
 pub mod idempotency;
@@ -80,9 +80,4 @@ pub fn like_pattern(text: &str) -> String {
     }
     pattern.push('%');
     pattern
-}
-
-/// The database's clock, which every instance shares.
-pub async fn now(conn: &mut PgConnection) -> Result<chrono::DateTime<chrono::Utc>, sqlx::Error> {
-    sqlx::query_scalar("SELECT now()").fetch_one(conn).await
 }

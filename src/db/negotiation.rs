@@ -48,16 +48,6 @@ impl Thread {
         self.turn = thread::turn(self.status, self.rounds);
         self
     }
-
-    pub fn party_of(&self, agent_id: Uuid) -> Option<Party> {
-        if agent_id == self.buyer_id {
-            Some(Party::Buyer)
-        } else if agent_id == self.seller_id {
-            Some(Party::Seller)
-        } else {
-            None
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, FromRow, Serialize, Deserialize)]

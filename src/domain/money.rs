@@ -36,19 +36,8 @@ impl Amount {
         }
     }
 
-    /// An amount read back from storage, where the schema already enforced the bounds.
-    pub fn from_stored(minor_units: i64) -> Amount {
-        Amount(minor_units)
-    }
-
     pub fn minor_units(self) -> i64 {
         self.0
-    }
-}
-
-impl fmt::Display for Amount {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{:02}", self.0 / 100, self.0 % 100)
     }
 }
 
@@ -224,11 +213,5 @@ mod tests {
         for bad in ["US", "USDD", "XYZ", "", "U$D"] {
             assert!(Currency::parse(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn amounts_display_in_units() {
-        assert_eq!(Amount::from_stored(131000).to_string(), "1310.00");
-        assert_eq!(Amount::from_stored(105).to_string(), "1.05");
     }
 }
