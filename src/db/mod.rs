@@ -60,14 +60,6 @@ impl<T> Page<T> {
     }
 }
 
-/// The name of the constraint a database error violated, if it was a constraint violation.
-pub fn violated_constraint(error: &sqlx::Error) -> Option<&str> {
-    match error {
-        sqlx::Error::Database(db) => db.constraint(),
-        _ => None,
-    }
-}
-
 /// Escapes `%`, `_` and `\` so user text matches literally inside an ILIKE pattern.
 pub fn like_pattern(text: &str) -> String {
     let mut pattern = String::with_capacity(text.len() + 2);

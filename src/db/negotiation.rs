@@ -289,18 +289,20 @@ pub struct NewBid<'a> {
     pub expires_in: i32,
 }
 
-/// Opens a thread with the buyer's first bid.
+/// Opens a thread with the buyer's first bid. `None` if the buyer already has an ACTIVE
+/// thread on the listing (a concurrent placement came first); the transaction stays usable.
 pub async fn insert_opening(
     conn: &mut PgConnection,
     thread_id: Uuid,
     listing_id: Uuid,
     seller_id: Uuid,
     opening: &NewBid<'_>,
-) -> Result<(Bid, Thread), sqlx::Error> {
-    let row: BidAndThreadRow = sqlx::query_as(
+) -> Result<Option<(Bid, Thread)>, sqlx::Error> {
+    let row: Option<BidAndThreadRow> = sqlx::query_as(
         "WITH thread AS (
              INSERT INTO threads (id, listing_id, buyer_id, seller_id, status, rounds, last_bid_id, expires_at)
              VALUES ($1, $2, $3, $4, 'ACTIVE', 1, $5, now() + $6 * interval '1 second')
+             ON CONFLICT (listing_id, buyer_id) WHERE status = 'ACTIVE' DO NOTHING
              RETURNING *
          ), bid AS (
              INSERT INTO bids (id, thread_id, author, author_id, amount, currency, message, terms, final, status, round, expires_at)
@@ -320,9 +322,9 @@ pub async fn insert_opening(
     .bind(opening.message)
     .bind(opening.terms)
     .bind(opening.is_final)
-    .fetch_one(conn)
+    .fetch_optional(conn)
     .await?;
-    Ok((row.bid.0, row.thread.0))
+    Ok(row.map(|row| (row.bid.0, row.thread.0)))
 }
 
 /// Marks the pending bid COUNTERED and adds the counter as the thread's new pending bid.

@@ -163,13 +163,9 @@ pub async fn place(
         is_final: bid::is_final(1, listing.max_rounds, false),
         expires_in,
     };
-    negotiation::insert_opening(conn, Uuid::now_v7(), listing.id, listing.seller_id, &opening).await.map_err(|error| {
-        match db::violated_constraint(&error) {
-            // A concurrent placement by the same buyer on the same listing won.
-            Some("threads_one_active_per_buyer") => Rejection::ThreadActive { thread_id: None }.into(),
-            _ => Error::from(error),
-        }
-    })
+    let opened = negotiation::insert_opening(conn, Uuid::now_v7(), listing.id, listing.seller_id, &opening).await?;
+    // None: a concurrent placement by the same buyer on the same listing came first.
+    opened.ok_or_else(|| Rejection::ThreadActive { thread_id: None }.into())
 }
 
 /// Decides `action` on the bid in `context`, recording the expiry if the bid ran out of time.

@@ -101,7 +101,14 @@ async fn concurrent_placements_by_one_buyer_open_one_thread() {
     let app = TestApp::spawn().await;
     let deal = Deal::new(&app, json!({ "max_threads_per_buyer": 10 })).await;
     let path = format!("/v1/listings/{}/bids", deal.listing);
-    let responses = join_all((0..10).map(|i| app.post(&path, &deal.buyer.key, json!({ "amount": 80000 + i })))).await;
+    // Each with its own Idempotency-Key: the losers' answers are stored like any refusal.
+    let keys: Vec<String> = (0..10).map(|i| format!("placement-{i}")).collect();
+    let responses = join_all(
+        keys.iter()
+            .enumerate()
+            .map(|(i, key)| app.post_keyed(&path, Some(&deal.buyer.key), json!({ "amount": 80000 + i }), key)),
+    )
+    .await;
     let counts = tally(&responses);
     assert_eq!(counts.get(&(201, String::new())), Some(&1), "{counts:?}");
     assert_eq!(counts.get(&(409, "thread_active".to_owned())), Some(&9), "{counts:?}");
