@@ -106,24 +106,12 @@ async fn a_duplicate_while_the_first_is_running_is_told_to_wait() {
 #[tokio::test]
 async fn registration_replays_its_key_without_storing_it_in_clear() {
     let app = TestApp::spawn().await;
-    let first = post_with_key(
-        &app,
-        "/v1/agents",
-        None,
-        json!({ "name": "bot" }),
-        "register-0b9c6d2e-8f41-4a57-9e3b-7f3a51c2d680",
-    )
-    .await
-    .expect(201);
-    let again = post_with_key(
-        &app,
-        "/v1/agents",
-        None,
-        json!({ "name": "bot" }),
-        "register-0b9c6d2e-8f41-4a57-9e3b-7f3a51c2d680",
-    )
-    .await
-    .expect(201);
+    let register = || {
+        let key = "register-0b9c6d2e-8f41-4a57-9e3b-7f3a51c2d680";
+        post_with_key(&app, "/v1/agents", None, json!({ "name": "bot" }), key)
+    };
+    let first = register().await.expect(201);
+    let again = register().await.expect(201);
     assert_eq!(again.body, first.body);
     assert_eq!(app.count("SELECT count(*) FROM agents").await, 1);
     let key = first.body["api_key"].as_str().unwrap();
