@@ -12,7 +12,7 @@ use crate::app::{App, AppConfig};
 use crate::config::{AdminCommand, Command, DatabaseArgs, ServeArgs, redact_url};
 use crate::db;
 use crate::domain::money::AmountLimits;
-use crate::embedded::EmbeddedPostgres;
+use crate::embedded::{Access, EmbeddedPostgres};
 use crate::http::Settings;
 use crate::market::{self, Rules};
 
@@ -20,9 +20,9 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(args) => serve(args).await,
         Command::Migrate(args) => {
-            let database = Database::open(&args).await?;
+            let database = Database::open(&args, Access::Shared).await?;
             let outcome = db::migrate(&database.pool).await.context("applying migrations");
-            database.close(false).await;
+            database.close().await;
             outcome?;
             println!("migrations applied");
             Ok(())
@@ -40,7 +40,9 @@ pub struct Database {
 }
 
 impl Database {
-    pub async fn open(args: &DatabaseArgs) -> anyhow::Result<Database> {
+    /// Opens the database; without `DATABASE_URL`, the embedded PostgreSQL, which a server
+    /// (`Access::Exclusive`) owns and an operator command (`Access::Shared`) borrows.
+    pub async fn open(args: &DatabaseArgs, access: Access) -> anyhow::Result<Database> {
         let (options, embedded) = match &args.database_url {
             Some(url) => {
                 let options = PgConnectOptions::from_str(url).context("DATABASE_URL is not a valid PostgreSQL URL")?;
@@ -48,7 +50,7 @@ impl Database {
                 (options, None)
             }
             None => {
-                let server = EmbeddedPostgres::start(&args.data_dir, args.postgres_bin_dir.as_deref()).await?;
+                let server = EmbeddedPostgres::start(&args.data_dir, args.postgres_bin_dir.as_deref(), access).await?;
                 tracing::info!(data_dir = %server.data_dir().display(), "using the embedded PostgreSQL");
                 (server.connect_options(crate::embedded::DATABASE), Some(server))
             }
@@ -56,7 +58,7 @@ impl Database {
         match connect_with_retry(options, args.pool_size).await {
             Ok(pool) => Ok(Database { pool, embedded }),
             Err(error) => {
-                if let Some(server) = embedded.filter(EmbeddedPostgres::started_here) {
+                if let Some(server) = embedded.filter(EmbeddedPostgres::owns) {
                     let _ = server.stop().await;
                 }
                 Err(error)
@@ -64,12 +66,11 @@ impl Database {
         }
     }
 
-    /// Closes the pool, and stops the embedded PostgreSQL if `stop_embedded` or if this process
-    /// started it.
-    pub async fn close(self, stop_embedded: bool) {
+    /// Closes the pool, and stops the embedded PostgreSQL if this process owns it.
+    pub async fn close(self) {
         self.pool.close().await;
         if let Some(server) = self.embedded {
-            if stop_embedded || server.started_here() {
+            if server.owns() {
                 if let Err(error) = server.stop().await {
                     tracing::error!(%error, "stopping the embedded PostgreSQL failed");
                 }
@@ -103,7 +104,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if admin_token.as_ref().is_some_and(|token| token.len() < 16) {
         tracing::warn!("HAGGLE_ADMIN_TOKEN is shorter than 16 characters; use a long random token");
     }
-    let database = Database::open(&args.database).await?;
+    let database = Database::open(&args.database, Access::Exclusive).await?;
     let outcome = async {
         db::migrate(&database.pool).await.context("applying migrations")?;
         let config = AppConfig {
@@ -124,7 +125,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         app.run_until_stopped(shutdown).await.context("serving")
     }
     .await;
-    database.close(true).await;
+    database.close().await;
     tracing::info!("stopped");
     outcome
 }
@@ -143,7 +144,7 @@ async fn admin(command: AdminCommand) -> anyhow::Result<()> {
     let database_args = match &command {
         AdminCommand::CreateAgent { database, .. } | AdminCommand::SetTier { database, .. } => database.clone(),
     };
-    let database = Database::open(&database_args).await?;
+    let database = Database::open(&database_args, Access::Shared).await?;
     let outcome = async {
         db::migrate(&database.pool).await.context("applying migrations")?;
         let mut tx = database.pool.begin().await?;
@@ -164,7 +165,7 @@ async fn admin(command: AdminCommand) -> anyhow::Result<()> {
         anyhow::Ok(())
     }
     .await;
-    database.close(false).await;
+    database.close().await;
     outcome
 }
 

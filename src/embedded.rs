@@ -39,6 +39,11 @@ pub enum EmbeddedError {
          open to other users; choose a HAGGLE_DATA_DIR elsewhere (for example /var/lib/haggle) or set DATABASE_URL"
     )]
     Unreachable { dir: PathBuf, blocker: PathBuf },
+    #[error(
+        "another haggle server is using the data directory {dir}; stop it first, or give this one another \
+         HAGGLE_DATA_DIR"
+    )]
+    InUse { dir: PathBuf },
     #[error("{action} failed: {detail}")]
     Failed { action: String, detail: String },
     #[error("{action}: {source}")]
@@ -56,6 +61,14 @@ fn io(action: impl Into<String>) -> impl FnOnce(std::io::Error) -> EmbeddedError
     move |source| EmbeddedError::Io { action, source }
 }
 
+/// How a process uses the data directory: a server owns it for as long as it runs (one at a
+/// time); an operator command shares it, with a running server or with other commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Exclusive,
+    Shared,
+}
+
 /// The system user PostgreSQL runs as, when Haggle runs as root.
 #[derive(Debug, Clone, Copy)]
 struct RunAs {
@@ -71,24 +84,32 @@ pub struct EmbeddedPostgres {
     socket_dir: PathBuf,
     log_file: PathBuf,
     run_as: Option<RunAs>,
-    /// Whether this process started the server (rather than finding it running).
-    started_here: bool,
+    /// Whether this process stops the server when it is done: it started it, or it owns the
+    /// data directory and found a server left running by a process that died.
+    owns: bool,
+    /// `<root>/haggle.lock`, locked (flock) for as long as this value lives.
+    _lock: Option<std::fs::File>,
 }
 
 impl EmbeddedPostgres {
     /// Starts the server under `root` (initialising it on first use), or adopts one already
     /// running there, and makes sure the `haggle` database exists.
-    pub async fn start(root: &Path, bin_dir: Option<&Path>) -> Result<EmbeddedPostgres, EmbeddedError> {
+    pub async fn start(root: &Path, bin_dir: Option<&Path>, access: Access) -> Result<EmbeddedPostgres, EmbeddedError> {
         let root = root.to_owned();
         let bin_dir = bin_dir.map(Path::to_owned);
-        let server = tokio::task::spawn_blocking(move || Self::start_blocking(&root, bin_dir.as_deref()))
+        let server = tokio::task::spawn_blocking(move || Self::start_blocking(&root, bin_dir.as_deref(), access))
             .await
             .map_err(|e| EmbeddedError::Failed { action: "starting PostgreSQL".into(), detail: e.to_string() })??;
-        server.ensure_database().await?;
+        if let Err(error) = server.ensure_database().await {
+            if server.owns {
+                let _ = server.stop().await;
+            }
+            return Err(error);
+        }
         Ok(server)
     }
 
-    fn start_blocking(root: &Path, bin_dir: Option<&Path>) -> Result<EmbeddedPostgres, EmbeddedError> {
+    fn start_blocking(root: &Path, bin_dir: Option<&Path>, access: Access) -> Result<EmbeddedPostgres, EmbeddedError> {
         let bin_dir = match bin_dir {
             Some(dir) if has_server_binaries(dir) => dir.to_owned(),
             Some(dir) => return Err(EmbeddedError::NoBinaries { searched: format!(" in {}", dir.display()) }),
@@ -108,19 +129,27 @@ impl EmbeddedPostgres {
         if let Some(user) = run_as {
             check_reachable(&root, user)?;
         }
+        let (lock, owns_directory) = lock_directory(&root, access)?;
         let data_dir = root.join("postgres");
         let socket_dir = socket_dir_for(&root);
         for dir in [&data_dir, &socket_dir] {
-            std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-                .map_err(io(format!("setting permissions on {}", dir.display())))?;
-            if let Some(user) = run_as {
-                std::os::unix::fs::chown(dir, Some(user.uid), Some(user.gid))
-                    .map_err(io(format!("giving {} to the postgres user", dir.display())))?;
+            if dir.starts_with(&root) {
+                std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                    .map_err(io(format!("setting permissions on {}", dir.display())))?;
+                if let Some(user) = run_as {
+                    std::os::unix::fs::chown(dir, Some(user.uid), Some(user.gid))
+                        .map_err(io(format!("giving {} to the postgres user", dir.display())))?;
+                }
+            } else {
+                private_shared_dir(dir, run_as)?;
             }
         }
         let log_file = socket_dir.join("postgres.log");
-        let mut server = EmbeddedPostgres { bin_dir, data_dir, socket_dir, log_file, run_as, started_here: false };
+        // A server owns what it finds running (left by a process that died); a command owns only
+        // what it starts.
+        let owns = access == Access::Exclusive;
+        let mut server = EmbeddedPostgres { bin_dir, data_dir, socket_dir, log_file, run_as, owns, _lock: lock };
 
         if !server.data_dir.join("PG_VERSION").exists() {
             tracing::info!(data_dir = %server.data_dir.display(), "initialising the embedded PostgreSQL");
@@ -139,7 +168,12 @@ impl EmbeddedPostgres {
             )?;
         }
         if server.is_running()? {
-            tracing::info!(data_dir = %server.data_dir.display(), "adopting the embedded PostgreSQL already running");
+            tracing::info!(data_dir = %server.data_dir.display(), "using the embedded PostgreSQL already running");
+        } else if access == Access::Shared && !owns_directory {
+            return Err(EmbeddedError::Failed {
+                action: "reaching the embedded PostgreSQL".into(),
+                detail: format!("a haggle server is starting in {}; try again in a moment", root.display()),
+            });
         } else {
             let socket =
                 server.socket_dir.to_str().filter(|s| !s.contains('\'')).ok_or_else(|| EmbeddedError::Failed {
@@ -151,7 +185,7 @@ impl EmbeddedPostgres {
                 })?;
             let options = format!("-c listen_addresses='' -k '{socket}' -p {PORT}");
             tracing::info!(data_dir = %server.data_dir.display(), "starting the embedded PostgreSQL");
-            server.run_checked(
+            let started = server.run_checked(
                 "pg_ctl",
                 "starting the embedded PostgreSQL",
                 &[
@@ -166,8 +200,15 @@ impl EmbeddedPostgres {
                     "-o".as_ref(),
                     options.as_ref(),
                 ],
-            )?;
-            server.started_here = true;
+            );
+            if let Err(error) = started {
+                // A server that did not come up in time may still be starting: stop it.
+                let stop =
+                    ["stop".as_ref(), "-m".as_ref(), "immediate".as_ref(), "-D".as_ref(), server.data_dir.as_os_str()];
+                let _ = server.run("pg_ctl", &stop);
+                return Err(error);
+            }
+            server.owns = true;
         }
         Ok(server)
     }
@@ -177,8 +218,9 @@ impl EmbeddedPostgres {
         PgConnectOptions::new().socket(&self.socket_dir).port(PORT).username(SUPERUSER).database(database)
     }
 
-    pub fn started_here(&self) -> bool {
-        self.started_here
+    /// Whether this process stops the server when it is done with it.
+    pub fn owns(&self) -> bool {
+        self.owns
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -252,6 +294,59 @@ impl EmbeddedPostgres {
             detail.push_str(&tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
         }
         Err(EmbeddedError::Failed { action: action.to_owned(), detail })
+    }
+}
+
+/// Locks `<root>/haggle.lock`: exclusively for a server, shared for an operator command. The
+/// lock goes with the process, however it ends. Returns the lock, if taken, and whether this
+/// process owns the directory (no server holds it).
+fn lock_directory(root: &Path, access: Access) -> Result<(Option<std::fs::File>, bool), EmbeddedError> {
+    use std::os::fd::AsRawFd;
+    let path = root.join("haggle.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io(format!("opening {}", path.display())))?;
+    let operation = match access {
+        Access::Exclusive => libc::LOCK_EX,
+        Access::Shared => libc::LOCK_SH,
+    };
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(file.as_raw_fd(), operation | libc::LOCK_NB) } == 0 {
+        return Ok((Some(file), true));
+    }
+    match access {
+        Access::Exclusive => Err(EmbeddedError::InUse { dir: root.to_owned() }),
+        // A server holds the directory: use its PostgreSQL, and leave it running.
+        Access::Shared => Ok((None, false)),
+    }
+}
+
+/// Creates (or accepts) a directory outside the data directory for the socket: it must be a
+/// real directory, not a link, owned by the user PostgreSQL runs as and closed to others.
+fn private_shared_dir(dir: &Path, run_as: Option<RunAs>) -> Result<(), EmbeddedError> {
+    use std::os::unix::fs::DirBuilderExt;
+    let owner = run_as.map_or_else(|| unsafe { libc::geteuid() }, |user| user.uid);
+    match std::fs::symlink_metadata(dir) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::DirBuilder::new().mode(0o700).create(dir).map_err(io(format!("creating {}", dir.display())))?;
+            if let Some(user) = run_as {
+                std::os::unix::fs::chown(dir, Some(user.uid), Some(user.gid))
+                    .map_err(io(format!("giving {} to the postgres user", dir.display())))?;
+            }
+            Ok(())
+        }
+        Err(error) => Err(io(format!("inspecting {}", dir.display()))(error)),
+        Ok(meta) if meta.file_type().is_dir() && meta.uid() == owner && meta.mode() & 0o077 == 0 => Ok(()),
+        Ok(_) => Err(EmbeddedError::Failed {
+            action: "preparing the socket directory".into(),
+            detail: format!(
+                "{} exists but is not a private directory of the user PostgreSQL runs as; remove it, or use a shorter HAGGLE_DATA_DIR",
+                dir.display()
+            ),
+        }),
     }
 }
 
@@ -347,6 +442,28 @@ mod tests {
         let socket = socket_dir_for(&deep);
         assert!(socket.join(".s.PGSQL.5432").as_os_str().len() <= MAX_SOCKET_PATH);
         assert_eq!(socket, socket_dir_for(&deep), "the same directory gets the same socket");
+    }
+
+    #[test]
+    fn the_shared_socket_directory_must_be_private_and_real() {
+        let base = std::env::temp_dir().join(format!("haggle-unit-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir(&base).unwrap();
+        let fresh = base.join("fresh");
+        private_shared_dir(&fresh, None).unwrap();
+        assert_eq!(std::fs::metadata(&fresh).unwrap().mode() & 0o777, 0o700);
+        private_shared_dir(&fresh, None).expect("an existing private directory is accepted");
+
+        let target = base.join("elsewhere");
+        std::fs::create_dir(&target).unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let link = base.join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(private_shared_dir(&link, None).is_err(), "a symlink is refused");
+        let open = base.join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(private_shared_dir(&open, None).is_err(), "a directory others can enter is refused");
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]

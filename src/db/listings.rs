@@ -102,13 +102,48 @@ pub async fn lock(conn: &mut PgConnection, id: Uuid) -> Result<Option<Listing>, 
         .await
 }
 
-/// What placing a bid needs to know, read with the listing share-locked so that it cannot be
-/// withdrawn or sell out while the new thread is written.
+/// A listing locked for placing a bid on it, with the database's clock.
 #[derive(Debug, FromRow)]
-pub struct PlacementContext {
+pub struct LockedListing {
     #[sqlx(flatten)]
     pub listing: Listing,
     pub db_now: DateTime<Utc>,
+}
+
+/// Locks the listing for a placement by `buyer_id`: first an advisory lock on (listing, buyer),
+/// which serialises this buyer's placements on this listing (so the count of its threads read
+/// next cannot go stale), then the listing row in share mode, so that the listing cannot be
+/// withdrawn or sell out while the new thread is written.
+pub async fn lock_for_placement(
+    conn: &mut PgConnection,
+    listing_id: Uuid,
+    buyer_id: Uuid,
+) -> Result<Option<LockedListing>, sqlx::Error> {
+    sqlx::query_as(concat!(
+        "SELECT ",
+        listing_columns!(),
+        ", now() AS db_now, pg_advisory_xact_lock($2, $3)::text AS placement_lock
+         FROM listings WHERE id = $1
+         FOR SHARE"
+    ))
+    .bind(listing_id)
+    .bind(PLACEMENT_LOCK_SPACE)
+    .bind(placement_lock_key(listing_id, buyer_id))
+    .fetch_optional(conn)
+    .await
+}
+
+/// The first half of the two-part advisory lock keys of placements: "HAGL".
+const PLACEMENT_LOCK_SPACE: i32 = 0x4841_474C;
+
+fn placement_lock_key(listing_id: Uuid, buyer_id: Uuid) -> i32 {
+    let digest = crate::secrets::sha256_parts(&[listing_id.as_bytes(), buyer_id.as_bytes()]);
+    i32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]])
+}
+
+/// The buyer's threads on a listing, as placing a bid must know them.
+#[derive(Debug, FromRow)]
+pub struct BuyerThreads {
     /// Threads this buyer has had on the listing, whatever their status.
     pub thread_count: i64,
     /// The buyer's ACTIVE thread on the listing, with its deadline and pending bid.
@@ -117,29 +152,23 @@ pub struct PlacementContext {
     pub active_last_bid_id: Option<Uuid>,
 }
 
-pub async fn lock_for_placement(
+/// Read after [`lock_for_placement`], in a statement of its own, so that it sees every thread
+/// committed while the locks were awaited.
+pub async fn buyer_threads(
     conn: &mut PgConnection,
     listing_id: Uuid,
     buyer_id: Uuid,
-) -> Result<Option<PlacementContext>, sqlx::Error> {
-    sqlx::query_as(concat!(
-        "SELECT ",
-        listing_columns!(),
-        ", now() AS db_now, mine.thread_count, mine.active_thread_id, mine.active_expires_at, mine.active_last_bid_id
-         FROM listings
-         CROSS JOIN LATERAL (
-             SELECT count(*) AS thread_count,
-                    (array_agg(t.id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_thread_id,
-                    max(t.expires_at) FILTER (WHERE t.status = 'ACTIVE') AS active_expires_at,
-                    (array_agg(t.last_bid_id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_last_bid_id
-             FROM threads t WHERE t.listing_id = listings.id AND t.buyer_id = $2
-         ) mine
-         WHERE listings.id = $1
-         FOR SHARE OF listings"
-    ))
+) -> Result<BuyerThreads, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT count(*) AS thread_count,
+                (array_agg(id) FILTER (WHERE status = 'ACTIVE'))[1] AS active_thread_id,
+                max(expires_at) FILTER (WHERE status = 'ACTIVE') AS active_expires_at,
+                (array_agg(last_bid_id) FILTER (WHERE status = 'ACTIVE'))[1] AS active_last_bid_id
+         FROM threads WHERE listing_id = $1 AND buyer_id = $2",
+    )
     .bind(listing_id)
     .bind(buyer_id)
-    .fetch_optional(conn)
+    .fetch_one(conn)
     .await
 }
 

@@ -328,7 +328,8 @@ pub async fn insert_opening(
 }
 
 /// Marks the pending bid COUNTERED and adds the counter as the thread's new pending bid.
-/// `None` if the bid was no longer PENDING.
+/// `None` if the bid was no longer PENDING, or its deadline passed while this transaction
+/// waited for its locks (the compare-and-set reads the clock, not the transaction's start).
 pub async fn insert_counter(
     conn: &mut PgConnection,
     answered_bid_id: Uuid,
@@ -339,7 +340,7 @@ pub async fn insert_counter(
     let row: Option<BidAndThreadRow> = sqlx::query_as(
         "WITH answered AS (
              UPDATE bids SET status = 'COUNTERED', reason = 'countered', responded_at = now(), updated_at = now()
-             WHERE id = $1 AND status = 'PENDING'
+             WHERE id = $1 AND status = 'PENDING' AND expires_at > clock_timestamp()
              RETURNING id, thread_id
          ), bid AS (
              INSERT INTO bids (id, thread_id, author, author_id, amount, currency, message, terms, final, status,
@@ -373,7 +374,8 @@ pub async fn insert_counter(
 
 /// Ends a thread through its pending bid: a rejection, a withdrawal or an expiry. The caller
 /// must hold the thread's lock (the bid row is changed first here, so taking the thread's
-/// lock only now would invert the lock order). `None` if the bid was no longer PENDING.
+/// lock only now would invert the lock order). `None` if the bid was no longer PENDING, or,
+/// for a rejection or withdrawal, its deadline has passed.
 pub async fn end_with_bid(
     conn: &mut PgConnection,
     bid_id: Uuid,
@@ -383,7 +385,7 @@ pub async fn end_with_bid(
         "WITH bid AS (
              UPDATE bids SET status = $2, reason = $3, updated_at = now(),
                     responded_at = CASE WHEN $2 = 'EXPIRED' THEN expires_at ELSE now() END
-             WHERE id = $1 AND status = 'PENDING'
+             WHERE id = $1 AND status = 'PENDING' AND ($2 = 'EXPIRED' OR expires_at > clock_timestamp())
              RETURNING *
          ), thread AS (
              UPDATE threads SET status = $4, closed_reason = $3, expires_at = NULL, updated_at = now()
@@ -418,12 +420,12 @@ pub struct Accepted {
 
 /// Accepts the pending bid: bid and thread ACCEPTED, an order at the bid's amount and terms,
 /// one unit fewer on the listing (SOLD at zero). The listing must already be locked.
-/// `None` if the bid was no longer PENDING.
+/// `None` if the bid was no longer PENDING or its deadline has passed.
 pub async fn accept(conn: &mut PgConnection, bid_id: Uuid, order_id: Uuid) -> Result<Option<Accepted>, sqlx::Error> {
     let row: Option<AcceptedRow> = sqlx::query_as(
         r#"WITH bid AS (
              UPDATE bids SET status = 'ACCEPTED', reason = 'accepted', responded_at = now(), updated_at = now()
-             WHERE id = $1 AND status = 'PENDING'
+             WHERE id = $1 AND status = 'PENDING' AND expires_at > clock_timestamp()
              RETURNING *
          ), thread AS (
              UPDATE threads SET status = 'ACCEPTED', closed_reason = 'accepted', expires_at = NULL, updated_at = now()
@@ -543,29 +545,29 @@ pub async fn get_bid(executor: impl PgExecutor<'_>, bid_id: Uuid, agent_id: Uuid
     .await
 }
 
-/// A thread, if the agent is party to it.
-pub async fn get_thread(
+#[derive(Debug, FromRow)]
+struct ThreadWithBidsRow {
+    thread: Json<Thread>,
+    bids: Json<Vec<Bid>>,
+}
+
+/// A thread with its bids in order, if the agent is party to it. One statement, so the thread
+/// and its bids are read from the same snapshot.
+pub async fn get_thread_with_bids(
     executor: impl PgExecutor<'_>,
     thread_id: Uuid,
     agent_id: Uuid,
-) -> Result<Option<Thread>, sqlx::Error> {
-    sqlx::query_as(concat!(
-        "SELECT ",
-        thread_columns!(""),
-        " FROM threads WHERE id = $1 AND $2 IN (buyer_id, seller_id)"
-    ))
+) -> Result<Option<(Thread, Vec<Bid>)>, sqlx::Error> {
+    let row: Option<ThreadWithBidsRow> = sqlx::query_as(
+        "SELECT row_to_json(t) AS thread,
+                COALESCE((SELECT json_agg(b ORDER BY b.round) FROM bids b WHERE b.thread_id = t.id), '[]') AS bids
+         FROM threads t WHERE t.id = $1 AND $2 IN (t.buyer_id, t.seller_id)",
+    )
     .bind(thread_id)
     .bind(agent_id)
     .fetch_optional(executor)
-    .await
-}
-
-/// The bids of a thread, in order.
-pub async fn thread_bids(executor: impl PgExecutor<'_>, thread_id: Uuid) -> Result<Vec<Bid>, sqlx::Error> {
-    sqlx::query_as(concat!("SELECT ", bid_columns!(""), " FROM bids WHERE thread_id = $1 ORDER BY round"))
-        .bind(thread_id)
-        .fetch_all(executor)
-        .await
+    .await?;
+    Ok(row.map(|row| (row.thread.0, row.bids.0)))
 }
 
 #[derive(Debug, Default)]

@@ -360,11 +360,25 @@ pub fn check_terms(terms: Option<&serde_json::Value>) -> Result<(), String> {
             let size = serde_json::to_vec(value).map(|bytes| bytes.len()).unwrap_or(usize::MAX);
             if size > MAX_TERMS_BYTES {
                 Err(format!("must be at most {MAX_TERMS_BYTES} bytes of JSON"))
+            } else if contains_nul(value) {
+                Err("must not contain the NUL character".into())
             } else {
                 Ok(())
             }
         }
         Some(_) => Err("must be a JSON object".into()),
+    }
+}
+
+/// Whether any key or string in the value holds U+0000, which PostgreSQL cannot store.
+fn contains_nul(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::String(text) => text.contains('\0'),
+        serde_json::Value::Array(items) => items.iter().any(contains_nul),
+        serde_json::Value::Object(fields) => {
+            fields.iter().any(|(key, value)| key.contains('\0') || contains_nul(value))
+        }
+        serde_json::Value::Null | serde_json::Value::Bool(_) | serde_json::Value::Number(_) => false,
     }
 }
 
@@ -541,6 +555,8 @@ mod tests {
         assert!(check_terms(Some(&serde_json::json!({"delivery_days": 5}))).is_ok());
         assert!(check_terms(Some(&serde_json::json!([1, 2]))).is_err());
         assert!(check_terms(Some(&serde_json::json!({"x": "y".repeat(5000)}))).is_err());
+        assert!(check_terms(Some(&serde_json::json!({"x": ["a\u{0}b"]}))).is_err());
+        assert!(check_terms(Some(&serde_json::json!({"\u{0}": 1}))).is_err());
         assert!(check_message(Some(&"m".repeat(500))).is_ok());
         assert!(check_message(Some(&"m".repeat(501))).is_err());
     }

@@ -289,6 +289,12 @@ fn is_unavailable(code: &str) -> bool {
     code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "53300")
 }
 
+/// SQLSTATEs of text the database cannot store (a NUL character, a bad escape): a last guard,
+/// since validation refuses such input before it reaches the database.
+fn is_unstorable_text(code: &str) -> bool {
+    matches!(code, "22021" | "22P05")
+}
+
 /// SQLSTATEs of a concurrent transaction winning: serialization failure, deadlock, lock timeout.
 fn is_conflict(code: &str) -> bool {
     matches!(code, "40001" | "40P01" | "55P03")
@@ -305,6 +311,9 @@ impl From<sqlx::Error> for ApiError {
                 tracing::warn!(%error, "database unavailable");
                 ApiError::unavailable("the database is unreachable; retry shortly")
             }
+            sqlx::Error::Database(db) if db.code().is_some_and(|code| is_unstorable_text(&code)) => {
+                ApiError::malformed("the request contains text that cannot be stored (such as a NUL character)")
+            }
             sqlx::Error::Database(db) if db.code().is_some_and(|code| is_conflict(&code)) => {
                 tracing::info!(%error, "concurrent transaction won");
                 ApiError::new(
@@ -313,7 +322,7 @@ impl From<sqlx::Error> for ApiError {
                 )
             }
             _ => {
-                tracing::error!(error = ?error, "database error");
+                tracing::error!(%error, "database error");
                 ApiError::internal()
             }
         }

@@ -71,12 +71,24 @@ async fn list(
     let filter = ListingFilter {
         seller_id: query.seller_id,
         status: choice("status", query.status.as_deref())?,
-        q: query.q.filter(|q| !q.trim().is_empty()),
+        q: search_text(query.q)?,
         after,
         limit,
     };
     let page = db::listings::list(&state.pool, &filter).await?;
     Ok(Json(Page::from_db(page, |listing| listing)))
+}
+
+/// The `q` parameter: free text of at most 200 characters, without control characters.
+fn search_text(q: Option<String>) -> Result<Option<String>, ApiError> {
+    let Some(q) = q.filter(|q| !q.trim().is_empty()) else { return Ok(None) };
+    crate::domain::rejection::text(&q, false, 200).map(Some).map_err(|message| {
+        ApiError::fields(
+            super::error::Code::ValidationFailed,
+            "some query parameters are invalid",
+            &[crate::domain::FieldError::new("q", message)],
+        )
+    })
 }
 
 async fn read(State(state): State<AppState>, _caller: Caller, Id(id): Id) -> Result<Json<Listing>, ApiError> {

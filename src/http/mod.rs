@@ -174,7 +174,8 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// Answers 413 at once for a declared body over the limit. The body is read and discarded
-/// (up to a bound) first, so that a client still sending it can read the answer.
+/// frame by frame first (up to a bound, holding none of it), so that a client still sending it
+/// can read the answer.
 async fn refuse_oversized_bodies(State(limit): State<usize>, request: Request, next: Next) -> Response {
     let declared = request
         .headers()
@@ -185,8 +186,17 @@ async fn refuse_oversized_bodies(State(limit): State<usize>, request: Request, n
         Some(length) if length > limit as u64 => {
             const DRAIN_LIMIT: u64 = 64 * 1024 * 1024;
             if length <= DRAIN_LIMIT {
-                let body = request.into_body();
-                let _ = tokio::time::timeout(Duration::from_secs(10), body.collect()).await;
+                let mut body = request.into_body();
+                let drain = async {
+                    let mut drained = 0u64;
+                    while let Some(Ok(frame)) = body.frame().await {
+                        drained += frame.data_ref().map_or(0, |data| data.len() as u64);
+                        if drained > DRAIN_LIMIT {
+                            break;
+                        }
+                    }
+                };
+                let _ = tokio::time::timeout(Duration::from_secs(10), drain).await;
             }
             ApiError::new(
                 Code::PayloadTooLarge,

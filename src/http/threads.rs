@@ -54,9 +54,9 @@ async fn list(
 }
 
 async fn read(State(state): State<AppState>, caller: Caller, Id(id): Id) -> Result<Json<ThreadWithBids>, ApiError> {
-    let thread =
-        db::negotiation::get_thread(&state.pool, id, caller.id).await?.ok_or_else(|| ApiError::not_found("thread"))?;
-    let bids = db::negotiation::thread_bids(&state.pool, id).await?;
+    let (thread, bids) = db::negotiation::get_thread_with_bids(&state.pool, id, caller.id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("thread"))?;
     let now = Utc::now();
     Ok(Json(ThreadWithBids { thread: thread.at(now), bids: bids.into_iter().map(|bid| bid.at(now)).collect() }))
 }

@@ -11,7 +11,7 @@ use crate::db::{self, Bid, Order, Thread};
 use crate::domain::bid::{self, Action, Actor, Transition};
 use crate::domain::money::RawAmount;
 use crate::domain::rejection::Validator;
-use crate::domain::{ListingStatus, Party, Reason, Rejection};
+use crate::domain::{BidStatus, ListingStatus, Party, Reason, Rejection};
 
 /// `POST /v1/listings/{id}/bids`.
 #[derive(Debug, Deserialize)]
@@ -102,10 +102,10 @@ pub async fn place(
     v.finish()?;
     let amount = amount.expect("validated");
 
-    let context = db::listings::lock_for_placement(conn, listing_id, caller.id)
+    let locked = db::listings::lock_for_placement(conn, listing_id, caller.id)
         .await?
         .ok_or(Rejection::NotFound { what: "listing" })?;
-    let listing = &context.listing;
+    let listing = &locked.listing;
     if listing.seller_id == caller.id {
         return Err(Rejection::OwnListing.into());
     }
@@ -137,17 +137,18 @@ pub async fn place(
         }
         .into());
     }
+    let mine = db::listings::buyer_threads(conn, listing.id, caller.id).await?;
     if let (Some(thread_id), Some(deadline), Some(pending)) =
-        (context.active_thread_id, context.active_expires_at, context.active_last_bid_id)
+        (mine.active_thread_id, mine.active_expires_at, mine.active_last_bid_id)
     {
-        if deadline > context.db_now {
+        if deadline > locked.db_now {
             return Err(Rejection::ThreadActive { thread_id: Some(thread_id) }.into());
         }
         // The buyer's live thread ran out of time before the sweeper saw it: it ends now.
         negotiation::lock_thread(conn, thread_id).await?;
         negotiation::end_with_bid(conn, pending, Transition::Expire).await?;
     }
-    if context.thread_count >= i64::from(listing.max_threads_per_buyer) {
+    if mine.thread_count >= i64::from(listing.max_threads_per_buyer) {
         return Err(Rejection::OfferLimitReached { limit: listing.max_threads_per_buyer }.into());
     }
     bid::check_opening(amount, listing.ask_amount)?;
@@ -186,14 +187,21 @@ async fn decide(
     }
 }
 
-/// The compare-and-set found the bid no longer PENDING: a concurrent action won.
+/// The compare-and-set changed nothing: a concurrent action won, or the bid's deadline passed
+/// while this request waited for its locks (then the expiry is recorded).
 async fn lost_race(conn: &mut PgConnection, bid_id: Uuid) -> Error {
     match negotiation::stored_status(conn, bid_id).await {
-        Ok(current) => Rejection::InvalidTransition {
-            current_status: current.as_str(),
-            detail: format!("the bid is {current}: another action on it came first"),
+        Ok(BidStatus::Pending) => match negotiation::end_with_bid(conn, bid_id, Transition::Expire).await {
+            Ok(_) => Rejection::BidExpired.into(),
+            Err(error) => error.into(),
+        },
+        Ok(current @ (BidStatus::Countered | BidStatus::Accepted | BidStatus::Rejected | BidStatus::Expired)) => {
+            Rejection::InvalidTransition {
+                current_status: current.as_str(),
+                detail: format!("the bid is {current}: another action on it came first"),
+            }
+            .into()
         }
-        .into(),
         Err(error) => error.into(),
     }
 }

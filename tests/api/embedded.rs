@@ -63,3 +63,42 @@ fn without_server_binaries_haggle_names_the_ways_out() {
         assert!(stderr.contains(way_out), "the message names `{way_out}`:\n{stderr}");
     }
 }
+
+#[tokio::test]
+async fn a_second_server_on_the_same_data_directory_is_refused_and_the_first_keeps_serving() {
+    let dir = scratch_dir();
+    let data = dir.path().join("data");
+    let data_str = data.to_str().unwrap();
+    let client = reqwest::Client::new();
+    let mut first = ServerProcess::spawn(&[("HAGGLE_DATA_DIR", data_str)]);
+
+    let second = std::process::Command::new(haggle_bin())
+        .arg("serve")
+        .env_remove("DATABASE_URL")
+        .env("HAGGLE_DATA_DIR", data_str)
+        .env("HAGGLE_BIND", "127.0.0.1:0")
+        .output()
+        .unwrap();
+    assert!(!second.status.success());
+    assert!(String::from_utf8_lossy(&second.stderr).contains("another haggle server is using the data directory"));
+
+    // An operator command shares the directory and leaves the server's PostgreSQL running.
+    let created = std::process::Command::new(haggle_bin())
+        .args(["admin", "create-agent", "--name", "ops"])
+        .env_remove("DATABASE_URL")
+        .env("HAGGLE_DATA_DIR", data_str)
+        .output()
+        .unwrap();
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    let created: Value = serde_json::from_slice(&created.stdout).unwrap();
+
+    let me = client
+        .get(format!("{}/v1/agents/me", first.base))
+        .bearer_auth(created["api_key"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(me.status(), 200, "the first server still serves, with the command's agent");
+    assert!(first.terminate().success());
+    assert!(!postmaster_running(&data));
+}

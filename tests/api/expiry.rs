@@ -198,3 +198,52 @@ async fn the_sweeper_forgets_old_idempotency_records() {
     let again = app.post_keyed("/v1/listings", Some(&seller.key), body, "old-key").await.expect(201);
     assert_ne!(created.id(), again.id());
 }
+
+#[tokio::test]
+async fn an_answer_that_waited_past_the_deadline_fails_as_expired() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    let bid = app.place(&deal.buyer, &deal.listing, 80000).await;
+
+    // Hold the listing, so the seller's accept begins its transaction and then waits.
+    let mut blocker = app.pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM listings WHERE id = $1::uuid FOR UPDATE")
+        .bind(&deal.listing)
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    let accept = app.post_empty(format!("/v1/bids/{bid}/accept"), &deal.seller.key);
+    let deadline_passes_while_waiting = async {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let started: chrono::DateTime<chrono::Utc> = loop {
+            let waiting = sqlx::query_scalar(
+                "SELECT xact_start FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            )
+            .fetch_optional(&app.pool)
+            .await
+            .unwrap();
+            if let Some(started) = waiting {
+                break started;
+            }
+            assert!(std::time::Instant::now() < deadline, "the accept never waited for the listing");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        };
+        // The bid was live when the accept's transaction began, and is past its time now.
+        for table in ["bids", "threads"] {
+            let column = if table == "bids" { "id" } else { "last_bid_id" };
+            sqlx::query(&format!(
+                "UPDATE {table} SET expires_at = $2 + interval '1 microsecond' WHERE {column} = $1::uuid"
+            ))
+            .bind(&bid)
+            .bind(started)
+            .execute(&app.pool)
+            .await
+            .unwrap();
+        }
+        blocker.commit().await.unwrap();
+    };
+    let (answer, ()) = tokio::join!(accept, deadline_passes_while_waiting);
+    answer.expect_problem(409, "bid_expired");
+    assert_eq!(stored(&app, &bid).await, ("EXPIRED".into(), "EXPIRED".into()));
+    assert_eq!(app.count("SELECT count(*) FROM orders").await, 0);
+}

@@ -175,6 +175,26 @@ async fn malformed_requests_change_nothing() {
         )
         .field("terms"),
         case(
+            "a NUL inside terms",
+            M::POST,
+            place.clone(),
+            &buyer,
+            raw("{\"amount\": 90000, \"terms\": {\"note\": \"a\\u0000b\"}}"),
+            422,
+            "validation_failed",
+        )
+        .field("terms"),
+        case(
+            "a NUL in a message",
+            M::POST,
+            place.clone(),
+            &buyer,
+            raw("{\"amount\": 90000, \"message\": \"\\u0000\"}"),
+            422,
+            "validation_failed",
+        )
+        .field("message"),
+        case(
             "counter of zero",
             M::POST,
             counter.clone(),
@@ -377,6 +397,8 @@ async fn malformed_requests_change_nothing() {
             400,
             "malformed_request",
         ),
+        case("a NUL in a search", M::GET, "/v1/listings?q=a%00b".into(), &buyer, Body::None, 422, "validation_failed")
+            .field("q"),
         case(
             "an unknown status",
             M::GET,
