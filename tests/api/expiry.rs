@@ -206,12 +206,7 @@ async fn an_answer_that_waited_past_the_deadline_fails_as_expired() {
     let bid = app.place(&deal.buyer, &deal.listing, 80000).await;
 
     // Hold the listing, so the seller's accept begins its transaction and then waits.
-    let mut blocker = app.pool.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM listings WHERE id = $1::uuid FOR UPDATE")
-        .bind(&deal.listing)
-        .execute(&mut *blocker)
-        .await
-        .unwrap();
+    let blocker = app.hold_listing(&deal.listing).await;
     let accept = app.post_empty(format!("/v1/bids/{bid}/accept"), &deal.seller.key);
     let deadline_passes_while_waiting = async {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

@@ -69,12 +69,7 @@ async fn a_duplicate_while_the_first_is_running_is_told_to_wait() {
     let path = format!("/v1/listings/{}/bids", deal.listing);
 
     // Hold the listing so the first request stops inside its transaction, key lock taken.
-    let mut blocker = app.pool.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM listings WHERE id = $1::uuid FOR UPDATE")
-        .bind(&deal.listing)
-        .execute(&mut *blocker)
-        .await
-        .unwrap();
+    let blocker = app.hold_listing(&deal.listing).await;
     let first = {
         let app = &app;
         let path = path.clone();

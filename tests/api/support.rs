@@ -278,6 +278,18 @@ impl TestApp {
         all
     }
 
+    /// Locks a listing row in a transaction of the test's own, so that requests needing it wait
+    /// inside their transactions until the returned transaction ends.
+    pub async fn hold_listing(&self, listing: &str) -> sqlx::Transaction<'static, sqlx::Postgres> {
+        let mut blocker = self.pool.begin().await.expect("begin");
+        sqlx::query("SELECT 1 FROM listings WHERE id = $1::uuid FOR UPDATE")
+            .bind(listing)
+            .execute(&mut *blocker)
+            .await
+            .expect("lock the listing");
+        blocker
+    }
+
     pub async fn count(&self, sql: impl AsRef<str>) -> i64 {
         sqlx::query_scalar(sql.as_ref()).fetch_one(&self.pool).await.expect("count query")
     }
