@@ -7,17 +7,24 @@ use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::events::{self, publisher::Signal};
 use crate::http::{self, AppState, Settings};
-use crate::jobs;
+use crate::webhooks::SealingKey;
+use crate::{jobs, webhooks};
 
 /// Rows handled per sweeper batch.
 pub const SWEEP_BATCH: i64 = 500;
+/// How often the publisher looks for events that no local request announced (those of an
+/// instance that stopped before publishing them, or of the sweeper on another instance).
+pub const PUBLISH_TICK: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone)]
 pub struct AppConfig {
     pub settings: Settings,
     /// `Duration::ZERO` leaves the sweeper off (tests drive it with `run_once`).
     pub sweep_interval: Duration,
+    /// `HAGGLE_SECRET_KEY`, if the operator set one.
+    pub secret_key: Option<String>,
 }
 
 pub struct App {
@@ -38,15 +45,31 @@ impl App {
     }
 
     /// Serves until `shutdown` is cancelled, then stops accepting, lets in-flight requests
-    /// finish, and stops the workers.
+    /// finish (streams and long polls end early), and stops the workers.
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> std::io::Result<()> {
-        let state = AppState::new(self.pool.clone(), self.config.settings);
+        let sealing_key = SealingKey::new(self.config.secret_key.as_deref());
+        if !sealing_key.is_configured() {
+            tracing::info!("webhook secrets are sealed with a key kept in the database; set HAGGLE_SECRET_KEY to keep it apart");
+        }
+        let publish = Signal::new();
+        let webhook_settings = self.config.settings.webhooks.clone();
+        let state = AppState::new(self.pool.clone(), self.config.settings, publish.clone(), sealing_key, shutdown.clone());
         let mut workers = tokio::task::JoinSet::new();
+        workers.spawn(events::listener::run(self.pool.clone(), state.hub.clone(), shutdown.clone()));
+        workers.spawn(events::publisher::run(self.pool.clone(), publish.clone(), PUBLISH_TICK, shutdown.clone()));
+        workers.spawn(webhooks::worker::run(
+            self.pool.clone(),
+            webhook_settings,
+            state.sealing_key.clone(),
+            publish.clone(),
+            shutdown.clone(),
+        ));
         if !self.config.sweep_interval.is_zero() {
             workers.spawn(jobs::expiry::run(
                 self.pool.clone(),
                 self.config.sweep_interval,
                 SWEEP_BATCH,
+                publish,
                 shutdown.clone(),
             ));
         }

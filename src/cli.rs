@@ -15,6 +15,7 @@ use crate::domain::money::AmountLimits;
 use crate::embedded::{Access, EmbeddedPostgres};
 use crate::http::Settings;
 use crate::market::{self, Rules};
+use crate::webhooks::WebhookSettings;
 
 pub async fn run(command: Command) -> anyhow::Result<()> {
     match command {
@@ -115,8 +116,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 body_limit: args.body_limit,
                 request_timeout: args.request_timeout,
                 rate_limit: args.rate_limit,
+                heartbeat: args.stream_heartbeat,
+                webhooks: WebhookSettings {
+                    allow_private: args.webhook_allow_private,
+                    retry_schedule: args.webhook_retry_schedule.to_vec(),
+                    timeout: args.webhook_timeout,
+                    concurrency: usize::from(args.webhook_concurrency),
+                },
             },
             sweep_interval: args.sweep_interval,
+            secret_key: args.secret_key.clone(),
         };
         let app = App::build(database.pool.clone(), &args.bind, config)
             .await

@@ -121,7 +121,30 @@ pub struct ServeArgs {
     /// client address to a tenth of it. 0 turns the limit off.
     #[arg(long, env = "HAGGLE_RATE_LIMIT", default_value_t = 1000)]
     pub rate_limit: u32,
+    /// How often an idle event stream (`/v1/events/stream`) sends a heartbeat.
+    #[arg(long, env = "HAGGLE_STREAM_HEARTBEAT", default_value = "15s", value_parser = parse_positive_duration)]
+    pub stream_heartbeat: Duration,
+    /// Let webhooks point at loopback, private and link-local addresses (for development).
+    #[arg(long, env = "HAGGLE_WEBHOOK_ALLOW_PRIVATE", default_value_t = false, action = ArgAction::Set)]
+    pub webhook_allow_private: bool,
+    /// Pauses before each retry of a failed webhook delivery, comma-separated; when they run
+    /// out the delivery fails and its webhook is disabled.
+    #[arg(long, env = "HAGGLE_WEBHOOK_RETRY_SCHEDULE", default_value = crate::webhooks::DEFAULT_RETRY_SCHEDULE, value_parser = crate::webhooks::parse_schedule)]
+    pub webhook_retry_schedule: Schedule,
+    /// How long one webhook delivery attempt may take.
+    #[arg(long, env = "HAGGLE_WEBHOOK_TIMEOUT", default_value = "10s", value_parser = parse_positive_duration)]
+    pub webhook_timeout: Duration,
+    /// Webhook deliveries in flight at once on this instance.
+    #[arg(long, env = "HAGGLE_WEBHOOK_CONCURRENCY", default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..))]
+    pub webhook_concurrency: u16,
+    /// The key webhook secrets are encrypted with (any long random string). Without it the
+    /// server generates one and keeps it in the database.
+    #[arg(long, env = "HAGGLE_SECRET_KEY", hide_env_values = true)]
+    pub secret_key: Option<String>,
 }
+
+/// A retry schedule (a distinct type, so that clap does not read it as a repeated argument).
+pub type Schedule = std::sync::Arc<Vec<Duration>>;
 
 impl fmt::Debug for ServeArgs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -135,6 +158,12 @@ impl fmt::Debug for ServeArgs {
             .field("request_timeout", &self.request_timeout)
             .field("body_limit", &self.body_limit)
             .field("rate_limit", &self.rate_limit)
+            .field("stream_heartbeat", &self.stream_heartbeat)
+            .field("webhook_allow_private", &self.webhook_allow_private)
+            .field("webhook_retry_schedule", &self.webhook_retry_schedule)
+            .field("webhook_timeout", &self.webhook_timeout)
+            .field("webhook_concurrency", &self.webhook_concurrency)
+            .field("secret_key", &self.secret_key.as_ref().map(|_| "<redacted>"))
             .finish()
     }
 }
@@ -164,6 +193,14 @@ pub fn parse_duration(value: &str) -> Result<Duration, String> {
         other => return Err(format!("unknown unit `{other}` in `{value}`; use ms, s, m or h")),
     };
     Duration::try_from_secs_f64(seconds).map_err(|_| format!("`{value}` is out of range"))
+}
+
+/// A duration greater than zero.
+pub fn parse_positive_duration(value: &str) -> Result<Duration, String> {
+    match parse_duration(value)? {
+        Duration::ZERO => Err(format!("`{value}` must be longer than zero")),
+        duration => Ok(duration),
+    }
 }
 
 /// Hides the password of a database URL.

@@ -7,6 +7,7 @@ use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 pub mod agents;
+pub mod events;
 pub mod idempotency;
 pub mod listings;
 pub mod negotiation;

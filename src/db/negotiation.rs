@@ -10,7 +10,7 @@ use sqlx::types::Json;
 use sqlx::{FromRow, PgConnection, PgExecutor, Postgres, QueryBuilder};
 use uuid::Uuid;
 
-use super::{Order, Page};
+use super::{Listing, Order, Page};
 use crate::domain::bid::{self, Transition};
 use crate::domain::thread;
 use crate::domain::{BidStatus, Currency, ListingStatus, Party, Reason, ThreadStatus};
@@ -408,14 +408,15 @@ struct AcceptedRow {
     bid: Json<Bid>,
     thread: Json<Thread>,
     order: Json<Order>,
-    listing_status: String,
+    listing: Json<Listing>,
 }
 
 pub struct Accepted {
     pub bid: Bid,
     pub thread: Thread,
     pub order: Order,
-    pub listing_status: ListingStatus,
+    /// The listing with one unit fewer.
+    pub listing: Listing,
 }
 
 /// Accepts the pending bid: bid and thread ACCEPTED, an order at the bid's amount and terms,
@@ -442,30 +443,22 @@ pub async fn accept(conn: &mut PgConnection, bid_id: Uuid, order_id: Uuid) -> Re
                     status = CASE WHEN listings.quantity_available = 1 THEN 'SOLD' ELSE listings.status END,
                     updated_at = now()
              FROM ordered WHERE listings.id = ordered.listing_id
-             RETURNING listings.status
+             RETURNING listings.*
          )
          SELECT row_to_json(bid) AS bid, row_to_json(thread) AS thread, row_to_json(ordered) AS "order",
-                listing.status AS listing_status
+                row_to_json(listing) AS listing
          FROM bid, thread, ordered, listing"#,
     )
     .bind(bid_id)
     .bind(order_id)
     .fetch_optional(conn)
     .await?;
-    row.map(|row| {
-        Ok(Accepted {
-            bid: row.bid.0,
-            thread: row.thread.0,
-            order: row.order.0,
-            listing_status: row.listing_status.parse().map_err(|e: String| sqlx::Error::Decode(e.into()))?,
-        })
-    })
-    .transpose()
+    Ok(row.map(|row| Accepted { bid: row.bid.0, thread: row.thread.0, order: row.order.0, listing: row.listing.0 }))
 }
 
 /// Ends every live thread of a listing that sold out or was withdrawn, rejecting their pending
 /// bids with `reason`. Threads already past their deadline expire instead. The listing must be
-/// locked. Returns how many threads ended.
+/// locked. Returns each ended thread with its last bid.
 ///
 /// Two statements on purpose: the second takes a fresh snapshot after the first has waited for
 /// any thread a concurrent counter held, so that counter's new pending bid is seen and ended.
@@ -473,40 +466,49 @@ pub async fn end_listing_threads(
     conn: &mut PgConnection,
     listing_id: Uuid,
     reason: Reason,
-) -> Result<u64, sqlx::Error> {
-    let pending: Vec<Uuid> = sqlx::query_scalar(
+) -> Result<Vec<(Bid, Thread)>, sqlx::Error> {
+    let threads: Vec<Json<Thread>> = sqlx::query_scalar(
         "UPDATE threads SET
              status = CASE WHEN expires_at <= now() THEN 'EXPIRED' ELSE 'CLOSED' END,
              closed_reason = CASE WHEN expires_at <= now() THEN 'expired' ELSE $2 END,
              expires_at = NULL, updated_at = now()
          WHERE listing_id = $1 AND status = 'ACTIVE'
-         RETURNING last_bid_id",
+         RETURNING row_to_json(threads)",
     )
     .bind(listing_id)
     .bind(reason.as_str())
     .fetch_all(&mut *conn)
     .await?;
-    if pending.is_empty() {
-        return Ok(0);
+    if threads.is_empty() {
+        return Ok(Vec::new());
     }
-    sqlx::query(
+    let pending: Vec<Uuid> = threads.iter().map(|thread| thread.last_bid_id).collect();
+    let bids: Vec<Json<Bid>> = sqlx::query_scalar(
         "UPDATE bids SET
              status = CASE WHEN expires_at <= now() THEN 'EXPIRED' ELSE 'REJECTED' END,
              reason = CASE WHEN expires_at <= now() THEN 'expired' ELSE $2 END,
              responded_at = CASE WHEN expires_at <= now() THEN expires_at ELSE now() END, updated_at = now()
-         WHERE id = ANY($1) AND status = 'PENDING'",
+         WHERE id = ANY($1) AND status = 'PENDING'
+         RETURNING row_to_json(bids)",
     )
     .bind(&pending)
     .bind(reason.as_str())
-    .execute(conn)
+    .fetch_all(conn)
     .await?;
-    Ok(pending.len() as u64)
+    Ok(pair_with_threads(bids, threads))
+}
+
+/// Matches bids to the threads they belong to.
+fn pair_with_threads(bids: Vec<Json<Bid>>, threads: Vec<Json<Thread>>) -> Vec<(Bid, Thread)> {
+    let mut threads: std::collections::HashMap<Uuid, Thread> =
+        threads.into_iter().map(|thread| (thread.id, thread.0)).collect();
+    bids.into_iter().filter_map(|bid| threads.remove(&bid.thread_id).map(|thread| (bid.0, thread))).collect()
 }
 
 /// Expires up to `batch` threads whose pending bid is past its deadline, skipping threads another
-/// transaction holds. Returns the ids of the bids it expired.
-pub async fn sweep_expired(conn: &mut PgConnection, batch: i64) -> Result<Vec<Uuid>, sqlx::Error> {
-    let due: Vec<Uuid> = sqlx::query_scalar(
+/// transaction holds. Returns the bids it expired with their threads.
+pub async fn sweep_expired(conn: &mut PgConnection, batch: i64) -> Result<Vec<(Bid, Thread)>, sqlx::Error> {
+    let threads: Vec<Json<Thread>> = sqlx::query_scalar(
         "WITH due AS (
              SELECT id FROM threads WHERE status = 'ACTIVE' AND expires_at <= now()
              ORDER BY expires_at LIMIT $1
@@ -514,22 +516,24 @@ pub async fn sweep_expired(conn: &mut PgConnection, batch: i64) -> Result<Vec<Uu
          )
          UPDATE threads SET status = 'EXPIRED', closed_reason = 'expired', expires_at = NULL, updated_at = now()
          FROM due WHERE threads.id = due.id
-         RETURNING threads.last_bid_id",
+         RETURNING row_to_json(threads)",
     )
     .bind(batch)
     .fetch_all(&mut *conn)
     .await?;
-    if due.is_empty() {
-        return Ok(due);
+    if threads.is_empty() {
+        return Ok(Vec::new());
     }
-    sqlx::query_scalar(
+    let due: Vec<Uuid> = threads.iter().map(|thread| thread.last_bid_id).collect();
+    let bids: Vec<Json<Bid>> = sqlx::query_scalar(
         "UPDATE bids SET status = 'EXPIRED', reason = 'expired', responded_at = expires_at, updated_at = now()
          WHERE id = ANY($1) AND status = 'PENDING'
-         RETURNING id",
+         RETURNING row_to_json(bids)",
     )
     .bind(&due)
     .fetch_all(conn)
-    .await
+    .await?;
+    Ok(pair_with_threads(bids, threads))
 }
 
 /// A bid, if the agent is party to its thread.

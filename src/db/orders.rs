@@ -6,8 +6,8 @@ use sqlx::types::Json;
 use sqlx::{FromRow, PgConnection, PgExecutor, Postgres, QueryBuilder};
 use uuid::Uuid;
 
-use super::Page;
-use crate::domain::{Currency, ListingStatus, Party};
+use super::{Listing, Page};
+use crate::domain::{Currency, Party};
 
 #[derive(Debug, Clone, PartialEq, Eq, FromRow, Serialize, Deserialize)]
 pub struct Order {
@@ -32,37 +32,37 @@ const ORDER_COLUMNS: &str =
 #[derive(Debug, FromRow)]
 struct PurchasedRow {
     order: Json<Order>,
-    listing_status: String,
+    listing: Json<Listing>,
 }
 
-/// Buys one unit at the ask. The listing must already be locked and ACTIVE.
+/// Buys one unit at the ask, returning the order and the listing with one unit fewer. The
+/// listing must already be locked and ACTIVE.
 pub async fn purchase(
     conn: &mut PgConnection,
     order_id: Uuid,
     listing_id: Uuid,
     buyer_id: Uuid,
-) -> Result<(Order, ListingStatus), sqlx::Error> {
+) -> Result<(Order, Listing), sqlx::Error> {
     let row: PurchasedRow = sqlx::query_as(
         r#"WITH listing AS (
              UPDATE listings SET quantity_available = quantity_available - 1,
                     status = CASE WHEN quantity_available = 1 THEN 'SOLD' ELSE status END,
                     updated_at = now()
              WHERE id = $2 AND status = 'ACTIVE'
-             RETURNING id, seller_id, ask_amount, currency, status
+             RETURNING *
          ), ordered AS (
              INSERT INTO orders (id, listing_id, buyer_id, seller_id, amount, currency, status)
              SELECT $1, listing.id, $3, listing.seller_id, listing.ask_amount, listing.currency, 'CONFIRMED' FROM listing
              RETURNING *
          )
-         SELECT row_to_json(ordered) AS "order", listing.status AS listing_status FROM ordered, listing"#,
+         SELECT row_to_json(ordered) AS "order", row_to_json(listing) AS listing FROM ordered, listing"#,
     )
     .bind(order_id)
     .bind(listing_id)
     .bind(buyer_id)
     .fetch_one(conn)
     .await?;
-    let status = row.listing_status.parse().map_err(|e: String| sqlx::Error::Decode(e.into()))?;
-    Ok((row.order.0, status))
+    Ok((row.order.0, row.listing.0))
 }
 
 /// An order, if the agent is its buyer or seller.

@@ -4,15 +4,21 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
+use std::time::Duration;
+
 use chrono::Utc;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+use uuid::Uuid;
 
 use super::error::ApiError;
-use super::extract::{ActionBody, Id, IdempotencyKey, JsonBody};
+use super::events::{wait_param, wake_or_stop};
+use super::extract::{ActionBody, Id, IdempotencyKey, JsonBody, Params};
 use super::listings::BidAndThread;
 use super::{AppState, Endpoint, Reply};
 use crate::db::agents::Caller;
 use crate::db::{self, Bid, Order, Thread};
+use crate::domain::BidStatus;
 use crate::market::negotiation::{self, Answer, Answered};
 
 pub fn endpoints() -> Vec<Endpoint> {
@@ -32,9 +38,49 @@ struct AnswerReply {
     order: Option<Order>,
 }
 
-async fn read(State(state): State<AppState>, caller: Caller, Id(id): Id) -> Result<Json<Bid>, ApiError> {
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadQuery {
+    wait: Option<f64>,
+}
+
+async fn read_now(state: &AppState, caller: Caller, id: Uuid) -> Result<Bid, ApiError> {
     let bid = db::negotiation::get_bid(&state.pool, id, caller.id).await?;
-    bid.map(|bid| Json(bid.at(Utc::now()))).ok_or_else(|| ApiError::not_found("bid"))
+    bid.map(|bid| bid.at(Utc::now())).ok_or_else(|| ApiError::not_found("bid"))
+}
+
+/// A bid; with `wait`, as soon as it leaves the status it had when asked (a pending bid's
+/// deadline counts: it then reads EXPIRED), or as it is when the time is up.
+async fn read(
+    State(state): State<AppState>,
+    caller: Caller,
+    Id(id): Id,
+    Params(query): Params<ReadQuery>,
+) -> Result<Json<Bid>, ApiError> {
+    let Some(wait) = wait_param(query.wait)? else {
+        return read_now(&state, caller, id).await.map(Json);
+    };
+    let deadline = Instant::now() + wait;
+    // Every change of a bid publishes an event to both parties, the caller among them.
+    let mut subscription = state.hub.subscribe(caller.id);
+    subscription.mark();
+    let mut bid = read_now(&state, caller, id).await?;
+    let asked = bid.status;
+    while bid.status == asked && bid.status == BidStatus::Pending {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            break;
+        }
+        // Expiry writes nothing until the sweeper comes, so the deadline itself wakes us.
+        let until_expiry = (bid.expires_at - Utc::now()).to_std().unwrap_or_default() + Duration::from_millis(1);
+        let woke = wake_or_stop(&mut subscription, remaining.min(until_expiry), &state.shutdown).await;
+        if !woke && state.shutdown.is_cancelled() {
+            break;
+        }
+        subscription.mark();
+        bid = read_now(&state, caller, id).await?;
+    }
+    Ok(Json(bid))
 }
 
 async fn counter(
@@ -45,7 +91,8 @@ async fn counter(
     body: JsonBody<negotiation::CounterOffer>,
 ) -> Response {
     let mut command = begin!(&state, caller.id, key, body.digest);
-    let outcome = negotiation::counter(command.conn(), caller, id, body.value, state.settings.rules).await;
+    let (conn, events) = command.parts();
+    let outcome = negotiation::counter(conn, events, caller, id, body.value, state.settings.rules).await;
     let now = Utc::now();
     command
         .finish(
@@ -58,13 +105,14 @@ async fn counter(
 async fn answer(
     state: AppState,
     caller: Caller,
-    id: uuid::Uuid,
+    id: Uuid,
     key: IdempotencyKey,
     body: ActionBody,
     answer: Answer,
 ) -> Response {
     let mut command = begin!(&state, caller.id, key, body.digest);
-    let outcome = negotiation::answer(command.conn(), caller, id, answer).await;
+    let (conn, events) = command.parts();
+    let outcome = negotiation::answer(conn, events, caller, id, answer).await;
     let now = Utc::now();
     command
         .finish(outcome.map(|Answered { bid, thread, order }| {

@@ -16,6 +16,8 @@ use super::AppState;
 use super::error::{ApiError, Code, PROBLEM_JSON};
 use super::extract::IdempotencyKey;
 use crate::db::idempotency::{self, Saved};
+use crate::events::Outbox;
+use crate::events::publisher::Signal;
 use crate::market;
 use crate::secrets;
 
@@ -112,6 +114,8 @@ impl Claim {
 pub struct Command {
     tx: Transaction<'static, Postgres>,
     claim: Option<Claim>,
+    events: Outbox,
+    publish: Signal,
 }
 
 impl Command {
@@ -135,7 +139,7 @@ impl Command {
     ) -> Result<Result<Command, Response>, ApiError> {
         let mut tx = state.pool.begin().await?;
         let Some(key) = key.0 else {
-            return Ok(Ok(Command { tx, claim: None }));
+            return Ok(Ok(Command { tx, claim: None, events: Outbox::new(), publish: state.publish.clone() }));
         };
         if scope.is_nil() && key.len() < MIN_ANONYMOUS_KEY_LEN {
             // Without an agent, the key alone decides who gets the stored answer (and the API key
@@ -159,14 +163,20 @@ impl Command {
         if let Some(saved) = idempotency::find(&mut tx, scope, &claim.key_digest).await? {
             return Ok(Err(claim.replay(saved)?));
         }
-        Ok(Ok(Command { tx, claim: Some(claim) }))
+        Ok(Ok(Command { tx, claim: Some(claim), events: Outbox::new(), publish: state.publish.clone() }))
     }
 
     pub fn conn(&mut self) -> &mut PgConnection {
         &mut self.tx
     }
 
-    /// Stores the answer with the effect and commits, or rolls back on a database failure.
+    /// The transaction, and the outbox its events go to.
+    pub fn parts(&mut self) -> (&mut PgConnection, &mut Outbox) {
+        (&mut self.tx, &mut self.events)
+    }
+
+    /// Stores the answer and the events with the effect and commits, or rolls back on a database
+    /// failure.
     pub async fn finish(self, outcome: Result<Reply, market::Error>) -> Response {
         match self.try_finish(outcome).await {
             Ok(reply) => reply.into_response(),
@@ -191,7 +201,11 @@ impl Command {
                 ));
             }
         }
+        let published = self.events.flush(&mut self.tx).await? > 0;
         self.tx.commit().await?;
+        if published {
+            self.publish.notify();
+        }
         Ok(reply)
     }
 }

@@ -109,7 +109,8 @@ async fn withdraw(
     body: ActionBody,
 ) -> Response {
     let mut command = begin!(&state, caller.id, key, body.digest);
-    let outcome = listings::withdraw(command.conn(), caller, id).await;
+    let (conn, events) = command.parts();
+    let outcome = listings::withdraw(conn, events, caller, id).await;
     command.finish(outcome.map(|listing| Reply::json(StatusCode::OK, &listing))).await
 }
 
@@ -121,7 +122,8 @@ async fn place_bid(
     body: JsonBody<negotiation::Placement>,
 ) -> Response {
     let mut command = begin!(&state, caller.id, key, body.digest);
-    let outcome = negotiation::place(command.conn(), caller, id, body.value, state.settings.rules).await;
+    let (conn, events) = command.parts();
+    let outcome = negotiation::place(conn, events, caller, id, body.value, state.settings.rules).await;
     let now = Utc::now();
     command
         .finish(
@@ -139,6 +141,7 @@ async fn purchase(
     body: ActionBody,
 ) -> Response {
     let mut command = begin!(&state, caller.id, key, body.digest);
-    let outcome = listings::purchase(command.conn(), caller, id).await;
+    let (conn, events) = command.parts();
+    let outcome = listings::purchase(conn, events, caller, id).await;
     command.finish(outcome.map(|order| Reply::json(StatusCode::CREATED, &Purchased { order }))).await
 }

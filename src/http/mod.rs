@@ -6,7 +6,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::handler::Handler;
-use axum::http::{HeaderName, Method, StatusCode, header};
+use axum::http::{HeaderName, Method, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{self, MethodRouter};
@@ -16,12 +16,15 @@ use sqlx::PgPool;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use tokio_util::sync::CancellationToken;
 use tracing::Level;
 use uuid::Uuid;
 
+use crate::events::Hub;
+use crate::events::publisher::Signal;
 use crate::market::Rules;
+use crate::webhooks::{SealingKey, WebhookSettings};
 
 /// Opens a [`Command`] or returns from the handler with the answer that made it unnecessary.
 macro_rules! begin {
@@ -37,6 +40,7 @@ mod admin;
 mod agents;
 mod bids;
 mod command;
+pub mod events;
 pub mod error;
 pub mod extract;
 mod health;
@@ -44,6 +48,7 @@ mod listings;
 mod orders;
 pub mod ratelimit;
 mod threads;
+mod webhooks;
 
 pub use command::{Command, Reply};
 use error::{ApiError, Code};
@@ -54,12 +59,34 @@ pub struct AppState {
     pub pool: PgPool,
     pub settings: Arc<Settings>,
     pub limiter: Option<Arc<ratelimit::RateLimiter>>,
+    /// This instance's waiters for events.
+    pub hub: Hub,
+    /// Tells this instance's publisher that a request committed events.
+    pub publish: Signal,
+    /// Cancelled when the server shuts down: long waits and streams end early.
+    pub shutdown: CancellationToken,
+    /// Seals webhook secrets.
+    pub sealing_key: SealingKey,
 }
 
 impl AppState {
-    pub fn new(pool: PgPool, settings: Settings) -> AppState {
+    pub fn new(
+        pool: PgPool,
+        settings: Settings,
+        publish: Signal,
+        sealing_key: SealingKey,
+        shutdown: CancellationToken,
+    ) -> AppState {
         let limiter = ratelimit::RateLimiter::new(settings.rate_limit).map(Arc::new);
-        AppState { pool, settings: Arc::new(settings), limiter }
+        AppState {
+            pool,
+            settings: Arc::new(settings),
+            limiter,
+            hub: Hub::new(),
+            publish,
+            shutdown,
+            sealing_key,
+        }
     }
 
     /// Takes a token from the caller's bucket, or answers 429 with `Retry-After`.
@@ -81,6 +108,9 @@ pub struct Settings {
     pub request_timeout: Duration,
     /// Requests a second per agent (a tenth of it per address for registration); 0 is no limit.
     pub rate_limit: u32,
+    /// How often an idle event stream sends a heartbeat comment.
+    pub heartbeat: Duration,
+    pub webhooks: WebhookSettings,
 }
 
 impl std::fmt::Debug for Settings {
@@ -92,6 +122,8 @@ impl std::fmt::Debug for Settings {
             .field("body_limit", &self.body_limit)
             .field("request_timeout", &self.request_timeout)
             .field("rate_limit", &self.rate_limit)
+            .field("heartbeat", &self.heartbeat)
+            .field("webhooks", &self.webhooks)
             .finish()
     }
 }
@@ -131,6 +163,8 @@ pub fn endpoints() -> Vec<Endpoint> {
         bids::endpoints(),
         threads::endpoints(),
         orders::endpoints(),
+        events::endpoints(),
+        webhooks::endpoints(),
     ]
     .into_iter()
     .flatten()
@@ -161,7 +195,7 @@ pub fn router(state: AppState) -> Router {
             ApiError::internal().into_response()
         }))
         .layer(middleware::map_response(problem_for_bare_errors))
-        .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, settings.request_timeout))
+        .layer(middleware::from_fn_with_state(settings.request_timeout, time_limit))
         .layer(middleware::from_fn_with_state(settings.body_limit, refuse_oversized_bodies))
         .layer(DefaultBodyLimit::max(settings.body_limit));
     router
@@ -207,6 +241,30 @@ async fn refuse_oversized_bodies(State(limit): State<usize>, request: Request, n
         _ => next.run(request).await,
     }
 }
+
+/// Answers 503 when a request takes longer than the limit. A request that asks to wait
+/// (`?wait=S`) is given that long on top; a stream's body is not timed, only its start.
+async fn time_limit(State(limit): State<Duration>, request: Request, next: Next) -> Response {
+    let limit = limit + requested_wait(request.uri().query());
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::unavailable("the request took too long; retry shortly").into_response(),
+    }
+}
+
+/// The `wait` a query asks for, within its allowed maximum (the handler validates it).
+fn requested_wait(query: Option<&str>) -> Duration {
+    let seconds = query
+        .into_iter()
+        .flat_map(|query| query.split('&'))
+        .filter_map(|pair| pair.strip_prefix("wait="))
+        .filter_map(|value| value.parse::<f64>().ok())
+        .fold(0.0f64, f64::max);
+    Duration::from_secs_f64(seconds.clamp(0.0, MAX_WAIT.as_secs_f64()))
+}
+
+/// The longest a request may ask to wait for a change.
+pub const MAX_WAIT: Duration = Duration::from_secs(60);
 
 /// Gives error answers made outside the handlers (timeouts and the like) a problem document.
 async fn problem_for_bare_errors(response: Response) -> Response {

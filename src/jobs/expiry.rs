@@ -8,6 +8,8 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::db;
+use crate::events::publisher::Signal;
+use crate::events::{NewEvent, Outbox};
 
 /// What one pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -22,22 +24,29 @@ impl Outcome {
     }
 }
 
-/// One batch of each kind of clean-up.
+/// One batch of each kind of clean-up. The expiries' events are written with them; the
+/// publisher picks them up on its next tick unless told sooner.
 pub async fn run_once(pool: &PgPool, batch: i64) -> Result<Outcome, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let expired = db::negotiation::sweep_expired(&mut tx, batch).await?;
+    let mut events = Outbox::new();
+    for (bid, thread) in &expired {
+        events.push(NewEvent::bid(bid, thread));
+    }
+    events.flush(&mut tx).await?;
     tx.commit().await?;
     let purged = db::idempotency::purge_expired(pool, batch).await?;
     Ok(Outcome { expired_bids: expired.len(), purged_idempotency_keys: purged })
 }
 
 /// Sweeps every `interval` until cancelled, and again at once after a full batch.
-pub async fn run(pool: PgPool, interval: Duration, batch: i64, shutdown: CancellationToken) {
+pub async fn run(pool: PgPool, interval: Duration, batch: i64, publish: Signal, shutdown: CancellationToken) {
     tracing::info!(?interval, batch, "expiry sweeper started");
     loop {
         let pause = match run_once(&pool, batch).await {
             Ok(outcome) => {
                 if outcome.expired_bids > 0 {
+                    publish.notify();
                     tracing::info!(expired_bids = outcome.expired_bids, "expired bids swept");
                 }
                 if outcome.is_full(batch) { Duration::ZERO } else { interval }

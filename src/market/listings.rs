@@ -8,6 +8,7 @@ use crate::db::agents::Caller;
 use crate::db::{self, Listing, Order};
 use crate::domain::listing::{ListingPatch, NewListing};
 use crate::domain::{ListingStatus, Reason, Rejection};
+use crate::events::{EventType, NewEvent, Outbox};
 
 fn not_found() -> Rejection {
     Rejection::NotFound { what: "listing" }
@@ -53,26 +54,31 @@ pub async fn update(
 }
 
 /// Withdraws the listing and ends its live threads, rejecting their pending bids.
-pub async fn withdraw(conn: &mut PgConnection, caller: Caller, id: Uuid) -> Result<Listing> {
+pub async fn withdraw(conn: &mut PgConnection, events: &mut Outbox, caller: Caller, id: Uuid) -> Result<Listing> {
     let listing = db::listings::lock(conn, id).await?.ok_or_else(not_found)?;
     require_seller(&listing, caller, "withdraw")?;
     require_active(&listing)?;
     let withdrawn = db::listings::withdraw(conn, id).await?;
-    db::negotiation::end_listing_threads(conn, id, Reason::ListingWithdrawn).await?;
+    events.push(NewEvent::listing(EventType::ListingWithdrawn, &withdrawn));
+    let ended = db::negotiation::end_listing_threads(conn, id, Reason::ListingWithdrawn).await?;
+    super::negotiation::record_closed(events, ended);
     Ok(withdrawn)
 }
 
 /// Buys one unit at the ask, whatever the buyer's tier. The last unit sells the listing out and
 /// ends its other live threads.
-pub async fn purchase(conn: &mut PgConnection, caller: Caller, id: Uuid) -> Result<Order> {
+pub async fn purchase(conn: &mut PgConnection, events: &mut Outbox, caller: Caller, id: Uuid) -> Result<Order> {
     let listing = db::listings::lock(conn, id).await?.ok_or_else(not_found)?;
     if listing.seller_id == caller.id {
         return Err(Rejection::OwnListing.into());
     }
     require_active(&listing)?;
-    let (order, status) = db::orders::purchase(conn, Uuid::now_v7(), id, caller.id).await?;
-    if status == ListingStatus::Sold {
-        db::negotiation::end_listing_threads(conn, id, Reason::ListingSold).await?;
+    let (order, listing) = db::orders::purchase(conn, Uuid::now_v7(), id, caller.id).await?;
+    events.push(NewEvent::order_created(&order));
+    if listing.status == ListingStatus::Sold {
+        events.push(NewEvent::listing(EventType::ListingSold, &listing));
+        let ended = db::negotiation::end_listing_threads(conn, id, Reason::ListingSold).await?;
+        super::negotiation::record_closed(events, ended);
     }
     Ok(order)
 }

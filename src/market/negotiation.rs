@@ -12,6 +12,7 @@ use crate::domain::bid::{self, Action, Actor, Transition};
 use crate::domain::money::RawAmount;
 use crate::domain::rejection::Validator;
 use crate::domain::{BidStatus, ListingStatus, Party, Reason, Rejection};
+use crate::events::{EventType, NewEvent, Outbox};
 
 /// `POST /v1/listings/{id}/bids`.
 #[derive(Debug, Deserialize)]
@@ -91,6 +92,7 @@ fn not_found() -> Rejection {
 /// Opens a thread on a listing with the buyer's first bid.
 pub async fn place(
     conn: &mut PgConnection,
+    events: &mut Outbox,
     caller: Caller,
     listing_id: Uuid,
     input: Placement,
@@ -146,7 +148,9 @@ pub async fn place(
         }
         // The buyer's live thread ran out of time before the sweeper saw it: it ends now.
         negotiation::lock_thread(conn, thread_id).await?;
-        negotiation::end_with_bid(conn, pending, Transition::Expire).await?;
+        if let Some((bid, thread)) = negotiation::end_with_bid(conn, pending, Transition::Expire).await? {
+            events.push(NewEvent::bid(&bid, &thread));
+        }
     }
     if mine.thread_count >= i64::from(listing.max_threads_per_buyer) {
         return Err(Rejection::OfferLimitReached { limit: listing.max_threads_per_buyer }.into());
@@ -166,12 +170,15 @@ pub async fn place(
     };
     let opened = negotiation::insert_opening(conn, Uuid::now_v7(), listing.id, listing.seller_id, &opening).await?;
     // None: a concurrent placement by the same buyer on the same listing came first.
-    opened.ok_or_else(|| Rejection::ThreadActive { thread_id: None }.into())
+    let (bid, thread) = opened.ok_or(Rejection::ThreadActive { thread_id: None })?;
+    events.push(NewEvent::bid(&bid, &thread));
+    Ok((bid, thread))
 }
 
 /// Decides `action` on the bid in `context`, recording the expiry if the bid ran out of time.
 async fn decide(
     conn: &mut PgConnection,
+    events: &mut Outbox,
     bid_id: Uuid,
     context: &BidContext,
     action: Action,
@@ -180,20 +187,35 @@ async fn decide(
     match bid::apply(&context.state(), action, Actor::Party(party), context.db_now) {
         Ok(transition) => Ok(transition),
         Err(Rejection::BidExpired) => {
-            negotiation::end_with_bid(conn, bid_id, Transition::Expire).await?;
+            record_expiry(conn, events, bid_id).await?;
             Err(Rejection::BidExpired.into())
         }
         Err(rejection) => Err(rejection.into()),
     }
 }
 
+/// Records that the pending bid ran out of time, with its event.
+async fn record_expiry(conn: &mut PgConnection, events: &mut Outbox, bid_id: Uuid) -> Result<()> {
+    if let Some((bid, thread)) = negotiation::end_with_bid(conn, bid_id, Transition::Expire).await? {
+        events.push(NewEvent::bid(&bid, &thread));
+    }
+    Ok(())
+}
+
+/// Records the end of threads that a sold-out or withdrawn listing closed.
+pub(super) fn record_closed(events: &mut Outbox, ended: Vec<(Bid, Thread)>) {
+    for (bid, thread) in ended {
+        events.push(NewEvent::thread_closed(&thread, &bid));
+    }
+}
+
 /// The compare-and-set changed nothing: a concurrent action won, or the bid's deadline passed
 /// while this request waited for its locks (then the expiry is recorded).
-async fn lost_race(conn: &mut PgConnection, bid_id: Uuid) -> Error {
+async fn lost_race(conn: &mut PgConnection, events: &mut Outbox, bid_id: Uuid) -> Error {
     match negotiation::stored_status(conn, bid_id).await {
-        Ok(BidStatus::Pending) => match negotiation::end_with_bid(conn, bid_id, Transition::Expire).await {
-            Ok(_) => Rejection::BidExpired.into(),
-            Err(error) => error.into(),
+        Ok(BidStatus::Pending) => match record_expiry(conn, events, bid_id).await {
+            Ok(()) => Rejection::BidExpired.into(),
+            Err(error) => error,
         },
         Ok(current @ (BidStatus::Countered | BidStatus::Accepted | BidStatus::Rejected | BidStatus::Expired)) => {
             Rejection::InvalidTransition {
@@ -216,6 +238,7 @@ async fn lock_context(conn: &mut PgConnection, caller: Caller, bid_id: Uuid) -> 
 /// pending bid, one round later.
 pub async fn counter(
     conn: &mut PgConnection,
+    events: &mut Outbox,
     caller: Caller,
     bid_id: Uuid,
     input: CounterOffer,
@@ -229,7 +252,7 @@ pub async fn counter(
     let amount = amount.expect("validated");
 
     let (context, party) = lock_context(conn, caller, bid_id).await?;
-    decide(conn, bid_id, &context, Action::Counter, party).await?;
+    decide(conn, events, bid_id, &context, Action::Counter, party).await?;
     // The responder's own previous position: the bid this one answered, or the ask for the
     // seller's first counter.
     let own_previous = context.parent_amount.unwrap_or(context.ask_amount);
@@ -252,38 +275,54 @@ pub async fn counter(
         expires_in,
     };
     match negotiation::insert_counter(conn, bid_id, party, round, &counter).await? {
-        Some(outcome) => Ok(outcome),
-        None => Err(lost_race(conn, bid_id).await),
+        Some((bid, thread)) => {
+            events.push(NewEvent::bid(&bid, &thread));
+            Ok((bid, thread))
+        }
+        None => Err(lost_race(conn, events, bid_id).await),
     }
 }
 
 /// Accepts, rejects or withdraws the pending bid, which ends its thread. Accepting creates the
 /// order, and the listing's last unit ends the listing's other live threads.
-pub async fn answer(conn: &mut PgConnection, caller: Caller, bid_id: Uuid, answer: Answer) -> Result<Answered> {
+pub async fn answer(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    caller: Caller,
+    bid_id: Uuid,
+    answer: Answer,
+) -> Result<Answered> {
     // Accepting changes the listing, which is locked before the thread.
     let listing_status = match answer {
         Answer::Accept => Some(negotiation::lock_listing_of_bid(conn, bid_id, caller.id).await?.ok_or_else(not_found)?),
         Answer::Reject | Answer::Withdraw => None,
     };
     let (context, party) = lock_context(conn, caller, bid_id).await?;
-    let transition = decide(conn, bid_id, &context, answer.action(), party).await?;
+    let transition = decide(conn, events, bid_id, &context, answer.action(), party).await?;
     match transition {
         Transition::Accept => {
             if let Some(status @ (ListingStatus::Sold | ListingStatus::Withdrawn)) = listing_status {
                 return Err(Rejection::ListingUnavailable { current_status: status.as_str() }.into());
             }
             let Some(accepted) = negotiation::accept(conn, bid_id, Uuid::now_v7()).await? else {
-                return Err(lost_race(conn, bid_id).await);
+                return Err(lost_race(conn, events, bid_id).await);
             };
-            if accepted.listing_status == ListingStatus::Sold {
-                negotiation::end_listing_threads(conn, context.listing_id, Reason::ListingSold).await?;
+            events.push(NewEvent::bid(&accepted.bid, &accepted.thread));
+            events.push(NewEvent::order_created(&accepted.order));
+            if accepted.listing.status == ListingStatus::Sold {
+                events.push(NewEvent::listing(EventType::ListingSold, &accepted.listing));
+                let ended = negotiation::end_listing_threads(conn, context.listing_id, Reason::ListingSold).await?;
+                record_closed(events, ended);
             }
             Ok(Answered { bid: accepted.bid, thread: accepted.thread, order: Some(accepted.order) })
         }
         Transition::Reject(_) | Transition::Expire => {
             match negotiation::end_with_bid(conn, bid_id, transition).await? {
-                Some((bid, thread)) => Ok(Answered { bid, thread, order: None }),
-                None => Err(lost_race(conn, bid_id).await),
+                Some((bid, thread)) => {
+                    events.push(NewEvent::bid(&bid, &thread));
+                    Ok(Answered { bid, thread, order: None })
+                }
+                None => Err(lost_race(conn, events, bid_id).await),
             }
         }
         Transition::Counter => unreachable!("accept, reject and withdraw never counter"),

@@ -8,6 +8,7 @@ use std::time::Duration;
 use haggle::app::{App, AppConfig};
 use haggle::http::Settings;
 use haggle::market::Rules;
+use haggle::webhooks::WebhookSettings;
 use reqwest::Method;
 use serde_json::{Value, json};
 use sqlx::postgres::PgConnectOptions;
@@ -94,8 +95,16 @@ pub fn test_config() -> AppConfig {
             body_limit: 64 * 1024,
             request_timeout: Duration::from_secs(30),
             rate_limit: 0,
+            heartbeat: Duration::from_secs(1),
+            webhooks: WebhookSettings {
+                allow_private: true,
+                retry_schedule: vec![Duration::from_millis(100); 5],
+                timeout: Duration::from_secs(5),
+                concurrency: 8,
+            },
         },
         sweep_interval: Duration::ZERO,
+        secret_key: None,
     }
 }
 

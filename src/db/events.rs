@@ -1,0 +1,130 @@
+//! The outbox, the published event log, and each agent's view of it.
+
+use sqlx::types::Json;
+use sqlx::{FromRow, PgConnection, PgExecutor};
+use uuid::Uuid;
+
+use crate::events::{Event, NewEvent};
+
+/// Writes events into the outbox, in the caller's transaction.
+pub async fn insert_outbox(conn: &mut PgConnection, events: &[NewEvent]) -> Result<usize, sqlx::Error> {
+    let done = sqlx::query(
+        "INSERT INTO outbox (type, audience, listing_id, thread_id, bid_id, order_id, data)
+         SELECT e.type, e.audience, e.listing_id, e.thread_id, e.bid_id, e.order_id, e.data
+         FROM jsonb_to_recordset($1) AS e(type text, audience uuid[], listing_id uuid, thread_id uuid, bid_id uuid,
+                                          order_id uuid, data jsonb)",
+    )
+    .bind(Json(events))
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() as usize)
+}
+
+/// A batch that was published: the highest id, and every agent it concerned.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Published {
+    pub count: usize,
+    pub last_id: i64,
+    pub recipients: Vec<Uuid>,
+}
+
+#[derive(FromRow)]
+struct PublishedRow {
+    count: i64,
+    last_id: Option<i64>,
+    recipients: Option<Vec<Uuid>>,
+}
+
+/// Publishes up to `batch` committed outbox rows in one transaction: numbers them after the last
+/// published id, fans them out to their recipients, and queues their webhook deliveries. Both
+/// statements run after the sequence row is locked, so they see every publisher before them.
+pub async fn publish(conn: &mut PgConnection, batch: i64) -> Result<Published, sqlx::Error> {
+    sqlx::query("SELECT last_id FROM event_sequence FOR UPDATE").execute(&mut *conn).await?;
+    let row: PublishedRow = sqlx::query_as(
+        "WITH batch AS (
+             SELECT seq FROM outbox ORDER BY seq LIMIT $1
+         ), moved AS (
+             DELETE FROM outbox o USING batch WHERE o.seq = batch.seq RETURNING o.*
+         ), base AS (
+             UPDATE event_sequence SET last_id = last_id + (SELECT count(*) FROM moved)
+             RETURNING last_id - (SELECT count(*) FROM moved) AS first
+         ), numbered AS (
+             SELECT base.first + row_number() OVER (ORDER BY moved.seq) AS id, moved.*
+             FROM moved, base
+         ), published AS (
+             INSERT INTO events (id, type, audience, listing_id, thread_id, bid_id, order_id, data, created_at)
+             SELECT id, type, audience, listing_id, thread_id, bid_id, order_id, data, created_at FROM numbered
+             RETURNING id, type, audience
+         ), inboxes AS (
+             INSERT INTO event_recipients (agent_id, event_id)
+             SELECT DISTINCT unnest(audience), id FROM published
+         ), deliveries AS (
+             INSERT INTO webhook_deliveries (id, webhook_id, event_id, status, next_attempt_at)
+             SELECT gen_random_uuid(), w.id, p.id, 'PENDING', now()
+             FROM published p
+             JOIN webhooks w ON w.agent_id = ANY (p.audience) AND w.status = 'ACTIVE'
+                            AND (p.type = ANY (w.events) OR '*' = ANY (w.events))
+         )
+         SELECT count(*) AS count, max(id) AS last_id,
+                (SELECT array_agg(DISTINCT a) FROM published, unnest(audience) a) AS recipients
+         FROM published",
+    )
+    .bind(batch)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(Published {
+        count: row.count as usize,
+        last_id: row.last_id.unwrap_or(0),
+        recipients: row.recipients.unwrap_or_default(),
+    })
+}
+
+/// Sends NOTIFY payloads; they are delivered when the caller's transaction commits.
+pub async fn notify(conn: &mut PgConnection, channel: &str, payloads: &[String]) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p")
+        .bind(channel)
+        .bind(payloads)
+        .execute(conn)
+        .await
+        .map(drop)
+}
+
+/// Whether any committed event waits to be published.
+pub async fn outbox_is_empty(executor: impl PgExecutor<'_>) -> Result<bool, sqlx::Error> {
+    let any: Option<i32> = sqlx::query_scalar("SELECT 1 FROM outbox LIMIT 1").fetch_optional(executor).await?;
+    Ok(any.is_none())
+}
+
+const EVENT_COLUMNS: &str = "e.id, e.type, e.created_at, e.listing_id, e.thread_id, e.bid_id, e.order_id, e.data";
+
+/// The agent's events after `after`, oldest first.
+pub async fn for_agent(
+    executor: impl PgExecutor<'_>,
+    agent_id: Uuid,
+    after: i64,
+    limit: i64,
+) -> Result<Vec<Event>, sqlx::Error> {
+    sqlx::query_as(&format!(
+        "SELECT {EVENT_COLUMNS} FROM event_recipients r JOIN events e ON e.id = r.event_id
+         WHERE r.agent_id = $1 AND r.event_id > $2
+         ORDER BY r.event_id LIMIT $3"
+    ))
+    .bind(agent_id)
+    .bind(after)
+    .bind(limit)
+    .fetch_all(executor)
+    .await
+}
+
+/// The highest published event id (0 before the first).
+pub async fn last_id(executor: impl PgExecutor<'_>) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("SELECT last_id FROM event_sequence").fetch_one(executor).await
+}
+
+/// One published event, whoever it concerns (for the webhook worker).
+pub async fn get(executor: impl PgExecutor<'_>, id: i64) -> Result<Option<Event>, sqlx::Error> {
+    sqlx::query_as(&format!("SELECT {EVENT_COLUMNS} FROM events e WHERE e.id = $1"))
+        .bind(id)
+        .fetch_optional(executor)
+        .await
+}

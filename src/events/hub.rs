@@ -1,0 +1,126 @@
+//! The waiters of one server instance, woken per agent.
+//!
+//! A waiter subscribes for its agent, marks what it has seen, reads from the database, and
+//! only then waits: a wake-up that arrives between the read and the wait is not lost, because
+//! the subscription's counter has already moved past the mark.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use uuid::Uuid;
+
+#[derive(Debug, Default, Clone)]
+pub struct Hub {
+    inner: Arc<Mutex<HashMap<Uuid, watch::Sender<u64>>>>,
+}
+
+impl Hub {
+    pub fn new() -> Hub {
+        Hub::default()
+    }
+
+    /// Starts listening for the agent's events.
+    pub fn subscribe(&self, agent_id: Uuid) -> Subscription {
+        let mut map = self.inner.lock().expect("hub lock");
+        let sender = map.entry(agent_id).or_insert_with(|| watch::channel(0).0);
+        Subscription { receiver: sender.subscribe(), hub: self.clone(), agent_id }
+    }
+
+    /// Wakes the waiters of these agents.
+    pub fn wake(&self, agents: &[Uuid]) {
+        let map = self.inner.lock().expect("hub lock");
+        for agent in agents {
+            if let Some(sender) = map.get(agent) {
+                sender.send_modify(|generation| *generation += 1);
+            }
+        }
+    }
+
+    /// Wakes every waiter, to re-read from its cursor (after the listener lost its connection
+    /// and may have missed notifications).
+    pub fn wake_all(&self) {
+        let map = self.inner.lock().expect("hub lock");
+        for sender in map.values() {
+            sender.send_modify(|generation| *generation += 1);
+        }
+    }
+
+    /// How many agents have a waiter on this instance.
+    pub fn agents_waiting(&self) -> usize {
+        self.inner.lock().expect("hub lock").len()
+    }
+}
+
+/// One waiter's subscription; dropping it forgets the agent when it was the last.
+#[derive(Debug)]
+pub struct Subscription {
+    receiver: watch::Receiver<u64>,
+    hub: Hub,
+    agent_id: Uuid,
+}
+
+impl Subscription {
+    /// Marks every wake-up so far as seen. Call it before reading from the database.
+    pub fn mark(&mut self) {
+        self.receiver.borrow_and_update();
+    }
+
+    /// Waits for a wake-up after the last mark, at most `timeout`. `true` if woken.
+    pub async fn wait(&mut self, timeout: Duration) -> bool {
+        matches!(tokio::time::timeout(timeout, self.receiver.changed()).await, Ok(Ok(())))
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let mut map = self.hub.inner.lock().expect("hub lock");
+        if let Some(sender) = map.get(&self.agent_id) {
+            // This subscription's receiver is still alive here, so the last one counts as 1.
+            if sender.receiver_count() <= 1 {
+                map.remove(&self.agent_id);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_wake_between_mark_and_wait_is_not_lost() {
+        let hub = Hub::new();
+        let agent = Uuid::now_v7();
+        let mut subscription = hub.subscribe(agent);
+        subscription.mark();
+        hub.wake(&[agent]);
+        assert!(subscription.wait(Duration::from_millis(10)).await);
+        subscription.mark();
+        assert!(!subscription.wait(Duration::from_millis(10)).await);
+    }
+
+    #[tokio::test]
+    async fn only_the_agents_concerned_wake_and_empty_entries_go() {
+        let hub = Hub::new();
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        let mut first = hub.subscribe(a);
+        let mut second = hub.subscribe(a);
+        let mut other = hub.subscribe(b);
+        for s in [&mut first, &mut second, &mut other] {
+            s.mark();
+        }
+        hub.wake(&[a]);
+        assert!(first.wait(Duration::from_millis(10)).await);
+        assert!(second.wait(Duration::from_millis(10)).await);
+        assert!(!other.wait(Duration::from_millis(10)).await);
+        hub.wake_all();
+        assert!(other.wait(Duration::from_millis(10)).await);
+        drop(first);
+        assert_eq!(hub.agents_waiting(), 2);
+        drop(second);
+        drop(other);
+        assert_eq!(hub.agents_waiting(), 0);
+    }
+}

@@ -1,0 +1,70 @@
+//! The listener: one connection per instance that LISTENs for published events and wakes the
+//! waiters of the agents concerned.
+//!
+//! When its connection drops it reconnects with back-off, and once LISTEN is in place again it
+//! wakes every waiter: notifications sent while it was away are lost, so each waiter re-reads
+//! from its own cursor and finds whatever committed in the meantime.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::postgres::{PgListener, PgPoolOptions};
+use tokio_util::sync::CancellationToken;
+
+use super::publisher::parse_payload;
+use super::{CHANNEL, Hub};
+
+/// The `application_name` of the listener's connection, to find it in `pg_stat_activity`.
+pub const APPLICATION_NAME: &str = "haggle-listener";
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+async fn connect(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
+    let options = pool.connect_options().as_ref().clone().application_name(APPLICATION_NAME);
+    let single = PgPoolOptions::new().max_connections(1).connect_lazy_with(options);
+    let mut listener = PgListener::connect_with(&single).await?;
+    listener.listen(CHANNEL).await?;
+    Ok(listener)
+}
+
+/// Runs until cancelled.
+pub async fn run(pool: PgPool, hub: Hub, shutdown: CancellationToken) {
+    let mut backoff = Duration::ZERO;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        let mut listener = match connect(&pool).await {
+            Ok(listener) => listener,
+            Err(error) => {
+                backoff = (backoff * 2).clamp(Duration::from_millis(100), MAX_BACKOFF);
+                tracing::warn!(%error, ?backoff, "cannot listen for events; retrying");
+                continue;
+            }
+        };
+        tracing::info!("listening for events");
+        // Anything committed before LISTEN took effect was announced to no one here.
+        hub.wake_all();
+        loop {
+            let received = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                received = listener.try_recv() => received,
+            };
+            match received {
+                Ok(Some(notification)) => match parse_payload(notification.payload()) {
+                    Some((_, agents)) => hub.wake(&agents),
+                    None => hub.wake_all(),
+                },
+                Ok(None) => {
+                    tracing::warn!("the event listener's connection closed; reconnecting");
+                    break;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "the event listener failed; reconnecting");
+                    break;
+                }
+            }
+        }
+        backoff = Duration::from_millis(50);
+    }
+}

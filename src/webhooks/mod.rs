@@ -1,0 +1,88 @@
+//! Webhooks: agents' HTTP endpoints that receive their events, signed, at least once.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+
+pub mod worker;
+
+/// The operator's webhook settings.
+#[derive(Debug, Clone)]
+pub struct WebhookSettings {
+    /// Whether webhook URLs may point at loopback, private or link-local addresses.
+    pub allow_private: bool,
+    /// The pause before each retry; a delivery that has failed once more than its length is
+    /// given up, and its webhook disabled.
+    pub retry_schedule: Vec<Duration>,
+    /// How long one attempt may take.
+    pub timeout: Duration,
+    /// Attempts in flight at once per instance.
+    pub concurrency: usize,
+}
+
+/// Roughly 24 hours of exponential back-off: 10 s, 30 s, 2 min, 10 min, 30 min, 1 h, 2 h,
+/// 4 h, 8 h, 8 h (each with ±20 % jitter).
+pub const DEFAULT_RETRY_SCHEDULE: &str = "10s,30s,2m,10m,30m,1h,2h,4h,8h,8h";
+
+impl Default for WebhookSettings {
+    fn default() -> WebhookSettings {
+        WebhookSettings {
+            allow_private: false,
+            retry_schedule: parse_schedule(DEFAULT_RETRY_SCHEDULE).expect("the default schedule parses").to_vec(),
+            timeout: Duration::from_secs(10),
+            concurrency: 32,
+        }
+    }
+}
+
+/// Parses a comma-separated list of durations such as `10s,30s,2m`.
+pub fn parse_schedule(value: &str) -> Result<crate::config::Schedule, String> {
+    let schedule: Vec<Duration> =
+        value.split(',').map(crate::config::parse_duration).collect::<Result<_, _>>()?;
+    if schedule.len() > 100 {
+        return Err("the retry schedule may have at most 100 pauses".to_owned());
+    }
+    Ok(std::sync::Arc::new(schedule))
+}
+
+/// The key webhook secrets are sealed with: the operator's `HAGGLE_SECRET_KEY` (any string,
+/// hashed to 32 bytes), or else a random key the server generates once and keeps in the
+/// database, read when first needed.
+#[derive(Debug, Clone)]
+pub struct SealingKey {
+    configured: Option<[u8; 32]>,
+    loaded: std::sync::Arc<tokio::sync::OnceCell<[u8; 32]>>,
+}
+
+impl SealingKey {
+    pub fn new(configured: Option<&str>) -> SealingKey {
+        SealingKey {
+            configured: configured
+                .filter(|secret| !secret.trim().is_empty())
+                .map(|secret| crate::secrets::sha256_parts(&[b"haggle webhook sealing key", secret.as_bytes()])),
+            loaded: Default::default(),
+        }
+    }
+
+    pub fn is_configured(&self) -> bool {
+        self.configured.is_some()
+    }
+
+    pub async fn get(&self, pool: &PgPool) -> Result<[u8; 32], sqlx::Error> {
+        if let Some(key) = self.configured {
+            return Ok(key);
+        }
+        self.loaded.get_or_try_init(|| stored_key(pool)).await.copied()
+    }
+}
+
+async fn stored_key(pool: &PgPool) -> Result<[u8; 32], sqlx::Error> {
+    let generated = crate::secrets::random_bytes::<32>();
+    sqlx::query("INSERT INTO server_keys (name, key) VALUES ('webhook_sealing', $1) ON CONFLICT (name) DO NOTHING")
+        .bind(&generated[..])
+        .execute(pool)
+        .await?;
+    let stored: Vec<u8> =
+        sqlx::query_scalar("SELECT key FROM server_keys WHERE name = 'webhook_sealing'").fetch_one(pool).await?;
+    stored.try_into().map_err(|_| sqlx::Error::Decode("the stored webhook sealing key is not 32 bytes".into()))
+}
