@@ -49,11 +49,14 @@ impl App {
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> std::io::Result<()> {
         let sealing_key = SealingKey::new(self.config.secret_key.as_deref());
         if !sealing_key.is_configured() {
-            tracing::info!("webhook secrets are sealed with a key kept in the database; set HAGGLE_SECRET_KEY to keep it apart");
+            tracing::info!(
+                "webhook secrets are sealed with a key kept in the database; set HAGGLE_SECRET_KEY to keep it apart"
+            );
         }
         let publish = Signal::new();
         let webhook_settings = self.config.settings.webhooks.clone();
-        let state = AppState::new(self.pool.clone(), self.config.settings, publish.clone(), sealing_key, shutdown.clone());
+        let state =
+            AppState::new(self.pool.clone(), self.config.settings, publish.clone(), sealing_key, shutdown.clone());
         let mut workers = tokio::task::JoinSet::new();
         workers.spawn(events::listener::run(self.pool.clone(), state.hub.clone(), shutdown.clone()));
         workers.spawn(events::publisher::run(self.pool.clone(), publish.clone(), PUBLISH_TICK, shutdown.clone()));

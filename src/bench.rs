@@ -11,6 +11,7 @@
 mod api;
 mod report;
 mod stats;
+mod wake;
 mod workload;
 
 use std::collections::VecDeque;
@@ -62,6 +63,14 @@ pub struct BenchArgs {
     /// How long one request may take before it counts as an error.
     #[arg(long, default_value = "30s", value_parser = crate::config::parse_duration)]
     pub timeout: Duration,
+    /// For `--workload wake`: the instance the counters go through (default: `--url`, where the
+    /// waiters are); give a second instance on the same database to measure cross-instance
+    /// wake-ups.
+    #[arg(long)]
+    pub counter_url: Option<String>,
+    /// For `--workload wake`: how many wake-ups to time.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    pub trials: u64,
 }
 
 impl fmt::Debug for BenchArgs {
@@ -75,6 +84,8 @@ impl fmt::Debug for BenchArgs {
             .field("warmup", &self.warmup)
             .field("json", &self.json)
             .field("timeout", &self.timeout)
+            .field("counter_url", &self.counter_url)
+            .field("trials", &self.trials)
             .finish()
     }
 }
@@ -108,6 +119,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let api = Api::new(&args.url, args.timeout)?;
     api.check_server().await?;
     api.check_admin_token(&admin_token).await?;
+    if args.workload == Workload::Wake {
+        let movers = Api::new(args.counter_url.as_deref().unwrap_or(&args.url), args.timeout)?;
+        movers.check_server().await?;
+        return wake::run(&api, &movers, &admin_token, args.trials).await;
+    }
     if cfg!(debug_assertions) {
         eprintln!(
             "warning: this is a debug build of haggle; the bench itself may be the bottleneck (cargo build --release)"

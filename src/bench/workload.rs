@@ -23,6 +23,8 @@ pub enum Workload {
     W1,
     /// Placing a bid (the measured call), then withdrawing it so the buyer may bid again.
     W2,
+    /// Wake-up latency: a waiter on `--url` hears of a counter made through `--counter-url`.
+    Wake,
 }
 
 /// The state-changing calls the workloads make.
@@ -71,6 +73,7 @@ impl Workload {
         match self {
             Workload::W1 => "w1",
             Workload::W2 => "w2",
+            Workload::Wake => "wake",
         }
     }
 
@@ -78,6 +81,7 @@ impl Workload {
         match self {
             Workload::W1 => "full negotiation: place, seller counters, buyer counters, seller accepts",
             Workload::W2 => "bid placement: place (measured), then withdraw so the buyer may bid again",
+            Workload::Wake => "wake-up latency: a waiter on one instance, a counter through another",
         }
     }
 
@@ -86,6 +90,7 @@ impl Workload {
         match self {
             Workload::W1 => &[Call::Place, Call::Counter, Call::Accept],
             Workload::W2 => &[Call::Place, Call::Withdraw],
+            Workload::Wake => &[Call::Counter],
         }
     }
 
@@ -94,6 +99,7 @@ impl Workload {
         match self {
             Workload::W1 => ("negotiation", "negotiations"),
             Workload::W2 => ("placement", "placements"),
+            Workload::Wake => ("wake-up", "wake-ups"),
         }
     }
 
@@ -103,6 +109,7 @@ impl Workload {
         match self {
             Workload::W1 => None,
             Workload::W2 => Some(Call::Place),
+            Workload::Wake => Some(Call::Counter),
         }
     }
 
@@ -164,6 +171,7 @@ impl Workload {
                     )
                     .await?;
             }
+            Workload::Wake => unreachable!("the wake workload has its own driver (bench::wake)"),
         }
         Ok(())
     }

@@ -13,11 +13,11 @@ use axum::routing::{self, MethodRouter};
 use http_body_util::BodyExt;
 use serde::Serialize;
 use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
-use tokio_util::sync::CancellationToken;
 use tracing::Level;
 use uuid::Uuid;
 
@@ -40,8 +40,8 @@ mod admin;
 mod agents;
 mod bids;
 mod command;
-pub mod events;
 pub mod error;
+pub mod events;
 pub mod extract;
 mod health;
 mod listings;
@@ -78,15 +78,7 @@ impl AppState {
         shutdown: CancellationToken,
     ) -> AppState {
         let limiter = ratelimit::RateLimiter::new(settings.rate_limit).map(Arc::new);
-        AppState {
-            pool,
-            settings: Arc::new(settings),
-            limiter,
-            hub: Hub::new(),
-            publish,
-            shutdown,
-            sealing_key,
-        }
+        AppState { pool, settings: Arc::new(settings), limiter, hub: Hub::new(), publish, shutdown, sealing_key }
     }
 
     /// Takes a token from the caller's bucket, or answers 429 with `Retry-After`.

@@ -1,0 +1,574 @@
+//! Events: the outbox, who sees what, long polls, streams, waiting on a bid, and wake-ups that
+//! cross server instances.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+use sqlx::Connection;
+
+use crate::support::{Agent, Deal, TestApp};
+
+/// The agent's events after `after`, long-polling up to `wait` seconds.
+async fn events_after(app: &TestApp, agent: &Agent, after: i64, wait: u64) -> Vec<Value> {
+    let resp = app.get(format!("/v1/events?after={after}&wait={wait}&limit=200"), &agent.key).await.expect(200);
+    resp.body["data"].as_array().unwrap().clone()
+}
+
+/// Reads the agent's events from the start until there are at least `count` (or 10 s pass).
+async fn at_least(app: &TestApp, agent: &Agent, count: usize) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen: Vec<Value> = Vec::new();
+    while seen.len() < count && Instant::now() < deadline {
+        let after = seen.last().map_or(0, |event| event["id"].as_i64().unwrap());
+        seen.extend(events_after(app, agent, after, 2).await);
+    }
+    seen
+}
+
+fn types(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|event| event["type"].as_str().unwrap()).collect()
+}
+
+fn ids(events: &[Value]) -> Vec<i64> {
+    events.iter().map(|event| event["id"].as_i64().unwrap()).collect()
+}
+
+/// A Server-Sent Events client that parses frames off a real streaming response.
+struct SseClient {
+    body: futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
+    buffer: String,
+}
+
+#[derive(Debug, Clone)]
+struct Frame {
+    id: Option<String>,
+    event: Option<String>,
+    data: String,
+    comment: bool,
+}
+
+impl SseClient {
+    async fn connect(app: &TestApp, agent: &Agent, query: &str, last_event_id: Option<&str>) -> SseClient {
+        let mut request = app.client.get(format!("{}/v1/events/stream{query}", app.base)).bearer_auth(&agent.key);
+        if let Some(id) = last_event_id {
+            request = request.header("last-event-id", id);
+        }
+        let response = request.send().await.expect("connect the stream");
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        SseClient { body: response.bytes_stream().boxed(), buffer: String::new() }
+    }
+
+    /// The next frame (event or heartbeat comment), or `None` if none comes within `timeout`.
+    async fn frame(&mut self, timeout: Duration) -> Option<Frame> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let raw: String = self.buffer.drain(..end + 2).collect();
+                let mut frame = Frame { id: None, event: None, data: String::new(), comment: false };
+                for line in raw.lines() {
+                    if let Some(value) = line.strip_prefix("id:") {
+                        frame.id = Some(value.trim().to_owned());
+                    } else if let Some(value) = line.strip_prefix("event:") {
+                        frame.event = Some(value.trim().to_owned());
+                    } else if let Some(value) = line.strip_prefix("data:") {
+                        frame.data.push_str(value.trim_start());
+                    } else if line.starts_with(':') {
+                        frame.comment = true;
+                    }
+                }
+                return Some(frame);
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.body.next()).await.ok()??.expect("stream chunk");
+            self.buffer.push_str(std::str::from_utf8(&chunk).expect("utf-8"));
+        }
+    }
+
+    /// The next event, skipping heartbeats; `None` if none comes within `timeout`.
+    async fn event(&mut self, timeout: Duration) -> Option<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let frame = self.frame(left).await?;
+            if frame.comment {
+                continue;
+            }
+            let event: Value = serde_json::from_str(&frame.data).expect("event JSON");
+            assert_eq!(frame.id.as_deref(), Some(event["id"].to_string().as_str()));
+            assert_eq!(frame.event.as_deref(), event["type"].as_str());
+            return Some(event);
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_change_publishes_its_events_to_the_parties_concerned() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    let rival = app.buyer("rival").await;
+    let rival_bid = app.place(&rival, &deal.listing, 50000).await;
+    let opening = app.place(&deal.buyer, &deal.listing, 60000).await;
+    let counter = app.counter(&deal.seller, &opening, 90000).await;
+    let second = app.counter(&deal.buyer, &counter, 70000).await;
+    let accepted = app.post_empty(format!("/v1/bids/{second}/accept"), &deal.seller.key).await.expect(200);
+    let order_id = accepted.body["order"]["id"].as_str().unwrap();
+
+    let buyer = at_least(&app, &deal.buyer, 5).await;
+    assert_eq!(types(&buyer), ["bid.placed", "bid.countered", "bid.countered", "bid.accepted", "order.created"]);
+    assert_eq!(buyer[0]["bid_id"], opening.as_str());
+    assert_eq!(buyer[0]["data"]["bid"]["status"], "PENDING");
+    assert_eq!(buyer[1]["bid_id"], counter.as_str());
+    assert_eq!(buyer[1]["data"]["bid"]["parent_bid_id"], opening.as_str());
+    assert_eq!(buyer[1]["data"]["thread"]["turn"], "buyer");
+    assert_eq!(buyer[3]["data"]["bid"]["status"], "ACCEPTED");
+    assert_eq!(buyer[3]["data"]["thread"]["status"], "ACCEPTED");
+    assert_eq!(buyer[4]["order_id"], order_id);
+    assert_eq!(buyer[4]["data"]["order"]["amount"], 70000);
+    for event in &buyer {
+        assert_eq!(event["listing_id"], deal.listing.as_str());
+    }
+
+    let seller = at_least(&app, &deal.seller, 8).await;
+    assert_eq!(
+        types(&seller),
+        [
+            "bid.placed",
+            "bid.placed",
+            "bid.countered",
+            "bid.countered",
+            "bid.accepted",
+            "order.created",
+            "listing.sold",
+            "thread.closed"
+        ]
+    );
+    assert_eq!(seller[6]["data"]["listing"]["status"], "SOLD");
+    assert_eq!(seller[7]["bid_id"], rival_bid.as_str());
+    assert_eq!(seller[7]["data"]["thread"]["closed_reason"], "listing_sold");
+    assert_eq!(seller[7]["data"]["bid"]["status"], "REJECTED");
+
+    let rival_events = at_least(&app, &rival, 2).await;
+    assert_eq!(types(&rival_events), ["bid.placed", "thread.closed"]);
+
+    // One id sequence, increasing, shared by both parties for the same event.
+    let seller_ids = ids(&seller);
+    assert!(seller_ids.windows(2).all(|w| w[0] < w[1]), "{seller_ids:?}");
+    assert_eq!(ids(&buyer)[0], seller_ids[1]);
+    let all: Vec<i64> = sqlx::query_scalar("SELECT id FROM events ORDER BY id").fetch_all(&app.pool).await.unwrap();
+    assert_eq!(all, (1..=all.len() as i64).collect::<Vec<_>>());
+    assert_eq!(all.len(), 8, "the seller was party to every event");
+}
+
+#[tokio::test]
+async fn withdrawals_rejections_and_purchases_have_events_too() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({ "quantity": 2 })).await;
+    let bid = app.place(&deal.buyer, &deal.listing, 60000).await;
+    app.post_empty(format!("/v1/bids/{bid}/withdraw"), &deal.buyer.key).await.expect(200);
+    let shopper = app.register("shopper").await;
+    app.post_empty(format!("/v1/listings/{}/purchase", deal.listing), &shopper.key).await.expect(201);
+    let again = app.place(&deal.buyer, &deal.listing, 61000).await;
+    app.post_empty(format!("/v1/bids/{again}/reject"), &deal.seller.key).await.expect(200);
+    let third = app.place(&deal.buyer, &deal.listing, 62000).await;
+    app.post_empty(format!("/v1/listings/{}/withdraw", deal.listing), &deal.seller.key).await.expect(200);
+
+    let buyer = at_least(&app, &deal.buyer, 6).await;
+    assert_eq!(
+        types(&buyer),
+        ["bid.placed", "bid.rejected", "bid.placed", "bid.rejected", "bid.placed", "thread.closed"]
+    );
+    assert_eq!(buyer[1]["data"]["bid"]["reason"], "withdrawn");
+    assert_eq!(buyer[3]["data"]["bid"]["reason"], "rejected");
+    assert_eq!(buyer[5]["bid_id"], third.as_str());
+    assert_eq!(buyer[5]["data"]["thread"]["closed_reason"], "listing_withdrawn");
+    let shopper_events = at_least(&app, &shopper, 1).await;
+    assert_eq!(types(&shopper_events), ["order.created"]);
+    assert_eq!(shopper_events[0]["thread_id"], Value::Null);
+    let seller = at_least(&app, &deal.seller, 8).await;
+    assert_eq!(types(&seller)[5..], ["bid.placed", "listing.withdrawn", "thread.closed"]);
+}
+
+#[tokio::test]
+async fn expiry_by_the_sweeper_and_by_an_action_both_publish() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({ "max_threads_per_buyer": 5 })).await;
+    let swept = app.place(&deal.buyer, &deal.listing, 60000).await;
+    let expire = |bid: String| {
+        let pool = app.pool.clone();
+        async move {
+            sqlx::query("UPDATE bids SET expires_at = now() - interval '1 second' WHERE id = $1::uuid")
+                .bind(&bid)
+                .execute(&pool)
+                .await
+                .unwrap();
+            sqlx::query("UPDATE threads SET expires_at = now() - interval '1 second' WHERE last_bid_id = $1::uuid")
+                .bind(&bid)
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+    };
+    expire(swept.clone()).await;
+    haggle::jobs::expiry::run_once(&app.pool, 100).await.unwrap();
+    let acted = app.place(&deal.buyer, &deal.listing, 60000).await;
+    expire(acted.clone()).await;
+    app.post_empty(format!("/v1/bids/{acted}/accept"), &deal.seller.key).await.expect_problem(409, "bid_expired");
+
+    let buyer = at_least(&app, &deal.buyer, 4).await;
+    assert_eq!(types(&buyer), ["bid.placed", "bid.expired", "bid.placed", "bid.expired"]);
+    assert_eq!(buyer[1]["bid_id"], swept.as_str());
+    assert_eq!(buyer[3]["bid_id"], acted.as_str());
+    assert_eq!(buyer[3]["data"]["bid"]["status"], "EXPIRED");
+}
+
+#[tokio::test]
+async fn nobody_else_sees_a_thread_by_any_route() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    let outsider = app.buyer("outsider").await;
+    let mut stream = SseClient::connect(&app, &outsider, "?after=0", None).await;
+    let bid = app.place(&deal.buyer, &deal.listing, 60000).await;
+    let counter = app.counter(&deal.seller, &bid, 90000).await;
+    assert_eq!(at_least(&app, &deal.buyer, 2).await.len(), 2);
+
+    assert!(events_after(&app, &outsider, 0, 1).await.is_empty());
+    let heartbeat_only = stream.event(Duration::from_millis(1500)).await;
+    assert!(heartbeat_only.is_none(), "the outsider was sent {heartbeat_only:?}");
+    for id in [&bid, &counter] {
+        app.get(format!("/v1/bids/{id}?wait=1"), &outsider.key).await.expect_problem(404, "not_found");
+    }
+    // The outsider's own event arrives, and only that.
+    let own_listing = app.listing(&outsider, json!({})).await;
+    app.post_empty(format!("/v1/listings/{own_listing}/withdraw"), &outsider.key).await.expect(200);
+    let event = stream.event(Duration::from_secs(5)).await.expect("the outsider's own event");
+    assert_eq!(event["type"], "listing.withdrawn");
+    assert_eq!(types(&events_after(&app, &outsider, 0, 0).await), ["listing.withdrawn"]);
+}
+
+#[tokio::test]
+async fn waiters_on_one_instance_wake_when_another_instance_counters() {
+    let a = TestApp::spawn().await;
+    let b = a.another_instance().await;
+    let deal = Deal::new(&a, json!({})).await;
+    let bid = a.place(&deal.buyer, &deal.listing, 60000).await;
+    let cursor = at_least(&a, &deal.buyer, 1).await[0]["id"].as_i64().unwrap();
+
+    let mut stream = SseClient::connect(&a, &deal.buyer, &format!("?after={cursor}"), None).await;
+    let long_poll = {
+        let (base, key, client) = (a.base.clone(), deal.buyer.key.clone(), a.client.clone());
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let body: Value = client
+                .get(format!("{base}/v1/events?after={cursor}&wait=30"))
+                .bearer_auth(key)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            (started.elapsed(), body)
+        })
+    };
+    let bid_wait = {
+        let (base, key, client, bid) = (a.base.clone(), deal.buyer.key.clone(), a.client.clone(), bid.clone());
+        tokio::spawn(async move {
+            let body: Value = client
+                .get(format!("{base}/v1/bids/{bid}?wait=30"))
+                .bearer_auth(key)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            body
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!long_poll.is_finished() && !bid_wait.is_finished(), "nothing happened yet");
+
+    let counter = b.counter(&deal.seller, &bid, 90000).await;
+    let (waited, body) = tokio::time::timeout(Duration::from_secs(5), long_poll).await.unwrap().unwrap();
+    assert!(waited < Duration::from_secs(10), "the long poll ran to its timeout");
+    assert_eq!(body["data"][0]["type"], "bid.countered");
+    assert_eq!(body["data"][0]["bid_id"], counter.as_str());
+    assert_eq!(body["next_cursor"], body["data"][0]["id"].to_string());
+    let bid_now = tokio::time::timeout(Duration::from_secs(5), bid_wait).await.unwrap().unwrap();
+    assert_eq!(bid_now["status"], "COUNTERED");
+    let streamed = stream.event(Duration::from_secs(5)).await.expect("the stream hears the counter");
+    assert_eq!(streamed["bid_id"], counter.as_str());
+}
+
+#[tokio::test]
+async fn a_stream_resumes_after_last_event_id_without_gap_or_duplicate() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({ "max_rounds": 20 })).await;
+    let mut stream = SseClient::connect(&app, &deal.buyer, "?after=0", None).await;
+    let mut bid = app.place(&deal.buyer, &deal.listing, 10000).await;
+    bid = app.counter(&deal.seller, &bid, 99000).await;
+    let mut received =
+        vec![stream.event(Duration::from_secs(5)).await.unwrap(), stream.event(Duration::from_secs(5)).await.unwrap()];
+    drop(stream);
+
+    // While disconnected, the negotiation goes on.
+    let mut amounts = (11000..).step_by(1000).zip((90000..=98000).rev().step_by(1000));
+    for _ in 0..3 {
+        let (buyer_amount, seller_amount) = amounts.next().unwrap();
+        bid = app.counter(&deal.buyer, &bid, buyer_amount).await;
+        bid = app.counter(&deal.seller, &bid, seller_amount).await;
+    }
+    let last_seen = received.last().unwrap()["id"].to_string();
+    let mut resumed = SseClient::connect(&app, &deal.buyer, "", Some(&last_seen)).await;
+    for _ in 0..6 {
+        received.push(resumed.event(Duration::from_secs(5)).await.expect("a missed event"));
+    }
+    // And it keeps following live changes.
+    let (buyer_amount, _) = amounts.next().unwrap();
+    app.counter(&deal.buyer, &bid, buyer_amount).await;
+    received.push(resumed.event(Duration::from_secs(5)).await.expect("a live event"));
+    assert!(resumed.event(Duration::from_millis(500)).await.is_none(), "nothing twice");
+
+    let everything = events_after(&app, &deal.buyer, 0, 0).await;
+    assert_eq!(ids(&received), ids(&everything));
+    assert_eq!(everything.len(), 9);
+}
+
+#[tokio::test]
+async fn a_stream_without_a_cursor_starts_now_and_sends_heartbeats() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    let bid = app.place(&deal.buyer, &deal.listing, 60000).await;
+    at_least(&app, &deal.buyer, 1).await;
+    let mut stream = SseClient::connect(&app, &deal.buyer, "", None).await;
+    let frame = stream.frame(Duration::from_secs(3)).await.expect("a heartbeat within the interval");
+    assert!(frame.comment, "{frame:?}");
+    app.counter(&deal.seller, &bid, 90000).await;
+    let event = stream.event(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(event["type"], "bid.countered", "the earlier placement is not replayed");
+}
+
+#[tokio::test]
+async fn readers_never_miss_an_event_while_many_changes_commit_at_once() {
+    let app = TestApp::spawn().await;
+    let seller = app.register("seller").await;
+    let mut buyers = Vec::new();
+    for i in 0..12 {
+        let buyer = app.buyer(&format!("buyer {i}")).await;
+        let listing = app.listing(&seller, json!({})).await;
+        buyers.push((buyer, listing));
+    }
+    // A reader follows the seller's events with its cursor while the changes commit.
+    let reader = {
+        let (base, key, client) = (app.base.clone(), seller.key.clone(), app.client.clone());
+        tokio::spawn(async move {
+            let mut seen: Vec<i64> = Vec::new();
+            while seen.len() < 36 {
+                let after = seen.last().copied().unwrap_or(0);
+                let body: Value = client
+                    .get(format!("{base}/v1/events?after={after}&wait=10&limit=7"))
+                    .bearer_auth(&key)
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                let page = body["data"].as_array().unwrap();
+                assert!(!page.is_empty(), "the reader waited in vain after {after}");
+                seen.extend(page.iter().map(|event| event["id"].as_i64().unwrap()));
+            }
+            seen
+        })
+    };
+    let moves = buyers.iter().map(|(buyer, listing)| {
+        let app = &app;
+        let seller = &seller;
+        async move {
+            let bid = app.place(buyer, listing, 60000).await;
+            let counter = app.counter(seller, &bid, 90000).await;
+            app.post_empty(format!("/v1/bids/{counter}/reject"), &buyer.key).await.expect(200);
+        }
+    });
+    futures::future::join_all(moves).await;
+    let seen = tokio::time::timeout(Duration::from_secs(20), reader).await.unwrap().unwrap();
+    let stored: Vec<i64> =
+        sqlx::query_scalar("SELECT event_id FROM event_recipients WHERE agent_id = $1::uuid ORDER BY event_id")
+            .bind(&seller.id)
+            .fetch_all(&app.pool)
+            .await
+            .unwrap();
+    assert_eq!(seen, stored, "the reader saw every event once, in order");
+    let all: Vec<i64> = sqlx::query_scalar("SELECT id FROM events ORDER BY id").fetch_all(&app.pool).await.unwrap();
+    assert_eq!(all, (1..=36).collect::<Vec<i64>>(), "ids have no gaps");
+}
+
+#[tokio::test]
+async fn a_waiter_hears_of_events_committed_while_the_listener_reconnects() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    let bid = app.place(&deal.buyer, &deal.listing, 60000).await;
+    let cursor = at_least(&app, &deal.buyer, 1).await[0]["id"].as_i64().unwrap();
+    // Warm the pool so that requests do not need new connections below.
+    futures::future::join_all((0..6).map(|_| app.get(format!("/v1/bids/{bid}"), &deal.buyer.key))).await;
+
+    let waiter = {
+        let (base, key, client) = (app.base.clone(), deal.buyer.key.clone(), app.client.clone());
+        tokio::spawn(async move {
+            let body: Value = client
+                .get(format!("{base}/v1/events?after={cursor}&wait=30"))
+                .bearer_auth(key)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            body
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // The listener loses its connection and cannot get a new one for a while.
+    let mut admin = sqlx::PgConnection::connect(&crate::support::admin_url()).await.unwrap();
+    let database: String = sqlx::query_scalar("SELECT current_database()").fetch_one(&app.pool).await.unwrap();
+    sqlx::query(&format!("ALTER DATABASE \"{database}\" ALLOW_CONNECTIONS false")).execute(&mut admin).await.unwrap();
+    let terminated: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND application_name = $2",
+    )
+    .bind(&database)
+    .bind(haggle::events::listener::APPLICATION_NAME)
+    .fetch_all(&mut admin)
+    .await
+    .unwrap();
+    assert_eq!(terminated, [true], "one listener connection");
+
+    let counter = app.counter(&deal.seller, &bid, 90000).await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(!waiter.is_finished(), "no listener, so no wake-up yet");
+
+    sqlx::query(&format!("ALTER DATABASE \"{database}\" ALLOW_CONNECTIONS true")).execute(&mut admin).await.unwrap();
+    let body = tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("woken after reconnecting").unwrap();
+    assert_eq!(body["data"][0]["bid_id"], counter.as_str());
+}
+
+#[tokio::test]
+async fn waiting_on_a_bid_returns_on_change_at_the_timeout_or_at_its_deadline() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({ "max_threads_per_buyer": 5 })).await;
+    let bid = app.place(&deal.buyer, &deal.listing, 60000).await;
+
+    let started = Instant::now();
+    let unchanged = app.get(format!("/v1/bids/{bid}?wait=1"), &deal.buyer.key).await.expect(200);
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    assert_eq!(unchanged.body["status"], "PENDING");
+
+    // Already decided: no wait at all.
+    let counter = app.counter(&deal.seller, &bid, 90000).await;
+    let started = Instant::now();
+    let decided = app.get(format!("/v1/bids/{bid}?wait=30"), &deal.seller.key).await.expect(200);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(decided.body["status"], "COUNTERED");
+
+    // A pending bid's deadline ends the wait, with the bid reading EXPIRED.
+    sqlx::query("UPDATE bids SET expires_at = now() + interval '1 second' WHERE id = $1::uuid")
+        .bind(&counter)
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE threads SET expires_at = now() + interval '1 second' WHERE last_bid_id = $1::uuid")
+        .bind(&counter)
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let expired = app.get(format!("/v1/bids/{counter}?wait=30"), &deal.buyer.key).await.expect(200);
+    assert_eq!(expired.body["status"], "EXPIRED");
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn wait_and_cursor_parameters_are_validated() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    let bid = app.place(&deal.buyer, &deal.listing, 60000).await;
+    let key = &deal.buyer.key;
+    for (path, status, code, field) in [
+        ("/v1/events?wait=61".to_owned(), 422, "validation_failed", Some("wait")),
+        ("/v1/events?wait=-1".to_owned(), 422, "validation_failed", Some("wait")),
+        ("/v1/events?wait=soon".to_owned(), 400, "malformed_request", None),
+        ("/v1/events?after=-3".to_owned(), 422, "validation_failed", Some("after")),
+        ("/v1/events?limit=0".to_owned(), 422, "validation_failed", Some("limit")),
+        ("/v1/events?limit=201".to_owned(), 422, "validation_failed", Some("limit")),
+        ("/v1/events?since=4".to_owned(), 400, "malformed_request", None),
+        (format!("/v1/bids/{bid}?wait=100"), 422, "validation_failed", Some("wait")),
+        (format!("/v1/bids/{bid}?wait=NaN"), 422, "validation_failed", Some("wait")),
+        ("/v1/events/stream?after=-1".to_owned(), 422, "validation_failed", Some("after")),
+    ] {
+        let resp = app.get(&path, key).await.expect_problem(status, code);
+        if let Some(field) = field {
+            assert_eq!(resp.body["errors"][0]["field"], field, "{path}");
+        }
+    }
+    let resp = app
+        .send(
+            reqwest::Method::GET,
+            "/v1/events/stream",
+            Some(key),
+            crate::support::Body::None,
+            &[("last-event-id", "yesterday")],
+        )
+        .await
+        .expect_problem(400, "malformed_request");
+    assert_eq!(resp.body["errors"][0]["field"], "Last-Event-ID");
+    for path in ["/v1/events", "/v1/events/stream", "/v1/events?wait=5"] {
+        app.send(reqwest::Method::GET, path, None, crate::support::Body::None, &[])
+            .await
+            .expect_problem(401, "unauthenticated");
+    }
+}
+
+#[tokio::test]
+async fn paging_through_events_with_the_cursor() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({ "max_rounds": 20 })).await;
+    let mut bid = app.place(&deal.buyer, &deal.listing, 10000).await;
+    for step in 0..2 {
+        bid = app.counter(&deal.seller, &bid, 99000 - step * 1000).await;
+        bid = app.counter(&deal.buyer, &bid, 11000 + step * 1000).await;
+    }
+    let all = at_least(&app, &deal.buyer, 5).await;
+    let first = app.get("/v1/events?limit=2", &deal.buyer.key).await.expect(200);
+    assert_eq!(ids(first.body["data"].as_array().unwrap()), ids(&all[..2]));
+    assert_eq!(first.body["has_more"], true);
+    let cursor = first.body["next_cursor"].as_str().unwrap();
+    let rest = app.get(format!("/v1/events?after={cursor}&limit=50"), &deal.buyer.key).await.expect(200);
+    assert_eq!(ids(rest.body["data"].as_array().unwrap()), ids(&all[2..]));
+    assert_eq!(rest.body["has_more"], false);
+    let end = rest.body["next_cursor"].as_str().unwrap();
+    let empty = app.get(format!("/v1/events?after={end}"), &deal.buyer.key).await.expect(200);
+    assert_eq!(empty.body["data"], json!([]));
+    assert_eq!(empty.body["next_cursor"], end, "an empty page keeps the cursor");
+}
+
+#[tokio::test]
+async fn stopping_the_server_ends_long_polls_and_streams() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    let mut stream = SseClient::connect(&app, &deal.buyer, "", None).await;
+    let long_poll = {
+        let (base, key, client) = (app.base.clone(), deal.buyer.key.clone(), app.client.clone());
+        tokio::spawn(async move {
+            client.get(format!("{base}/v1/events?wait=60")).bearer_auth(key).send().await.map(|r| r.status())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    app.stop();
+    let status = tokio::time::timeout(Duration::from_secs(5), long_poll).await.expect("the long poll ended").unwrap();
+    assert_eq!(status.unwrap(), 200);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while stream.frame(Duration::from_secs(5)).await.is_some() {
+        assert!(Instant::now() < deadline, "the stream kept going");
+    }
+}

@@ -77,7 +77,7 @@ pub struct TestApp {
     pub pool: PgPool,
     pub client: reqwest::Client,
     shutdown: CancellationToken,
-    _db: TestDb,
+    db: std::sync::Arc<TestDb>,
 }
 
 impl Drop for TestApp {
@@ -162,7 +162,11 @@ impl TestApp {
     }
 
     pub async fn spawn_with(configure: impl FnOnce(&mut AppConfig)) -> TestApp {
-        let db = TestDb::create().await;
+        let db = std::sync::Arc::new(TestDb::create().await);
+        TestApp::start(db, configure).await
+    }
+
+    async fn start(db: std::sync::Arc<TestDb>, configure: impl FnOnce(&mut AppConfig)) -> TestApp {
         let pool = db.pool(10).await;
         let mut config = test_config();
         configure(&mut config);
@@ -171,7 +175,17 @@ impl TestApp {
         let shutdown = CancellationToken::new();
         tokio::spawn(app.run_until_stopped(shutdown.clone()));
         let client = reqwest::Client::builder().pool_max_idle_per_host(64).build().expect("client");
-        TestApp { base, pool, client, shutdown, _db: db }
+        TestApp { base, pool, client, shutdown, db }
+    }
+
+    /// A second server instance on the same database, with its own pool, listener and workers.
+    pub async fn another_instance(&self) -> TestApp {
+        TestApp::start(self.db.clone(), |_| {}).await
+    }
+
+    /// Stops this instance's server and workers.
+    pub fn stop(&self) {
+        self.shutdown.cancel();
     }
 
     /// Sends a request and checks the answer against the OpenAPI document.
@@ -275,8 +289,23 @@ impl TestApp {
 
     /// Every row of every table, to show that a refused request changed nothing.
     pub async fn snapshot(&self) -> String {
+        // Events committed so far are published first, so that only requests move them.
+        haggle::events::publisher::publish_all(&self.pool).await.expect("publish");
         let mut all = String::new();
-        for table in ["agents", "api_keys", "listings", "threads", "bids", "orders", "idempotency_keys"] {
+        for table in [
+            "agents",
+            "api_keys",
+            "listings",
+            "threads",
+            "bids",
+            "orders",
+            "idempotency_keys",
+            "outbox",
+            "events",
+            "event_recipients",
+            "webhooks",
+            "webhook_deliveries",
+        ] {
             let rows: Vec<Value> =
                 sqlx::query_scalar(&format!("SELECT to_jsonb(t) FROM {table} t ORDER BY to_jsonb(t)::text"))
                     .fetch_all(&self.pool)

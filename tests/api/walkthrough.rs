@@ -42,6 +42,8 @@ async fn the_readme_walkthrough_works_verbatim() {
         r#"{"name":"desk-buyer","tier":"AGENCY"}"#,
         r#"{"amount":130000,"currency":"USD","status":"CONFIRMED"}"#,
         r#"{"status":"ACCEPTED","rounds":3}"#,
+        r#"{"status":"COUNTERED"}"#,
+        r#"["bid.placed","bid.countered","bid.countered","bid.accepted","order.created"]"#,
     ] {
         assert!(stdout.lines().any(|l| l == line), "the walkthrough prints {line}:\n{stdout}");
         assert!(readme().contains(line), "the README shows {line}");

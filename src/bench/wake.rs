@@ -1,0 +1,208 @@
+//! `haggle bench --workload wake`: how soon a waiter on one server instance hears of a change
+//! made through another.
+//!
+//! One buyer and one seller negotiate on a listing. Each trial: the buyer starts two waiters on
+//! instance A (`GET /v1/bids/{id}?wait=` on its pending bid, and `GET /v1/events?after=&wait=`),
+//! lets them settle, then the seller counters through instance B. A trial records, for each
+//! waiter, the time from sending the counter to the waiter's answer, and from the counter's
+//! answer (its transaction has committed by then) to the waiter's answer; the true
+//! commit-to-wake latency lies between the two. Then the buyer counters back (untimed), and
+//! the next trial waits on that bid.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use reqwest::Method;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::api::Api;
+use super::stats::percentile;
+
+/// The listing's round limit: a thread carries this many bids before a new one is needed.
+const MAX_ROUNDS: u64 = 100;
+/// How long a waiter is given to reach the server and subscribe before the counter is sent.
+const SETTLE: Duration = Duration::from_millis(20);
+
+#[derive(Deserialize)]
+struct Registered {
+    agent: Agent,
+    api_key: String,
+}
+
+#[derive(Deserialize)]
+struct Agent {
+    id: String,
+}
+
+#[derive(Deserialize)]
+struct Created {
+    id: String,
+}
+
+#[derive(Deserialize)]
+struct Bid {
+    id: String,
+    status: String,
+}
+
+#[derive(Deserialize)]
+struct Placed {
+    bid: Bid,
+}
+
+#[derive(Deserialize)]
+struct EventPage {
+    data: Vec<Value>,
+    next_cursor: String,
+}
+
+/// Picks one measurement out of a trial.
+type Measure = fn(&Trial) -> f64;
+
+/// One trial's measurements, in milliseconds.
+struct Trial {
+    bid_from_send: f64,
+    bid_from_commit: f64,
+    events_from_send: f64,
+    events_from_commit: f64,
+}
+
+pub async fn run(waiters: &Api, movers: &Api, admin_token: &str, trials: u64) -> anyhow::Result<()> {
+    let run_id = chrono::Utc::now().format("%Y%m%dT%H%M%S").to_string();
+    let seller: Registered =
+        movers.setup(Method::POST, "/v1/agents", None, &json!({ "name": format!("wake-{run_id}-seller") })).await?;
+    let buyer: Registered =
+        movers.setup(Method::POST, "/v1/agents", None, &json!({ "name": format!("wake-{run_id}-buyer") })).await?;
+    let _: Value = movers
+        .setup(
+            Method::PATCH,
+            &format!("/v1/admin/agents/{}", buyer.agent.id),
+            Some(admin_token),
+            &json!({ "tier": "AGENCY" }),
+        )
+        .await?;
+    let cursor_page: EventPage =
+        waiters.setup(Method::GET, "/v1/events?limit=1", Some(&buyer.api_key), &json!(null)).await?;
+    let mut cursor = cursor_page.next_cursor;
+    eprintln!("[wake] {trials} trials: waiters on {}, counters through {}", waiters.base(), movers.base());
+
+    let mut results = Vec::with_capacity(trials as usize);
+    let mut pending: Option<(String, u64)> = None;
+    let started = Instant::now();
+    for trial in 0..trials {
+        // A fresh thread when the current one nears its round limit.
+        let (bid_id, round) = match pending.take() {
+            Some((bid, round)) if round + 2 < MAX_ROUNDS => (bid, round),
+            _ => {
+                let listing: Created = movers
+                    .setup(
+                        Method::POST,
+                        "/v1/listings",
+                        Some(&seller.api_key),
+                        &json!({ "title": "wake-up trial", "ask_amount": 10_000_000, "max_rounds": MAX_ROUNDS }),
+                    )
+                    .await?;
+                let placed: Placed = movers
+                    .setup(
+                        Method::POST,
+                        &format!("/v1/listings/{}/bids", listing.id),
+                        Some(&buyer.api_key),
+                        &json!({ "amount": 1_000_000 }),
+                    )
+                    .await?;
+                (placed.bid.id, 1)
+            }
+        };
+        // Waiters first.
+        let bid_waiter = {
+            let api = waiters.clone();
+            let (key, path) = (buyer.api_key.clone(), format!("/v1/bids/{bid_id}?wait=10"));
+            tokio::spawn(async move {
+                let bid: anyhow::Result<Bid> = api.setup(Method::GET, &path, Some(&key), &json!(null)).await;
+                (Instant::now(), bid)
+            })
+        };
+        let events_waiter = {
+            let api = waiters.clone();
+            let (key, path) = (buyer.api_key.clone(), format!("/v1/events?after={cursor}&wait=10"));
+            tokio::spawn(async move {
+                let page: anyhow::Result<EventPage> = api.setup(Method::GET, &path, Some(&key), &json!(null)).await;
+                (Instant::now(), page)
+            })
+        };
+        tokio::time::sleep(SETTLE).await;
+        let sent = Instant::now();
+        let seller_amount = 10_000_000 - 10_000 * round as i64;
+        let countered: Placed = movers
+            .setup(
+                Method::POST,
+                &format!("/v1/bids/{bid_id}/counter"),
+                Some(&seller.api_key),
+                &json!({ "amount": seller_amount }),
+            )
+            .await?;
+        let committed = Instant::now();
+        let (bid_at, bid) = bid_waiter.await.context("the bid waiter")?;
+        let (events_at, page) = events_waiter.await.context("the events waiter")?;
+        let bid = bid?;
+        let page = page?;
+        if bid.status != "COUNTERED" {
+            bail!("trial {trial}: the bid waiter answered with the bid {}", bid.status);
+        }
+        if page.data.is_empty() {
+            bail!("trial {trial}: the events waiter ran to its timeout without the counter");
+        }
+        cursor = page.next_cursor;
+        let ms = |from: Instant, to: Instant| to.saturating_duration_since(from).as_secs_f64() * 1000.0;
+        let signed = |from: Instant, to: Instant| {
+            if to >= from { ms(from, to) } else { -(from.duration_since(to).as_secs_f64() * 1000.0) }
+        };
+        results.push(Trial {
+            bid_from_send: ms(sent, bid_at),
+            bid_from_commit: signed(committed, bid_at),
+            events_from_send: ms(sent, events_at),
+            events_from_commit: signed(committed, events_at),
+        });
+        // The buyer answers, untimed, so that the next trial has a pending bid to wait on.
+        let buyer_amount = 1_000_000 + 10_000 * round as i64;
+        let answered: Placed = movers
+            .setup(
+                Method::POST,
+                &format!("/v1/bids/{}/counter", countered.bid.id),
+                Some(&buyer.api_key),
+                &json!({ "amount": buyer_amount }),
+            )
+            .await?;
+        // Skip the buyer's own counter event for the events waiter.
+        let own: EventPage = waiters
+            .setup(Method::GET, &format!("/v1/events?after={cursor}&wait=5"), Some(&buyer.api_key), &json!(null))
+            .await?;
+        cursor = own.next_cursor;
+        pending = Some((answered.bid.id, round + 2));
+        if (trial + 1) % 50 == 0 {
+            eprintln!("[wake] {} of {trials} trials, {:.1} s", trial + 1, started.elapsed().as_secs_f64());
+        }
+    }
+
+    println!(
+        "wake-up latency over {} trials (waiters on {}, counters through {})",
+        results.len(),
+        waiters.base(),
+        movers.base()
+    );
+    println!("{:<34} {:>9} {:>9} {:>9} {:>9}", "waiter, measured from", "p50 ms", "p90 ms", "p99 ms", "max ms");
+    let rows: [(&str, Measure); 4] = [
+        ("bid wait, from sending the counter", |t| t.bid_from_send),
+        ("bid wait, from the counter's answer", |t| t.bid_from_commit),
+        ("events long poll, from sending", |t| t.events_from_send),
+        ("events long poll, from the answer", |t| t.events_from_commit),
+    ];
+    for (name, value) in rows {
+        let mut samples: Vec<f64> = results.iter().map(value).collect();
+        samples.sort_by(f64::total_cmp);
+        let at = |p: f64| percentile(&samples, p).unwrap_or(f64::NAN);
+        println!("{name:<34} {:>9.2} {:>9.2} {:>9.2} {:>9.2}", at(50.0), at(90.0), at(99.0), at(100.0));
+    }
+    Ok(())
+}
