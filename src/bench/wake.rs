@@ -68,6 +68,22 @@ struct Trial {
     events_from_commit: f64,
 }
 
+/// Moves the buyer's cursor past the event of its own bid, so that the next waiter waits for
+/// the seller's move only.
+async fn catch_up(api: &Api, key: &str, mut cursor: String, bid_id: &str) -> anyhow::Result<String> {
+    loop {
+        let page: EventPage =
+            api.setup(Method::GET, &format!("/v1/events?after={cursor}&wait=5"), Some(key), &json!(null)).await?;
+        if page.data.is_empty() {
+            bail!("the event of the buyer's own bid {bid_id} did not arrive within 5 s");
+        }
+        cursor = page.next_cursor;
+        if page.data.iter().any(|event| event["bid_id"] == bid_id) {
+            return Ok(cursor);
+        }
+    }
+}
+
 pub async fn run(waiters: &Api, movers: &Api, admin_token: &str, trials: u64) -> anyhow::Result<()> {
     let run_id = chrono::Utc::now().format("%Y%m%dT%H%M%S").to_string();
     let seller: Registered =
@@ -111,6 +127,7 @@ pub async fn run(waiters: &Api, movers: &Api, admin_token: &str, trials: u64) ->
                         &json!({ "amount": 1_000_000 }),
                     )
                     .await?;
+                cursor = catch_up(waiters, &buyer.api_key, cursor, &placed.bid.id).await?;
                 (placed.bid.id, 1)
             }
         };
@@ -174,11 +191,7 @@ pub async fn run(waiters: &Api, movers: &Api, admin_token: &str, trials: u64) ->
                 &json!({ "amount": buyer_amount }),
             )
             .await?;
-        // Skip the buyer's own counter event for the events waiter.
-        let own: EventPage = waiters
-            .setup(Method::GET, &format!("/v1/events?after={cursor}&wait=5"), Some(&buyer.api_key), &json!(null))
-            .await?;
-        cursor = own.next_cursor;
+        cursor = catch_up(waiters, &buyer.api_key, cursor, &answered.bid.id).await?;
         pending = Some((answered.bid.id, round + 2));
         if (trial + 1) % 50 == 0 {
             eprintln!("[wake] {} of {trials} trials, {:.1} s", trial + 1, started.elapsed().as_secs_f64());

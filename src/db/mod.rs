@@ -32,8 +32,15 @@ pub fn pool_options(max_connections: u32) -> PgPoolOptions {
         .test_before_acquire(false)
 }
 
+/// Session settings for every connection: Haggle's statements are short and planned often, so
+/// PostgreSQL's JIT compiler only ever costs time (hundreds of milliseconds on a statement whose
+/// CTEs it overestimates).
+pub fn session_settings(options: PgConnectOptions) -> PgConnectOptions {
+    options.options([("jit", "off")])
+}
+
 pub async fn connect(options: PgConnectOptions, max_connections: u32) -> Result<PgPool, sqlx::Error> {
-    pool_options(max_connections).connect_with(options).await
+    pool_options(max_connections).connect_with(session_settings(options)).await
 }
 
 pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {

@@ -51,7 +51,9 @@ pub async fn run(pool: PgPool, hub: Hub, shutdown: CancellationToken) {
                 received = listener.try_recv() => received,
             };
             match received {
-                Ok(Some(notification)) => match parse_payload(notification.payload()) {
+                Ok(Some(notification)) => match parse_payload(notification.payload()).inspect(|(last_id, _)| {
+                    tracing::debug!(last_id, "events announced");
+                }) {
                     Some((_, agents)) => hub.wake(&agents),
                     None => hub.wake_all(),
                 },

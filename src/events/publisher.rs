@@ -65,6 +65,7 @@ pub async fn publish_once(pool: &PgPool) -> Result<usize, sqlx::Error> {
     }
     db::events::notify(&mut tx, CHANNEL, &payloads(published.last_id, &published.recipients)).await?;
     tx.commit().await?;
+    tracing::debug!(count = published.count, last_id = published.last_id, "events published");
     Ok(published.count)
 }
 
