@@ -12,6 +12,7 @@ mod api;
 mod report;
 mod stats;
 mod wake;
+mod webhooks;
 mod workload;
 
 use std::collections::VecDeque;
@@ -51,7 +52,8 @@ pub struct BenchArgs {
     /// Concurrent workers; a comma list (`1,4,16,32`) runs a sweep, one result block per level.
     #[arg(long, value_delimiter = ',', default_value = "16", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub concurrency: Vec<u32>,
-    /// Units of work measured per level: negotiations for w1, placements for w2.
+    /// Units of work measured per level: negotiations for w1, placements for w2, events to
+    /// deliver for webhooks.
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..))]
     pub negotiations: u64,
     /// Units of work run before each level's measurement and left out of its figures.
@@ -123,6 +125,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         let movers = Api::new(args.counter_url.as_deref().unwrap_or(&args.url), args.timeout)?;
         movers.check_server().await?;
         return wake::run(&api, &movers, &admin_token, args.trials).await;
+    }
+    if args.workload == Workload::Webhooks {
+        let concurrency = args.concurrency.first().copied().unwrap_or(16) as usize;
+        return webhooks::run(&api, &admin_token, concurrency, args.negotiations).await;
     }
     if cfg!(debug_assertions) {
         eprintln!(

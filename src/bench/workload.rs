@@ -25,6 +25,8 @@ pub enum Workload {
     W2,
     /// Wake-up latency: a waiter on `--url` hears of a counter made through `--counter-url`.
     Wake,
+    /// Webhook deliveries per second, to a receiver the bench runs on 127.0.0.1.
+    Webhooks,
 }
 
 /// The state-changing calls the workloads make.
@@ -74,6 +76,7 @@ impl Workload {
             Workload::W1 => "w1",
             Workload::W2 => "w2",
             Workload::Wake => "wake",
+            Workload::Webhooks => "webhooks",
         }
     }
 
@@ -82,6 +85,7 @@ impl Workload {
             Workload::W1 => "full negotiation: place, seller counters, buyer counters, seller accepts",
             Workload::W2 => "bid placement: place (measured), then withdraw so the buyer may bid again",
             Workload::Wake => "wake-up latency: a waiter on one instance, a counter through another",
+            Workload::Webhooks => "webhook deliveries: events made by placements and withdrawals, delivered signed",
         }
     }
 
@@ -91,6 +95,7 @@ impl Workload {
             Workload::W1 => &[Call::Place, Call::Counter, Call::Accept],
             Workload::W2 => &[Call::Place, Call::Withdraw],
             Workload::Wake => &[Call::Counter],
+            Workload::Webhooks => &[Call::Place, Call::Withdraw],
         }
     }
 
@@ -100,6 +105,7 @@ impl Workload {
             Workload::W1 => ("negotiation", "negotiations"),
             Workload::W2 => ("placement", "placements"),
             Workload::Wake => ("wake-up", "wake-ups"),
+            Workload::Webhooks => ("delivery", "deliveries"),
         }
     }
 
@@ -110,6 +116,7 @@ impl Workload {
             Workload::W1 => None,
             Workload::W2 => Some(Call::Place),
             Workload::Wake => Some(Call::Counter),
+            Workload::Webhooks => None,
         }
     }
 
@@ -171,7 +178,9 @@ impl Workload {
                     )
                     .await?;
             }
-            Workload::Wake => unreachable!("the wake workload has its own driver (bench::wake)"),
+            Workload::Wake | Workload::Webhooks => {
+                unreachable!("the wake and webhooks workloads have their own drivers")
+            }
         }
         Ok(())
     }

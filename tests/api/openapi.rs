@@ -65,3 +65,28 @@ fn every_post_takes_an_idempotency_key_and_documents_its_errors() {
 fn the_document_is_openapi_3_1() {
     assert!(spec()["openapi"].as_str().unwrap().starts_with("3.1"));
 }
+
+#[tokio::test]
+async fn every_event_type_is_documented_and_storable() {
+    use haggle::events::EventType;
+    let documented: BTreeSet<String> = spec()["components"]["schemas"]["EventType"]["enum"]
+        .as_array()
+        .expect("EventType is an enum")
+        .iter()
+        .map(|t| t.as_str().unwrap().to_owned())
+        .collect();
+    let known: BTreeSet<String> = EventType::ALL.iter().map(|t| t.as_str().to_owned()).collect();
+    assert_eq!(documented, known);
+    // The schema's CHECK takes every type and nothing else.
+    let db = crate::support::TestDb::create().await;
+    let pool = db.pool(1).await;
+    let insert = |id: i64, kind: &str| {
+        sqlx::query("INSERT INTO events (id, type, audience, data, created_at) VALUES ($1, $2, '{}', '{}', now())")
+            .bind(id)
+            .bind(kind.to_owned())
+    };
+    for (id, kind) in known.iter().enumerate() {
+        insert(id as i64 + 1, kind).execute(&pool).await.unwrap_or_else(|e| panic!("{kind}: {e}"));
+    }
+    assert!(insert(1000, "bid.eaten").execute(&pool).await.is_err());
+}

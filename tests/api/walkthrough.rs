@@ -49,3 +49,36 @@ async fn the_readme_walkthrough_works_verbatim() {
         assert!(readme().contains(line), "the README shows {line}");
     }
 }
+
+/// The README's signature check, in Python, accepts what the server signs and refuses the rest.
+#[tokio::test]
+async fn the_readme_signature_check_works() {
+    use haggle::webhooks::signature::sign;
+    let readme = readme();
+    let start = readme.find("<!-- verify-signature -->").expect("README shows how to verify a signature");
+    let end = readme.find("<!-- /verify-signature -->").expect("the block ends");
+    let block = &readme[start..end];
+    let code_start = block.find("```python\n").expect("a python block") + "```python\n".len();
+    let code = &block[code_start..code_start + block[code_start..].find("```").expect("the code block ends")];
+    let secret = "whsec_readme-example-secret";
+    let body = r#"{"id":7,"type":"bid.countered"}"#;
+    let now = chrono::Utc::now().timestamp();
+    let good = sign(secret, now, body.as_bytes());
+    let stale = sign(secret, now - 3600, body.as_bytes());
+    let other = sign("whsec_another", now, body.as_bytes());
+    let script = format!(
+        "{code}\nbody = {body:?}.encode()\n\
+         assert verify({secret:?}, {good:?}, body)\n\
+         assert not verify({secret:?}, {good:?}, body + b' ')\n\
+         assert not verify({secret:?}, {stale:?}, body)\n\
+         assert not verify({secret:?}, {other:?}, body)\n\
+         print('verified')\n"
+    );
+    let output = tokio::process::Command::new("python3").args(["-c", &script]).output().await.expect("run python3");
+    assert!(
+        output.status.success() && String::from_utf8_lossy(&output.stdout).contains("verified"),
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
