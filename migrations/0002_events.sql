@@ -8,7 +8,12 @@
 
 CREATE TABLE outbox (
     seq        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    type       text NOT NULL,
+    -- Checked here as well as in events, so that a bad row fails its own transaction instead
+    -- of every later publication.
+    type       text NOT NULL CHECK (type IN (
+                   'bid.placed', 'bid.countered', 'bid.accepted', 'bid.rejected', 'bid.expired',
+                   'thread.closed', 'order.created', 'listing.sold', 'listing.withdrawn',
+                   'negotiation.action_required', 'webhook.disabled')),
     audience   uuid[] NOT NULL CHECK (cardinality(audience) >= 1),
     listing_id uuid,
     thread_id  uuid,
@@ -80,7 +85,7 @@ CREATE TABLE webhook_deliveries (
     CONSTRAINT webhook_deliveries_once UNIQUE (webhook_id, event_id)
 );
 CREATE INDEX webhook_deliveries_due_idx ON webhook_deliveries (next_attempt_at) WHERE status = 'PENDING';
-CREATE INDEX webhook_deliveries_webhook_idx ON webhook_deliveries (webhook_id, created_at DESC, id DESC);
+CREATE INDEX webhook_deliveries_webhook_idx ON webhook_deliveries (webhook_id, event_id DESC);
 
 -- Every attempt, kept for the owner to read.
 CREATE TABLE webhook_attempts (

@@ -81,6 +81,11 @@ impl App {
             axum::serve(self.listener, service).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await;
         shutdown.cancel();
         while workers.join_next().await.is_some() {}
+        // The requests that finished during the drain committed events after the publisher's
+        // last pass; they go out now rather than at the next start.
+        if let Err(error) = events::publisher::publish_all(&self.pool).await {
+            tracing::warn!(%error, "publishing the last events failed; another instance or the next start will");
+        }
         served
     }
 }

@@ -26,12 +26,15 @@ pub struct Published {
     pub count: usize,
     pub last_id: i64,
     pub recipients: Vec<Uuid>,
+    /// Webhook deliveries queued for the batch.
+    pub deliveries: usize,
 }
 
 #[derive(FromRow)]
 struct PublishedRow {
     count: i64,
     last_id: Option<i64>,
+    deliveries: i64,
     recipients: Option<Vec<Uuid>>,
 }
 
@@ -64,8 +67,9 @@ pub async fn publish(conn: &mut PgConnection, batch: i64) -> Result<Published, s
              FROM published p
              JOIN webhooks w ON w.agent_id = ANY (p.audience) AND w.status = 'ACTIVE'
                             AND (p.type = ANY (w.events) OR '*' = ANY (w.events))
+             RETURNING 1
          )
-         SELECT count(*) AS count, max(id) AS last_id,
+         SELECT count(*) AS count, max(id) AS last_id, (SELECT count(*) FROM deliveries) AS deliveries,
                 (SELECT array_agg(DISTINCT a) FROM published, unnest(audience) a) AS recipients
          FROM published",
     )
@@ -76,6 +80,7 @@ pub async fn publish(conn: &mut PgConnection, batch: i64) -> Result<Published, s
         count: row.count as usize,
         last_id: row.last_id.unwrap_or(0),
         recipients: row.recipients.unwrap_or_default(),
+        deliveries: row.deliveries as usize,
     })
 }
 

@@ -202,6 +202,10 @@ pub struct Claimed {
     pub agent_id: Uuid,
     pub url: String,
     pub secret_sealed: Vec<u8>,
+    /// The end of this claim's lease: the delivery's `next_attempt_at` as the claim set it. An
+    /// outcome is recorded against it, so a worker whose lease ran out and was claimed again
+    /// cannot reschedule or fail the delivery under the new holder.
+    pub lease_until: DateTime<Utc>,
 }
 
 /// Claims up to `limit` due deliveries of active webhooks in one statement, which commits on
@@ -223,7 +227,8 @@ pub async fn claim_due(
          UPDATE webhook_deliveries d SET next_attempt_at = now() + make_interval(secs => $2)
          FROM due, webhooks w
          WHERE d.id = due.id AND w.id = d.webhook_id
-         RETURNING d.id, d.webhook_id, d.event_id, d.attempts, w.agent_id, w.url, w.secret_sealed",
+         RETURNING d.id, d.webhook_id, d.event_id, d.attempts, w.agent_id, w.url, w.secret_sealed,
+                   d.next_attempt_at AS lease_until",
     )
     .bind(limit)
     .bind(lease.as_secs_f64())
@@ -273,32 +278,47 @@ pub async fn record_attempt(
     Ok(Some(recorded))
 }
 
-/// Ends a pending delivery: SUCCEEDED or FAILED.
-pub async fn finish(conn: &mut PgConnection, delivery_id: Uuid, status: DeliveryStatus) -> Result<(), sqlx::Error> {
-    sqlx::query(
+/// Ends a pending delivery: SUCCEEDED (whoever holds it: the event did arrive), or FAILED
+/// only under the lease that `lease_until` names. `false` if nothing changed.
+pub async fn finish(
+    conn: &mut PgConnection,
+    delivery_id: Uuid,
+    status: DeliveryStatus,
+    lease_until: DateTime<Utc>,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
         "UPDATE webhook_deliveries SET status = $2, next_attempt_at = NULL, updated_at = now()
-         WHERE id = $1 AND status = 'PENDING'",
+         WHERE id = $1 AND status = 'PENDING' AND ($2 = 'SUCCEEDED' OR next_attempt_at = $3)",
     )
     .bind(delivery_id)
     .bind(status.as_str())
+    .bind(lease_until)
     .execute(conn)
-    .await
-    .map(drop)
+    .await?;
+    Ok(done.rows_affected() > 0)
 }
 
-/// Schedules a pending delivery's next attempt `pause` from now.
+/// Schedules a pending delivery's next attempt `pause` from now, if the lease that
+/// `lease_until` names still holds it. `false` if nothing changed.
 pub async fn retry_after(
     conn: &mut PgConnection,
     delivery_id: Uuid,
     pause: std::time::Duration,
-) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    lease_until: DateTime<Utc>,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
         "UPDATE webhook_deliveries SET next_attempt_at = now() + make_interval(secs => $2), updated_at = now()
-         WHERE id = $1 AND status = 'PENDING'",
+         WHERE id = $1 AND status = 'PENDING' AND next_attempt_at = $3",
     )
     .bind(delivery_id)
     .bind(pause.as_secs_f64())
+    .bind(lease_until)
     .execute(conn)
-    .await
-    .map(drop)
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// Locks a webhook row, before any of its deliveries, in the order deleting it takes them.
+pub async fn lock_for_outcome(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT 1 FROM webhooks WHERE id = $1 FOR UPDATE").bind(id).execute(conn).await.map(drop)
 }

@@ -25,7 +25,7 @@ impl Hub {
     pub fn subscribe(&self, agent_id: Uuid) -> Subscription {
         let mut map = self.inner.lock().expect("hub lock");
         let sender = map.entry(agent_id).or_insert_with(|| watch::channel(0).0);
-        Subscription { receiver: sender.subscribe(), hub: self.clone(), agent_id }
+        Subscription { receiver: Some(sender.subscribe()), hub: self.clone(), agent_id }
     }
 
     /// Wakes the waiters of these agents.
@@ -56,7 +56,8 @@ impl Hub {
 /// One waiter's subscription; dropping it forgets the agent when it was the last.
 #[derive(Debug)]
 pub struct Subscription {
-    receiver: watch::Receiver<u64>,
+    /// Always `Some` until dropped (the drop takes it out under the hub's lock).
+    receiver: Option<watch::Receiver<u64>>,
     hub: Hub,
     agent_id: Uuid,
 }
@@ -64,23 +65,26 @@ pub struct Subscription {
 impl Subscription {
     /// Marks every wake-up so far as seen. Call it before reading from the database.
     pub fn mark(&mut self) {
-        self.receiver.borrow_and_update();
+        if let Some(receiver) = &mut self.receiver {
+            receiver.borrow_and_update();
+        }
     }
 
     /// Waits for a wake-up after the last mark, at most `timeout`. `true` if woken.
     pub async fn wait(&mut self, timeout: Duration) -> bool {
-        matches!(tokio::time::timeout(timeout, self.receiver.changed()).await, Ok(Ok(())))
+        let Some(receiver) = &mut self.receiver else { return false };
+        matches!(tokio::time::timeout(timeout, receiver.changed()).await, Ok(Ok(())))
     }
 }
 
 impl Drop for Subscription {
     fn drop(&mut self) {
         let mut map = self.hub.inner.lock().expect("hub lock");
-        if let Some(sender) = map.get(&self.agent_id) {
-            // This subscription's receiver is still alive here, so the last one counts as 1.
-            if sender.receiver_count() <= 1 {
-                map.remove(&self.agent_id);
-            }
+        // The receiver goes under the lock, so that of two subscriptions dropped at once the
+        // second always sees the first one gone.
+        drop(self.receiver.take());
+        if map.get(&self.agent_id).is_some_and(|sender| sender.receiver_count() == 0) {
+            map.remove(&self.agent_id);
         }
     }
 }

@@ -17,6 +17,9 @@ use super::{CHANNEL, Hub};
 /// The `application_name` of the listener's connection, to find it in `pg_stat_activity`.
 pub const APPLICATION_NAME: &str = "haggle-listener";
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// How often the listener checks that its connection still answers, and how long it waits.
+const PING_INTERVAL: Duration = Duration::from_secs(15);
+const PING_TIMEOUT: Duration = Duration::from_secs(5);
 
 async fn connect(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
     let options = pool.connect_options().as_ref().clone().application_name(APPLICATION_NAME);
@@ -45,10 +48,20 @@ pub async fn run(pool: PgPool, hub: Hub, shutdown: CancellationToken) {
         tracing::info!("listening for events");
         // Anything committed before LISTEN took effect was announced to no one here.
         hub.wake_all();
+        let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + PING_INTERVAL, PING_INTERVAL);
         loop {
             let received = tokio::select! {
                 _ = shutdown.cancelled() => return,
                 received = listener.try_recv() => received,
+                _ = ping.tick() => {
+                    // A half-open connection would otherwise wait forever in silence.
+                    let alive = tokio::time::timeout(PING_TIMEOUT, sqlx::query("SELECT 1").execute(&mut listener)).await;
+                    if matches!(alive, Ok(Ok(_))) {
+                        continue;
+                    }
+                    tracing::warn!("the event listener's connection stopped answering; reconnecting");
+                    break;
+                }
             };
             match received {
                 Ok(Some(notification)) => match parse_payload(notification.payload()).inspect(|(last_id, _)| {

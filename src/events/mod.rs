@@ -22,6 +22,8 @@ pub use hub::{Hub, Subscription};
 
 /// The NOTIFY channel that carries published events' ids and recipients.
 pub const CHANNEL: &str = "haggle_events";
+/// The NOTIFY channel that tells webhook workers that deliveries were queued.
+pub const DELIVERIES_CHANNEL: &str = "haggle_deliveries";
 
 macro_rules! event_types {
     ($($variant:ident => $name:literal),* $(,)?) => {

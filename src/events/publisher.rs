@@ -90,8 +90,10 @@ pub async fn run(pool: PgPool, signal: Signal, tick: Duration, shutdown: Cancell
         match publish_all(&pool).await {
             Ok(_) => {}
             Err(error) => {
+                // A batch fails whole, for instance when a webhook it queues deliveries for
+                // was deleted meanwhile; the retry comes soon and sees the change.
                 tracing::warn!(%error, "publishing events failed; retrying");
-                backoff = Duration::from_millis(500);
+                backoff = Duration::from_millis(100);
             }
         }
         tokio::select! {
@@ -99,10 +101,6 @@ pub async fn run(pool: PgPool, signal: Signal, tick: Duration, shutdown: Cancell
             _ = signal.0.notified(), if backoff.is_zero() => {}
             _ = tokio::time::sleep(if backoff.is_zero() { tick } else { backoff }) => {}
         }
-    }
-    // Whatever the last requests committed is published before the instance goes.
-    if let Err(error) = publish_all(&pool).await {
-        tracing::warn!(%error, "publishing the last events failed; another instance or the next start will");
     }
     tracing::info!("event publisher stopped");
 }

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::error::{ApiError, Code};
-use super::extract::Params;
+use super::extract::{Params, api_key_digest};
 use super::{AppState, DEFAULT_LIMIT, Endpoint, MAX_LIMIT, MAX_WAIT};
 use crate::db;
 use crate::db::agents::Caller;
@@ -31,8 +31,9 @@ pub fn endpoints() -> Vec<Endpoint> {
     vec![Endpoint::get("/v1/events", list), Endpoint::get("/v1/events/stream", stream)]
 }
 
-/// A stream with nothing to send re-reads this often anyway, in case a wake-up went astray.
-const RECHECK: Duration = Duration::from_secs(30);
+/// How often a stream checks that its API key still stands (and, with nothing to send,
+/// re-reads in case a wake-up went astray).
+const REAUTHENTICATE: Duration = Duration::from_secs(10);
 /// Events read per query by a stream.
 const STREAM_BATCH: i64 = 100;
 
@@ -147,6 +148,9 @@ async fn stream_start(pool: &PgPool, headers: &HeaderMap, after: Option<i64>) ->
 struct Streaming {
     pool: PgPool,
     agent_id: Uuid,
+    /// The stream's API key, checked again every [`REAUTHENTICATE`]: revoking it ends the stream.
+    key_digest: [u8; 32],
+    authenticated_at: Instant,
     cursor: i64,
     ready: VecDeque<Event>,
     subscription: Subscription,
@@ -158,6 +162,19 @@ impl Streaming {
     /// stopping, or the database failed and the client should reconnect with Last-Event-ID).
     async fn next(&mut self) -> Option<Event> {
         loop {
+            if self.authenticated_at.elapsed() >= REAUTHENTICATE {
+                match db::agents::caller_by_key_digest(&self.pool, &self.key_digest).await {
+                    Ok(Some(caller)) if caller.id == self.agent_id => self.authenticated_at = Instant::now(),
+                    Ok(_) => {
+                        tracing::info!("an event stream's API key was revoked; closing the stream");
+                        return None;
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "an event stream could not check its API key; closing it");
+                        return None;
+                    }
+                }
+            }
             if let Some(event) = self.ready.pop_front() {
                 self.cursor = event.id;
                 return Some(event);
@@ -174,8 +191,9 @@ impl Streaming {
                     return None;
                 }
             }
+            let recheck = REAUTHENTICATE.saturating_sub(self.authenticated_at.elapsed()).max(Duration::from_millis(10));
             tokio::select! {
-                _ = self.subscription.wait(RECHECK) => {}
+                _ = self.subscription.wait(recheck) => {}
                 _ = self.shutdown.cancelled() => return None,
             }
         }
@@ -190,10 +208,13 @@ async fn stream(
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     // Subscribed before the start is read, so nothing published in between is missed.
     let subscription = state.hub.subscribe(caller.id);
+    let key_digest = api_key_digest(&headers).ok_or_else(ApiError::internal)?;
     let cursor = stream_start(&state.pool, &headers, query.after).await?;
     let streaming = Streaming {
         pool: state.pool.clone(),
         agent_id: caller.id,
+        key_digest,
+        authenticated_at: Instant::now(),
         cursor,
         ready: VecDeque::new(),
         subscription,

@@ -180,7 +180,17 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
 }
 
 fn bearer_token(parts: &Parts) -> Option<&str> {
-    let value = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    bearer_token_of(&parts.headers)
+}
+
+/// The digest of the API key a request authenticated with, for a long-lived request (an event
+/// stream) to check later that the key still stands.
+pub fn api_key_digest(headers: &axum::http::HeaderMap) -> Option<[u8; 32]> {
+    bearer_token_of(headers).map(|token| secrets::sha256(token.as_bytes()))
+}
+
+fn bearer_token_of(headers: &axum::http::HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|token| !token.is_empty())
 }

@@ -237,7 +237,9 @@ async fn refuse_oversized_bodies(State(limit): State<usize>, request: Request, n
 /// Answers 503 when a request takes longer than the limit. A request that asks to wait
 /// (`?wait=S`) is given that long on top; a stream's body is not timed, only its start.
 async fn time_limit(State(limit): State<Duration>, request: Request, next: Next) -> Response {
-    let limit = limit + requested_wait(request.uri().query());
+    // Only reads wait; a state-changing request never gets longer than the limit.
+    let wait = if request.method() == Method::GET { requested_wait(request.uri().query()) } else { Duration::ZERO };
+    let limit = limit + wait;
     match tokio::time::timeout(limit, next.run(request)).await {
         Ok(response) => response,
         Err(_) => ApiError::unavailable("the request took too long; retry shortly").into_response(),
@@ -248,9 +250,9 @@ async fn time_limit(State(limit): State<Duration>, request: Request, next: Next)
 fn requested_wait(query: Option<&str>) -> Duration {
     let seconds = query
         .into_iter()
-        .flat_map(|query| query.split('&'))
-        .filter_map(|pair| pair.strip_prefix("wait="))
-        .filter_map(|value| value.parse::<f64>().ok())
+        .flat_map(|query| url::form_urlencoded::parse(query.as_bytes()))
+        .filter(|(name, _)| name == "wait")
+        .filter_map(|(_, value)| value.parse::<f64>().ok())
         .fold(0.0f64, f64::max);
     Duration::from_secs_f64(seconds.clamp(0.0, MAX_WAIT.as_secs_f64()))
 }
@@ -326,4 +328,19 @@ pub fn choice<T: std::str::FromStr<Err = String>>(field: &str, raw: Option<&str>
         })
     })
     .transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_requested_wait_is_read_as_the_handlers_read_it_and_capped() {
+        assert_eq!(requested_wait(None), Duration::ZERO);
+        assert_eq!(requested_wait(Some("after=3&wait=2.5")), Duration::from_millis(2500));
+        assert_eq!(requested_wait(Some("wait=4%35")), Duration::from_secs(45));
+        assert_eq!(requested_wait(Some("wait=600")), MAX_WAIT);
+        assert_eq!(requested_wait(Some("wait=-5&await=9")), Duration::ZERO);
+        assert_eq!(requested_wait(Some("wait=NaN")), Duration::ZERO);
+    }
 }

@@ -122,6 +122,8 @@ fn is_internal_v4(ip: Ipv4Addr) -> bool {
         || ip.is_multicast()      // 224/4
         || a == 0                 // "this network"
         || (a == 100 && (64..128).contains(&b)) // shared address space (CGNAT), 100.64/10
+        || (a == 198 && (18..20).contains(&b)) // benchmarking, 198.18/15
+        || (a == 192 && b == 0 && ip.octets()[2] == 0) // IETF protocol assignments, 192.0.0/24
         || a >= 240 // reserved, 240/4
 }
 
@@ -142,6 +144,15 @@ fn is_internal_v6(ip: Ipv6Addr) -> bool {
     if segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
         let [.., a, b, c, d] = ip.octets();
         return is_internal_v4(Ipv4Addr::new(a, b, c, d));
+    }
+    // 6to4 (2002::/16) embeds an IPv4 address in its second and third groups; the local-use
+    // NAT64 prefix 64:ff9b:1::/48 and IPv4-translated ::ffff:0:a.b.c.d are never public targets.
+    if segments[0] == 0x2002 {
+        let [_, _, a, b, c, d, ..] = ip.octets();
+        return is_internal_v4(Ipv4Addr::new(a, b, c, d));
+    }
+    if segments[..3] == [0x64, 0xff9b, 1] || segments[..6] == [0, 0, 0, 0, 0xffff, 0] {
+        return true;
     }
     false
 }
@@ -205,6 +216,12 @@ mod tests {
             "fe80::1",
             "febf::1",
             "fc00::1",
+            "198.18.0.1",
+            "192.0.0.8",
+            "2002:7f00:1::",
+            "2002:a00:1::1",
+            "64:ff9b:1::a00:1",
+            "::ffff:0:a00:1",
             "fd12:3456::1",
             "ff02::1",
             "::ffff:127.0.0.1",
@@ -215,7 +232,16 @@ mod tests {
         ] {
             assert!(is_internal(ip.parse().unwrap()), "{ip} is internal");
         }
-        for ip in ["93.184.215.14", "8.8.8.8", "172.32.0.1", "100.128.0.1", "2606:4700::1111", "::ffff:8.8.8.8"] {
+        for ip in [
+            "93.184.215.14",
+            "8.8.8.8",
+            "172.32.0.1",
+            "100.128.0.1",
+            "2606:4700::1111",
+            "::ffff:8.8.8.8",
+            "2002:808:808::1",
+            "198.20.0.1",
+        ] {
             assert!(!is_internal(ip.parse().unwrap()), "{ip} is public");
         }
     }

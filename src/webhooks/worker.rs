@@ -4,7 +4,7 @@
 //! Claiming is one statement that picks due deliveries of active webhooks with
 //! `FOR UPDATE SKIP LOCKED` and pushes their `next_attempt_at` a lease ahead (the attempt
 //! timeout plus a margin), committing at once: no transaction stays open while a receiver is
-//! called, workers on several instances never take the same delivery at the same time, and a
+//! called, workers on several instances never take the same delivery while its lease lasts, and a
 //! delivery whose worker died before recording its attempt is due again when the lease ends.
 //! Delivery is therefore at least once: a receiver may see an event again, under the same
 //! `Haggle-Event-Id` and `Haggle-Delivery-Id`.
@@ -13,8 +13,9 @@
 //! the next retry (the schedule's pause with ±20 % jitter), or, once the schedule has run out,
 //! the delivery FAILED, its webhook DISABLED and a `webhook.disabled` event for the owner.
 //!
-//! The worker looks for due deliveries every [`POLL_INTERVAL`], and also as soon as events are
-//! published on any instance (it listens on the events channel), or an attempt frees a slot.
+//! The worker looks for due deliveries every [`POLL_INTERVAL`], and also as soon as deliveries
+//! are queued by a publisher on any instance (it listens on their channel), or an attempt frees
+//! a slot.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,7 +34,7 @@ use super::{DeliveryStatus, SealingKey, WebhookSettings, signature};
 use crate::db;
 use crate::db::webhooks::Claimed;
 use crate::events::publisher::Signal;
-use crate::events::{CHANNEL, EventType, NewEvent, Outbox};
+use crate::events::{DELIVERIES_CHANNEL, EventType, NewEvent, Outbox};
 use crate::secrets;
 
 /// Added to the attempt timeout to make a claim's lease: time to record the outcome.
@@ -251,6 +252,11 @@ impl Deliverer {
         answer: &Answer,
     ) -> Result<Outcome, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
+        if !answer.succeeded() {
+            // A failure may disable the webhook: its row is locked before the delivery's, the
+            // order a concurrent DELETE of the webhook takes them in.
+            db::webhooks::lock_for_outcome(&mut tx, claimed.webhook_id).await?;
+        }
         let status = answer.status.map(i32::from);
         let recorded =
             db::webhooks::record_attempt(&mut tx, claimed.id, started_at, duration_ms, status, answer.error.as_deref())
@@ -263,16 +269,24 @@ impl Deliverer {
             // A worker whose lease ran out may find the delivery settled by the next one.
             DeliveryStatus::Succeeded | DeliveryStatus::Failed => Outcome::Settled,
             DeliveryStatus::Pending if answer.succeeded() => {
-                db::webhooks::finish(&mut tx, claimed.id, DeliveryStatus::Succeeded).await?;
+                db::webhooks::finish(&mut tx, claimed.id, DeliveryStatus::Succeeded, claimed.lease_until).await?;
                 Outcome::Succeeded
             }
             DeliveryStatus::Pending => match pause_after(recorded.attempts, &self.settings.retry_schedule, jitter()) {
                 Some(pause) => {
-                    db::webhooks::retry_after(&mut tx, claimed.id, pause).await?;
-                    Outcome::Retrying(pause)
+                    if db::webhooks::retry_after(&mut tx, claimed.id, pause, claimed.lease_until).await? {
+                        Outcome::Retrying(pause)
+                    } else {
+                        // The lease ran out and another worker holds the delivery now.
+                        Outcome::Settled
+                    }
+                }
+                None if !db::webhooks::finish(&mut tx, claimed.id, DeliveryStatus::Failed, claimed.lease_until)
+                    .await? =>
+                {
+                    Outcome::Settled
                 }
                 None => {
-                    db::webhooks::finish(&mut tx, claimed.id, DeliveryStatus::Failed).await?;
                     let reason = truncate(format!(
                         "delivery {} (event {}) failed {} times; the last attempt: {}",
                         claimed.id,
@@ -383,7 +397,7 @@ async fn listen(pool: PgPool, wake: Arc<Notify>, shutdown: CancellationToken) {
                 continue;
             }
         };
-        if let Err(error) = listener.listen(CHANNEL).await {
+        if let Err(error) = listener.listen(DELIVERIES_CHANNEL).await {
             backoff = (backoff * 2).clamp(Duration::from_millis(250), Duration::from_secs(5));
             tracing::debug!(%error, "the webhook worker cannot listen for events; polling only");
             continue;

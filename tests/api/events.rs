@@ -572,3 +572,29 @@ async fn stopping_the_server_ends_long_polls_and_streams() {
         assert!(Instant::now() < deadline, "the stream kept going");
     }
 }
+
+#[tokio::test]
+async fn revoking_a_key_ends_the_streams_opened_with_it() {
+    let app = TestApp::spawn().await;
+    let agent = app.register("streamer").await;
+    let added = app.post_empty("/v1/agents/me/keys", &agent.key).await.expect(201);
+    let second = Agent { id: agent.id.clone(), key: added.body["api_key"].as_str().unwrap().to_owned() };
+    let second_id = added.body["key"]["id"].as_str().unwrap().to_owned();
+    let mut stream = SseClient::connect(&app, &second, "", None).await;
+    app.send(
+        reqwest::Method::DELETE,
+        format!("/v1/agents/me/keys/{second_id}"),
+        Some(&agent.key),
+        crate::support::Body::None,
+        &[],
+    )
+    .await
+    .expect(200);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while stream.frame(Duration::from_secs(20)).await.is_some() {
+        assert!(Instant::now() < deadline, "the stream outlived its key");
+    }
+    // The agent's other key still streams.
+    let mut kept = SseClient::connect(&app, &agent, "", None).await;
+    assert!(kept.frame(Duration::from_secs(3)).await.is_some(), "a heartbeat on the live key's stream");
+}
