@@ -44,13 +44,16 @@ CREATE TABLE events (
     data       jsonb NOT NULL,
     created_at timestamptz NOT NULL
 );
+-- Events older than the retention are purged, oldest first.
+CREATE INDEX events_created_at_idx ON events (created_at);
 
 -- Who may see which event: one row per agent concerned, read by (agent, id) range.
 CREATE TABLE event_recipients (
     agent_id uuid NOT NULL,
-    event_id bigint NOT NULL,
+    event_id bigint NOT NULL REFERENCES events (id) ON DELETE CASCADE,
     PRIMARY KEY (agent_id, event_id)
 );
+CREATE INDEX event_recipients_event_id_idx ON event_recipients (event_id);
 
 -- A webhook's signing secret is stored encrypted under the server's key (never in clear and
 -- never hashed, since signing needs it).
@@ -74,7 +77,7 @@ CREATE INDEX webhooks_agent_id_idx ON webhooks (agent_id, id DESC);
 CREATE TABLE webhook_deliveries (
     id              uuid PRIMARY KEY,
     webhook_id      uuid NOT NULL REFERENCES webhooks (id) ON DELETE CASCADE,
-    event_id        bigint NOT NULL REFERENCES events (id),
+    event_id        bigint NOT NULL REFERENCES events (id) ON DELETE CASCADE,
     status          text NOT NULL CHECK (status IN ('PENDING', 'SUCCEEDED', 'FAILED')),
     attempts        integer NOT NULL DEFAULT 0 CHECK (attempts >= 0),
     -- While PENDING: when the next attempt is due (a worker holding it pushes this forward).
@@ -86,6 +89,7 @@ CREATE TABLE webhook_deliveries (
 );
 CREATE INDEX webhook_deliveries_due_idx ON webhook_deliveries (next_attempt_at) WHERE status = 'PENDING';
 CREATE INDEX webhook_deliveries_webhook_idx ON webhook_deliveries (webhook_id, event_id DESC);
+CREATE INDEX webhook_deliveries_event_id_idx ON webhook_deliveries (event_id);
 
 -- Every attempt, kept for the owner to read.
 CREATE TABLE webhook_attempts (

@@ -25,6 +25,8 @@ pub struct AppConfig {
     pub sweep_interval: Duration,
     /// `HAGGLE_SECRET_KEY`, if the operator set one.
     pub secret_key: Option<String>,
+    /// How long events are kept; `Duration::ZERO` keeps them for ever.
+    pub event_retention: Duration,
 }
 
 pub struct App {
@@ -72,6 +74,7 @@ impl App {
                 self.pool.clone(),
                 self.config.sweep_interval,
                 SWEEP_BATCH,
+                Some(self.config.event_retention).filter(|retention| !retention.is_zero()),
                 publish,
                 shutdown.clone(),
             ));

@@ -126,6 +126,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             },
             sweep_interval: args.sweep_interval,
             secret_key: args.secret_key.clone(),
+            event_retention: args.event_retention,
         };
         let app = App::build(database.pool.clone(), &args.bind, config)
             .await

@@ -137,6 +137,10 @@ pub struct ServeArgs {
     /// Webhook deliveries in flight at once on this instance.
     #[arg(long, env = "HAGGLE_WEBHOOK_CONCURRENCY", default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..))]
     pub webhook_concurrency: u16,
+    /// How long events are kept (for `GET /v1/events`, streams and webhook delivery logs);
+    /// `0` keeps them for ever.
+    #[arg(long, env = "HAGGLE_EVENT_RETENTION", default_value = "30d", value_parser = parse_duration)]
+    pub event_retention: Duration,
     /// The key webhook secrets are encrypted with (any long random string). Without it the
     /// server generates one and keeps it in the database.
     #[arg(long, env = "HAGGLE_SECRET_KEY", hide_env_values = true)]
@@ -163,6 +167,7 @@ impl fmt::Debug for ServeArgs {
             .field("webhook_retry_schedule", &self.webhook_retry_schedule)
             .field("webhook_timeout", &self.webhook_timeout)
             .field("webhook_concurrency", &self.webhook_concurrency)
+            .field("event_retention", &self.event_retention)
             .field("secret_key", &self.secret_key.as_ref().map(|_| "<redacted>"))
             .finish()
     }
@@ -179,7 +184,7 @@ fn parse_tier(value: &str) -> Result<Tier, String> {
     value.parse()
 }
 
-/// Parses `250ms`, `5s`, `2m`, `1h`, or a bare number of seconds.
+/// Parses `250ms`, `5s`, `2m`, `1h`, `30d`, or a bare number of seconds.
 pub fn parse_duration(value: &str) -> Result<Duration, String> {
     let value = value.trim();
     let split = value.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(value.len());
@@ -190,7 +195,8 @@ pub fn parse_duration(value: &str) -> Result<Duration, String> {
         "" | "s" => number,
         "m" => number * 60.0,
         "h" => number * 3600.0,
-        other => return Err(format!("unknown unit `{other}` in `{value}`; use ms, s, m or h")),
+        "d" => number * 86400.0,
+        other => return Err(format!("unknown unit `{other}` in `{value}`; use ms, s, m, h or d")),
     };
     Duration::try_from_secs_f64(seconds).map_err(|_| format!("`{value}` is out of range"))
 }
@@ -226,6 +232,7 @@ mod tests {
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
         assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert_eq!(parse_duration("30d").unwrap(), Duration::from_secs(30 * 86400));
         assert!(parse_duration("5 parsecs").is_err());
         assert!(parse_duration("-1s").is_err());
     }

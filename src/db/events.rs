@@ -133,3 +133,21 @@ pub async fn get(executor: impl PgExecutor<'_>, id: i64) -> Result<Option<Event>
         .fetch_optional(executor)
         .await
 }
+
+/// Deletes up to `batch` of the oldest events published before `before`, with their inboxes,
+/// webhook deliveries and attempts. Returns how many events went.
+pub async fn purge_before(
+    executor: impl PgExecutor<'_>,
+    before: chrono::DateTime<chrono::Utc>,
+    batch: i64,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query(
+        "DELETE FROM events WHERE id IN (
+             SELECT id FROM events WHERE created_at < $1 ORDER BY created_at LIMIT $2)",
+    )
+    .bind(before)
+    .bind(batch)
+    .execute(executor)
+    .await?;
+    Ok(done.rows_affected())
+}

@@ -1,6 +1,6 @@
 //! The expiry sweeper: PENDING bids past their deadline become EXPIRED with their threads, in
-//! batches that skip rows another transaction holds. It also forgets idempotency records older
-//! than their retention.
+//! batches that skip rows another transaction holds. It also forgets idempotency records and
+//! events older than their retention.
 
 use std::time::Duration;
 
@@ -40,10 +40,26 @@ pub async fn run_once(pool: &PgPool, batch: i64) -> Result<Outcome, sqlx::Error>
 }
 
 /// Sweeps every `interval` until cancelled, and again at once after a full batch.
-pub async fn run(pool: PgPool, interval: Duration, batch: i64, publish: Signal, shutdown: CancellationToken) {
-    tracing::info!(?interval, batch, "expiry sweeper started");
+/// Deletes up to `batch` events older than `retention`, with their inboxes and webhook
+/// deliveries.
+pub async fn purge_events(pool: &PgPool, retention: Duration, batch: i64) -> Result<u64, sqlx::Error> {
+    let Ok(age) = chrono::Duration::from_std(retention) else { return Ok(0) };
+    db::events::purge_before(pool, chrono::Utc::now() - age, batch).await
+}
+
+/// Sweeps every `interval` until cancelled, and again at once after a full batch. With an
+/// `event_retention`, older events are purged on the same rhythm.
+pub async fn run(
+    pool: PgPool,
+    interval: Duration,
+    batch: i64,
+    event_retention: Option<Duration>,
+    publish: Signal,
+    shutdown: CancellationToken,
+) {
+    tracing::info!(?interval, batch, ?event_retention, "expiry sweeper started");
     loop {
-        let pause = match run_once(&pool, batch).await {
+        let mut pause = match run_once(&pool, batch).await {
             Ok(outcome) => {
                 if outcome.expired_bids > 0 {
                     publish.notify();
@@ -56,6 +72,14 @@ pub async fn run(pool: PgPool, interval: Duration, batch: i64, publish: Signal, 
                 interval
             }
         };
+        if let Some(retention) = event_retention {
+            match purge_events(&pool, retention, batch).await {
+                Ok(purged) if purged as i64 >= batch => pause = Duration::ZERO,
+                Ok(purged) if purged > 0 => tracing::info!(purged, "events past their retention purged"),
+                Ok(_) => {}
+                Err(error) => tracing::warn!(%error, "purging old events failed; retrying after the interval"),
+            }
+        }
         tokio::select! {
             _ = shutdown.cancelled() => break,
             _ = tokio::time::sleep(pause) => {}

@@ -598,3 +598,22 @@ async fn revoking_a_key_ends_the_streams_opened_with_it() {
     let mut kept = SseClient::connect(&app, &agent, "", None).await;
     assert!(kept.frame(Duration::from_secs(3)).await.is_some(), "a heartbeat on the live key's stream");
 }
+
+#[tokio::test]
+async fn events_past_their_retention_are_purged_with_their_inboxes() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    let bid = app.place(&deal.buyer, &deal.listing, 60000).await;
+    app.counter(&deal.seller, &bid, 90000).await;
+    assert_eq!(at_least(&app, &deal.buyer, 2).await.len(), 2);
+    sqlx::query("UPDATE events SET created_at = now() - interval '2 days' WHERE id = 1")
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    let purged = haggle::jobs::expiry::purge_events(&app.pool, Duration::from_secs(86400), 100).await.unwrap();
+    assert_eq!(purged, 1);
+    let left = events_after(&app, &deal.buyer, 0, 0).await;
+    assert_eq!(types(&left), ["bid.countered"]);
+    assert_eq!(app.count("SELECT count(*) FROM event_recipients WHERE event_id = 1").await, 0);
+    assert_eq!(haggle::jobs::expiry::purge_events(&app.pool, Duration::from_secs(86400), 100).await.unwrap(), 0);
+}

@@ -105,6 +105,7 @@ pub fn test_config() -> AppConfig {
         },
         sweep_interval: Duration::ZERO,
         secret_key: None,
+        event_retention: Duration::ZERO,
     }
 }
 
