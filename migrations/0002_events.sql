@@ -80,11 +80,12 @@ CREATE TABLE webhook_deliveries (
     event_id        bigint NOT NULL REFERENCES events (id) ON DELETE CASCADE,
     status          text NOT NULL CHECK (status IN ('PENDING', 'SUCCEEDED', 'FAILED')),
     attempts        integer NOT NULL DEFAULT 0 CHECK (attempts >= 0),
-    -- While PENDING: when the next attempt is due (a worker holding it pushes this forward).
+    -- While PENDING: when the next attempt is due (a worker holding it pushes this forward);
+    -- none while its webhook is disabled.
     next_attempt_at timestamptz,
     created_at      timestamptz NOT NULL DEFAULT now(),
     updated_at      timestamptz NOT NULL DEFAULT now(),
-    CONSTRAINT webhook_deliveries_due_while_pending CHECK ((status = 'PENDING') = (next_attempt_at IS NOT NULL)),
+    CONSTRAINT webhook_deliveries_due_only_while_pending CHECK (status = 'PENDING' OR next_attempt_at IS NULL),
     CONSTRAINT webhook_deliveries_once UNIQUE (webhook_id, event_id)
 );
 CREATE INDEX webhook_deliveries_due_idx ON webhook_deliveries (next_attempt_at) WHERE status = 'PENDING';

@@ -123,16 +123,27 @@ pub async fn enable(conn: &mut PgConnection, id: Uuid) -> Result<Webhook, sqlx::
     Ok(webhook)
 }
 
-/// Disables an active webhook; `None` if it is gone or already disabled.
+/// Disables an active webhook and unschedules its pending deliveries (they stay PENDING, with
+/// no next attempt, until it is enabled); `None` if it is gone or already disabled.
 pub async fn disable(conn: &mut PgConnection, id: Uuid, reason: &str) -> Result<Option<Webhook>, sqlx::Error> {
-    sqlx::query_as(&format!(
+    let webhook: Option<Webhook> = sqlx::query_as(&format!(
         "UPDATE webhooks SET status = 'DISABLED', disabled_reason = $2, updated_at = now()
          WHERE id = $1 AND status = 'ACTIVE' RETURNING {WEBHOOK_COLUMNS}"
     ))
     .bind(id)
     .bind(reason)
-    .fetch_optional(conn)
-    .await
+    .fetch_optional(&mut *conn)
+    .await?;
+    if webhook.is_some() {
+        sqlx::query(
+            "UPDATE webhook_deliveries SET next_attempt_at = NULL, updated_at = now()
+             WHERE webhook_id = $1 AND status = 'PENDING'",
+        )
+        .bind(id)
+        .execute(conn)
+        .await?;
+    }
+    Ok(webhook)
 }
 
 /// One attempt at a delivery.
@@ -218,11 +229,14 @@ pub async fn claim_due(
 ) -> Result<Vec<Claimed>, sqlx::Error> {
     sqlx::query_as(
         "WITH due AS (
-             SELECT d.id FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
-             WHERE d.status = 'PENDING' AND d.next_attempt_at <= now() AND w.status = 'ACTIVE'
+             -- One table, read in the due index's order: the scan stops at the limit instead of
+             -- sorting every due delivery on each claim. A disabled webhook's deliveries have no
+             -- next attempt, so they are never due.
+             SELECT d.id FROM webhook_deliveries d
+             WHERE d.status = 'PENDING' AND d.next_attempt_at <= now()
              ORDER BY d.next_attempt_at
              LIMIT $1
-             FOR UPDATE OF d SKIP LOCKED
+             FOR UPDATE SKIP LOCKED
          )
          UPDATE webhook_deliveries d SET next_attempt_at = now() + make_interval(secs => $2)
          FROM due, webhooks w
