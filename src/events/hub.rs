@@ -11,6 +11,13 @@ use std::time::Duration;
 use tokio::sync::watch;
 use uuid::Uuid;
 
+/// Long polls, bid waits and streams one agent may have open at once on one instance.
+pub const MAX_WAITERS_PER_AGENT: usize = 100;
+
+/// The agent has as many waiters as it may.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Crowded;
+
 #[derive(Debug, Default, Clone)]
 pub struct Hub {
     inner: Arc<Mutex<HashMap<Uuid, watch::Sender<u64>>>>,
@@ -21,11 +28,15 @@ impl Hub {
         Hub::default()
     }
 
-    /// Starts listening for the agent's events.
-    pub fn subscribe(&self, agent_id: Uuid) -> Subscription {
+    /// Starts listening for the agent's events; refused when the agent already has
+    /// [`MAX_WAITERS_PER_AGENT`] waiters on this instance.
+    pub fn subscribe(&self, agent_id: Uuid) -> Result<Subscription, Crowded> {
         let mut map = self.inner.lock().expect("hub lock");
         let sender = map.entry(agent_id).or_insert_with(|| watch::channel(0).0);
-        Subscription { receiver: Some(sender.subscribe()), hub: self.clone(), agent_id }
+        if sender.receiver_count() >= MAX_WAITERS_PER_AGENT {
+            return Err(Crowded);
+        }
+        Ok(Subscription { receiver: Some(sender.subscribe()), hub: self.clone(), agent_id })
     }
 
     /// Wakes the waiters of these agents.
@@ -93,11 +104,22 @@ impl Drop for Subscription {
 mod tests {
     use super::*;
 
+    #[test]
+    fn an_agent_has_a_bounded_number_of_waiters() {
+        let hub = Hub::new();
+        let agent = Uuid::now_v7();
+        let held: Vec<Subscription> = (0..MAX_WAITERS_PER_AGENT).map(|_| hub.subscribe(agent).unwrap()).collect();
+        assert_eq!(hub.subscribe(agent).unwrap_err(), Crowded);
+        assert!(hub.subscribe(Uuid::now_v7()).is_ok(), "other agents are not affected");
+        drop(held);
+        assert!(hub.subscribe(agent).is_ok());
+    }
+
     #[tokio::test]
     async fn a_wake_between_mark_and_wait_is_not_lost() {
         let hub = Hub::new();
         let agent = Uuid::now_v7();
-        let mut subscription = hub.subscribe(agent);
+        let mut subscription = hub.subscribe(agent).unwrap();
         subscription.mark();
         hub.wake(&[agent]);
         assert!(subscription.wait(Duration::from_millis(10)).await);
@@ -109,9 +131,9 @@ mod tests {
     async fn only_the_agents_concerned_wake_and_empty_entries_go() {
         let hub = Hub::new();
         let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
-        let mut first = hub.subscribe(a);
-        let mut second = hub.subscribe(a);
-        let mut other = hub.subscribe(b);
+        let mut first = hub.subscribe(a).unwrap();
+        let mut second = hub.subscribe(a).unwrap();
+        let mut other = hub.subscribe(b).unwrap();
         for s in [&mut first, &mut second, &mut other] {
             s.mark();
         }

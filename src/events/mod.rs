@@ -18,7 +18,7 @@ mod hub;
 pub mod listener;
 pub mod publisher;
 
-pub use hub::{Hub, Subscription};
+pub use hub::{Crowded, Hub, MAX_WAITERS_PER_AGENT, Subscription};
 
 /// The NOTIFY channel that carries published events' ids and recipients.
 pub const CHANNEL: &str = "haggle_events";

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::error::ApiError;
-use super::events::{wait_param, wake_or_stop};
+use super::events::{subscribe, wait_param, wake_or_stop};
 use super::extract::{ActionBody, Id, IdempotencyKey, JsonBody, Params};
 use super::listings::BidAndThread;
 use super::{AppState, Endpoint, Reply};
@@ -62,7 +62,7 @@ async fn read(
     };
     let deadline = Instant::now() + wait;
     // Every change of a bid publishes an event to both parties, the caller among them.
-    let mut subscription = state.hub.subscribe(caller.id);
+    let mut subscription = subscribe(&state, caller.id)?;
     subscription.mark();
     let mut bid = read_now(&state, caller, id).await?;
     let asked = bid.status;

@@ -25,7 +25,7 @@ use super::{AppState, DEFAULT_LIMIT, Endpoint, MAX_LIMIT, MAX_WAIT};
 use crate::db;
 use crate::db::agents::Caller;
 use crate::domain::FieldError;
-use crate::events::{Event, Subscription};
+use crate::events::{Event, MAX_WAITERS_PER_AGENT, Subscription};
 
 pub fn endpoints() -> Vec<Endpoint> {
     vec![Endpoint::get("/v1/events", list), Endpoint::get("/v1/events/stream", stream)]
@@ -89,7 +89,7 @@ async fn list(
     }
     let wait = wait_param(query.wait)?.unwrap_or(Duration::ZERO);
     let deadline = Instant::now() + wait;
-    let mut subscription = state.hub.subscribe(caller.id);
+    let mut subscription = subscribe(&state, caller.id)?;
     let mut events = loop {
         subscription.mark();
         let events = db::events::for_agent(&state.pool, caller.id, after, limit + 1).await?;
@@ -105,6 +105,17 @@ async fn list(
     events.truncate(limit as usize);
     let next_cursor = events.last().map_or(after, |event| event.id).to_string();
     Ok(Json(EventPage { data: events, next_cursor, has_more }))
+}
+
+/// Subscribes a waiter for the agent, or answers 429 when it already has as many as it may.
+pub fn subscribe(state: &AppState, agent_id: Uuid) -> Result<Subscription, ApiError> {
+    state.hub.subscribe(agent_id).map_err(|_| ApiError {
+        detail: format!(
+            "this agent already has {MAX_WAITERS_PER_AGENT} long polls, bid waits and event streams open on this \
+             server; close one, or follow everything with one stream"
+        ),
+        ..ApiError::rate_limited(Duration::from_secs(1))
+    })
 }
 
 /// Waits for a wake-up, at most `timeout`. `false` when the time ran out or the server is
@@ -207,7 +218,7 @@ async fn stream(
     Params(query): Params<StreamQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     // Subscribed before the start is read, so nothing published in between is missed.
-    let subscription = state.hub.subscribe(caller.id);
+    let subscription = subscribe(&state, caller.id)?;
     let key_digest = api_key_digest(&headers).ok_or_else(ApiError::internal)?;
     let cursor = stream_start(&state.pool, &headers, query.after).await?;
     let streaming = Streaming {
