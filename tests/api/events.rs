@@ -26,6 +26,16 @@ async fn at_least(app: &TestApp, agent: &Agent, count: usize) -> Vec<Value> {
     seen
 }
 
+/// Sends a GET in the background (a waiter), answering how long it took and its JSON body.
+fn spawn_get(app: &TestApp, key: &str, path: String) -> tokio::task::JoinHandle<(Duration, Value)> {
+    let (base, key, client) = (app.base.clone(), key.to_owned(), app.client.clone());
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let response = client.get(format!("{base}{path}")).bearer_auth(key).send().await.unwrap();
+        (started.elapsed(), response.json().await.unwrap())
+    })
+}
+
 fn types(events: &[Value]) -> Vec<&str> {
     events.iter().map(|event| event["type"].as_str().unwrap()).collect()
 }
@@ -255,37 +265,8 @@ async fn waiters_on_one_instance_wake_when_another_instance_counters() {
     let cursor = at_least(&a, &deal.buyer, 1).await[0]["id"].as_i64().unwrap();
 
     let mut stream = SseClient::connect(&a, &deal.buyer, &format!("?after={cursor}"), None).await;
-    let long_poll = {
-        let (base, key, client) = (a.base.clone(), deal.buyer.key.clone(), a.client.clone());
-        tokio::spawn(async move {
-            let started = Instant::now();
-            let body: Value = client
-                .get(format!("{base}/v1/events?after={cursor}&wait=30"))
-                .bearer_auth(key)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            (started.elapsed(), body)
-        })
-    };
-    let bid_wait = {
-        let (base, key, client, bid) = (a.base.clone(), deal.buyer.key.clone(), a.client.clone(), bid.clone());
-        tokio::spawn(async move {
-            let body: Value = client
-                .get(format!("{base}/v1/bids/{bid}?wait=30"))
-                .bearer_auth(key)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            body
-        })
-    };
+    let long_poll = spawn_get(&a, &deal.buyer.key, format!("/v1/events?after={cursor}&wait=30"));
+    let bid_wait = spawn_get(&a, &deal.buyer.key, format!("/v1/bids/{bid}?wait=30"));
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!long_poll.is_finished() && !bid_wait.is_finished(), "nothing happened yet");
 
@@ -295,7 +276,7 @@ async fn waiters_on_one_instance_wake_when_another_instance_counters() {
     assert_eq!(body["data"][0]["type"], "bid.countered");
     assert_eq!(body["data"][0]["bid_id"], counter.as_str());
     assert_eq!(body["next_cursor"], body["data"][0]["id"].to_string());
-    let bid_now = tokio::time::timeout(Duration::from_secs(5), bid_wait).await.unwrap().unwrap();
+    let (_, bid_now) = tokio::time::timeout(Duration::from_secs(5), bid_wait).await.unwrap().unwrap();
     assert_eq!(bid_now["status"], "COUNTERED");
     let streamed = stream.event(Duration::from_secs(5)).await.expect("the stream hears the counter");
     assert_eq!(streamed["bid_id"], counter.as_str());
@@ -413,21 +394,7 @@ async fn a_waiter_hears_of_events_committed_while_the_listener_reconnects() {
     // Warm the pool so that requests do not need new connections below.
     futures::future::join_all((0..6).map(|_| app.get(format!("/v1/bids/{bid}"), &deal.buyer.key))).await;
 
-    let waiter = {
-        let (base, key, client) = (app.base.clone(), deal.buyer.key.clone(), app.client.clone());
-        tokio::spawn(async move {
-            let body: Value = client
-                .get(format!("{base}/v1/events?after={cursor}&wait=30"))
-                .bearer_auth(key)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            body
-        })
-    };
+    let waiter = spawn_get(&app, &deal.buyer.key, format!("/v1/events?after={cursor}&wait=30"));
     tokio::time::sleep(Duration::from_millis(200)).await;
 
     // The listener loses its connection and cannot get a new one for a while.
@@ -449,7 +416,8 @@ async fn a_waiter_hears_of_events_committed_while_the_listener_reconnects() {
     assert!(!waiter.is_finished(), "no listener, so no wake-up yet");
 
     sqlx::query(&format!("ALTER DATABASE \"{database}\" ALLOW_CONNECTIONS true")).execute(&mut admin).await.unwrap();
-    let body = tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("woken after reconnecting").unwrap();
+    let (_, body) =
+        tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("woken after reconnecting").unwrap();
     assert_eq!(body["data"][0]["bid_id"], counter.as_str());
 }
 

@@ -420,6 +420,12 @@ impl ServerProcess {
         self.log.lock().unwrap().clone()
     }
 
+    /// Kills the process outright (SIGKILL), as a crash would, and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Sends SIGTERM and waits for the process to exit.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };

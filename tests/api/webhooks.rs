@@ -14,7 +14,7 @@ use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, watch};
 
-use crate::support::{Agent, Deal, TestApp, TestDb, haggle_bin};
+use crate::support::{Agent, Deal, ServerProcess, TestApp, TestDb};
 
 /// How long a test waits for something that should happen within a second or two.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -548,54 +548,6 @@ async fn the_secret_is_shown_once_and_stored_sealed() {
     assert!(!stored.windows(secret.len()).any(|w| w == secret.as_bytes()));
 }
 
-/// A `haggle serve` process that the test can kill outright (SIGKILL), as a crash would.
-struct Crashable {
-    child: std::process::Child,
-    base: String,
-}
-
-impl Crashable {
-    fn spawn(env: &[(&str, &str)]) -> Crashable {
-        use std::io::BufRead;
-        let mut command = std::process::Command::new(haggle_bin());
-        command
-            .arg("serve")
-            .env("HAGGLE_BIND", "127.0.0.1:0")
-            .env("RUST_LOG", "info")
-            .env("HAGGLE_LOG_FORMAT", "text")
-            .env("NO_COLOR", "1")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped());
-        for (name, value) in env {
-            command.env(name, value);
-        }
-        let mut child = command.spawn().expect("start haggle serve");
-        let stderr = child.stderr.take().expect("stderr");
-        let (found, address) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.split("listening on ").nth(1) {
-                    let _ = found.send(rest.trim().to_owned());
-                }
-            }
-        });
-        let base = address.recv_timeout(Duration::from_secs(120)).expect("haggle serve started");
-        Crashable { child, base }
-    }
-
-    fn kill(&mut self) {
-        self.child.kill().expect("SIGKILL");
-        self.child.wait().expect("reap");
-    }
-}
-
-impl Drop for Crashable {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// A plain client of a server process (whose answers the other tests already hold to the spec).
 async fn call(client: &reqwest::Client, method: reqwest::Method, url: String, key: Option<&str>, body: Value) -> Value {
     let mut request = client.request(method, url);
@@ -629,7 +581,7 @@ async fn a_delivery_cut_short_by_a_crash_is_made_by_the_next_server() {
         ("HAGGLE_WEBHOOK_RETRY_SCHEDULE", "200ms,200ms"),
     ];
     let client = reqwest::Client::new();
-    let mut first = Crashable::spawn(&env);
+    let mut first = ServerProcess::spawn(&env);
     let register = |base: String, name: &str| {
         call(&client, reqwest::Method::POST, format!("{base}/v1/agents"), None, json!({ "name": name }))
     };
@@ -665,7 +617,7 @@ async fn a_delivery_cut_short_by_a_crash_is_made_by_the_next_server() {
     assert_eq!(got[0].body["order_id"], order["order"]["id"]);
     answering.store(true, Ordering::SeqCst);
 
-    let second = Crashable::spawn(&env);
+    let second = ServerProcess::spawn(&env);
     let got = receiver.wait_until("the delivery from the next server", |all| all.len() >= 2).await;
     assert_eq!((&got[1].event_id, &got[1].delivery_id), (&got[0].event_id, &got[0].delivery_id));
     assert_eq!(got[1].body, got[0].body);
