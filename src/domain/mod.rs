@@ -1,4 +1,4 @@
-//! The pure heart of Haggle: money, tiers, listings and the bid state machine.
+//! The pure heart of Haggle: money, tiers, listings, the bid state machine and the negotiation strategies.
 //!
 //! Nothing in here performs I/O. The HTTP layer and the background workers both
 //! go through these rules, so every rule of the protocol lives in exactly one place.
@@ -7,6 +7,7 @@ pub mod bid;
 pub mod listing;
 pub mod money;
 pub mod rejection;
+pub mod strategy;
 pub mod thread;
 pub mod tier;
 
