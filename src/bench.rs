@@ -24,17 +24,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use reqwest::Method;
-use serde::Deserialize;
-use serde::de::IgnoredAny;
 use serde_json::json;
 use uuid::Uuid;
 
-use self::api::{Api, CallFailed};
+use self::api::{Api, CallFailed, Created};
 use self::report::{BenchReport, Conditions, LevelReport};
 use self::stats::Recorder;
 pub use self::workload::Workload;
 use self::workload::{ASK, Parties};
-use crate::domain::Tier;
 use crate::domain::listing::{MAX_QUANTITY, MAX_THREADS_PER_BUYER};
 
 #[derive(clap::Args)]
@@ -301,38 +298,10 @@ struct Listing {
     threads_left: u64,
 }
 
-#[derive(Deserialize)]
-struct Registered {
-    agent: Created,
-    api_key: String,
-}
-
-#[derive(Deserialize)]
-struct Created {
-    id: Uuid,
-}
-
 impl Worker {
     async fn set_up(api: &Api, admin_token: &str, names: &str, index: usize, listings: u64) -> anyhow::Result<Worker> {
-        const REGISTRATION: &str =
-            "registering a bench agent (the server must allow open registration: HAGGLE_OPEN_REGISTRATION=true)";
-        let seller: Registered = api
-            .setup(Method::POST, "/v1/agents", None, &json!({"name": format!("{names}-w{index}-seller")}))
-            .await
-            .context(REGISTRATION)?;
-        let buyer: Registered = api
-            .setup(Method::POST, "/v1/agents", None, &json!({"name": format!("{names}-w{index}-buyer")}))
-            .await
-            .context(REGISTRATION)?;
-        let _: IgnoredAny = api
-            .setup(
-                Method::PATCH,
-                &format!("/v1/admin/agents/{}", buyer.agent.id),
-                Some(admin_token),
-                &json!({"tier": Tier::Agency.as_str()}),
-            )
-            .await
-            .context("raising a bench buyer to the AGENCY tier")?;
+        let seller = api.register(&format!("{names}-w{index}-seller")).await?;
+        let buyer = api.register_buyer(admin_token, &format!("{names}-w{index}-buyer")).await?;
         let mut worker = Worker {
             index,
             parties: Parties { seller_key: seller.api_key, buyer_key: buyer.api_key },

@@ -6,12 +6,27 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use reqwest::{Client, Method, StatusCode};
-use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::stats::{Failure, Recorder};
 use super::workload::Call;
+use crate::domain::Tier;
+
+/// An agent the bench registered: its id and its API key.
+#[derive(Debug, Deserialize)]
+pub struct Registered {
+    pub agent: Created,
+    pub api_key: String,
+}
+
+/// The id of something the server created.
+#[derive(Debug, Deserialize)]
+pub struct Created {
+    pub id: Uuid,
+}
 
 /// A timed call failed; it is already in the recorder.
 #[derive(Debug)]
@@ -95,6 +110,29 @@ impl Api {
                 Err(CallFailed)
             }
         }
+    }
+
+    /// Registers an agent (untimed).
+    pub async fn register(&self, name: &str) -> anyhow::Result<Registered> {
+        self.setup(Method::POST, "/v1/agents", None, &json!({ "name": name })).await.context(
+            "registering a bench agent (the server must allow open registration: HAGGLE_OPEN_REGISTRATION=true)",
+        )
+    }
+
+    /// Registers an agent and raises it to the AGENCY tier, which listings negotiate with by
+    /// default (untimed).
+    pub async fn register_buyer(&self, admin_token: &str, name: &str) -> anyhow::Result<Registered> {
+        let buyer = self.register(name).await?;
+        let _: IgnoredAny = self
+            .setup(
+                Method::PATCH,
+                &format!("/v1/admin/agents/{}", buyer.agent.id),
+                Some(admin_token),
+                &json!({ "tier": Tier::Agency.as_str() }),
+            )
+            .await
+            .context("raising a bench buyer to the AGENCY tier")?;
+        Ok(buyer)
     }
 
     /// An untimed call for setup; anything but a 2xx is an error naming the call and the answer.

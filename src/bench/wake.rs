@@ -16,29 +16,13 @@ use reqwest::Method;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::api::Api;
+use super::api::{Api, Created};
 use super::stats::percentile;
 
 /// The listing's round limit: a thread carries this many bids before a new one is needed.
 const MAX_ROUNDS: u64 = 100;
 /// How long a waiter is given to reach the server and subscribe before the counter is sent.
 const SETTLE: Duration = Duration::from_millis(20);
-
-#[derive(Deserialize)]
-struct Registered {
-    agent: Agent,
-    api_key: String,
-}
-
-#[derive(Deserialize)]
-struct Agent {
-    id: String,
-}
-
-#[derive(Deserialize)]
-struct Created {
-    id: String,
-}
 
 #[derive(Deserialize)]
 struct Bid {
@@ -86,18 +70,8 @@ async fn catch_up(api: &Api, key: &str, mut cursor: String, bid_id: &str) -> any
 
 pub async fn run(waiters: &Api, movers: &Api, admin_token: &str, trials: u64) -> anyhow::Result<()> {
     let run_id = chrono::Utc::now().format("%Y%m%dT%H%M%S").to_string();
-    let seller: Registered =
-        movers.setup(Method::POST, "/v1/agents", None, &json!({ "name": format!("wake-{run_id}-seller") })).await?;
-    let buyer: Registered =
-        movers.setup(Method::POST, "/v1/agents", None, &json!({ "name": format!("wake-{run_id}-buyer") })).await?;
-    let _: Value = movers
-        .setup(
-            Method::PATCH,
-            &format!("/v1/admin/agents/{}", buyer.agent.id),
-            Some(admin_token),
-            &json!({ "tier": "AGENCY" }),
-        )
-        .await?;
+    let seller = movers.register(&format!("wake-{run_id}-seller")).await?;
+    let buyer = movers.register_buyer(admin_token, &format!("wake-{run_id}-buyer")).await?;
     let cursor_page: EventPage =
         waiters.setup(Method::GET, "/v1/events?limit=1", Some(&buyer.api_key), &json!(null)).await?;
     let mut cursor = cursor_page.next_cursor;

@@ -21,26 +21,10 @@ use reqwest::Method;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::api::Api;
+use super::api::{Api, Created};
 
 /// Threads a buyer may open on one listing before the bench gives it a new one.
 const THREADS_PER_LISTING: u64 = 100;
-
-#[derive(Deserialize)]
-struct Registered {
-    agent: Agent,
-    api_key: String,
-}
-
-#[derive(Deserialize)]
-struct Agent {
-    id: String,
-}
-
-#[derive(Deserialize)]
-struct Created {
-    id: String,
-}
 
 #[derive(Deserialize)]
 struct Placed {
@@ -79,11 +63,7 @@ async fn receive(State(receiver): State<Receiver>, headers: HeaderMap, body: Byt
     StatusCode::NO_CONTENT
 }
 
-async fn register(api: &Api, name: String) -> anyhow::Result<Registered> {
-    api.setup(Method::POST, "/v1/agents", None, &json!({ "name": name })).await
-}
-
-async fn new_listing(api: &Api, seller_key: &str) -> anyhow::Result<String> {
+async fn new_listing(api: &Api, seller_key: &str) -> anyhow::Result<uuid::Uuid> {
     let listing: Created = api
         .setup(
             Method::POST,
@@ -108,7 +88,7 @@ pub async fn run(api: &Api, admin_token: &str, concurrency: usize, deliveries: u
     let app = axum::Router::new().route("/hook", axum::routing::post(receive)).with_state(receiver.clone());
     tokio::spawn(async move { axum::serve(listener, app).await });
 
-    let seller = register(api, format!("webhooks-{run_id}-seller")).await?;
+    let seller = api.register(&format!("webhooks-{run_id}-seller")).await?;
     let created: NewWebhook = api
         .setup(
             Method::POST,
@@ -121,15 +101,7 @@ pub async fn run(api: &Api, admin_token: &str, concurrency: usize, deliveries: u
     *receiver.secret.lock().expect("secret") = created.secret;
     let mut buyers = Vec::new();
     for index in 0..concurrency {
-        let buyer = register(api, format!("webhooks-{run_id}-buyer{index}")).await?;
-        let _: Value = api
-            .setup(
-                Method::PATCH,
-                &format!("/v1/admin/agents/{}", buyer.agent.id),
-                Some(admin_token),
-                &json!({ "tier": "AGENCY" }),
-            )
-            .await?;
+        let buyer = api.register_buyer(admin_token, &format!("webhooks-{run_id}-buyer{index}")).await?;
         buyers.push(buyer.api_key);
     }
     let units = deliveries.div_ceil(2);
