@@ -1,10 +1,12 @@
 //! Building and running the server: the API and its workers under one cancellation token.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::PgPool;
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::{self, publisher::Signal};
@@ -60,13 +62,20 @@ impl App {
         let state =
             AppState::new(self.pool.clone(), self.config.settings, publish.clone(), sealing_key, shutdown.clone());
         let mut workers = tokio::task::JoinSet::new();
-        workers.spawn(events::listener::run(self.pool.clone(), state.hub.clone(), shutdown.clone()));
+        let deliveries_queued = Arc::new(Notify::new());
+        workers.spawn(events::listener::run(
+            self.pool.clone(),
+            state.hub.clone(),
+            deliveries_queued.clone(),
+            shutdown.clone(),
+        ));
         workers.spawn(events::publisher::run(self.pool.clone(), publish.clone(), PUBLISH_TICK, shutdown.clone()));
         workers.spawn(webhooks::worker::run(
             self.pool.clone(),
             webhook_settings,
             state.sealing_key.clone(),
             publish.clone(),
+            deliveries_queued,
             shutdown.clone(),
         ));
         if !self.config.sweep_interval.is_zero() {

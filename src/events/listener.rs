@@ -1,18 +1,21 @@
 //! The listener: one connection per instance that LISTENs for published events and wakes the
-//! waiters of the agents concerned.
+//! waiters of the agents concerned, and for queued webhook deliveries and wakes the instance's
+//! delivery worker.
 //!
 //! When its connection drops it reconnects with back-off, and once LISTEN is in place again it
 //! wakes every waiter: notifications sent while it was away are lost, so each waiter re-reads
 //! from its own cursor and finds whatever committed in the meantime.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::PgPool;
 use sqlx::postgres::{PgListener, PgPoolOptions};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::publisher::parse_payload;
-use super::{CHANNEL, Hub};
+use super::{CHANNEL, DELIVERIES_CHANNEL, Hub};
 
 /// The `application_name` of the listener's connection, to find it in `pg_stat_activity`.
 pub const APPLICATION_NAME: &str = "haggle-listener";
@@ -25,12 +28,12 @@ async fn connect(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
     let options = pool.connect_options().as_ref().clone().application_name(APPLICATION_NAME);
     let single = PgPoolOptions::new().max_connections(1).connect_lazy_with(options);
     let mut listener = PgListener::connect_with(&single).await?;
-    listener.listen(CHANNEL).await?;
+    listener.listen_all([CHANNEL, DELIVERIES_CHANNEL]).await?;
     Ok(listener)
 }
 
-/// Runs until cancelled.
-pub async fn run(pool: PgPool, hub: Hub, shutdown: CancellationToken) {
+/// Runs until cancelled. `deliveries` is notified when webhook deliveries were queued.
+pub async fn run(pool: PgPool, hub: Hub, deliveries: Arc<Notify>, shutdown: CancellationToken) {
     let mut backoff = Duration::ZERO;
     loop {
         tokio::select! {
@@ -48,6 +51,7 @@ pub async fn run(pool: PgPool, hub: Hub, shutdown: CancellationToken) {
         tracing::info!("listening for events");
         // Anything committed before LISTEN took effect was announced to no one here.
         hub.wake_all();
+        deliveries.notify_one();
         let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + PING_INTERVAL, PING_INTERVAL);
         loop {
             let received = tokio::select! {
@@ -64,6 +68,7 @@ pub async fn run(pool: PgPool, hub: Hub, shutdown: CancellationToken) {
                 }
             };
             match received {
+                Ok(Some(notification)) if notification.channel() == DELIVERIES_CHANNEL => deliveries.notify_one(),
                 Ok(Some(notification)) => match parse_payload(notification.payload()).inspect(|(last_id, _)| {
                     tracing::debug!(last_id, "events announced");
                 }) {

@@ -14,8 +14,8 @@
 //! the delivery FAILED, its webhook DISABLED and a `webhook.disabled` event for the owner.
 //!
 //! The worker looks for due deliveries every [`POLL_INTERVAL`], and also as soon as deliveries
-//! are queued by a publisher on any instance (it listens on their channel), or an attempt frees
-//! a slot.
+//! are queued by a publisher on any instance (the instance's event listener hears of it), or an
+//! attempt frees a slot.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,7 +23,6 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use serde_json::json;
 use sqlx::PgPool;
-use sqlx::postgres::{PgListener, PgPoolOptions};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -34,7 +33,7 @@ use super::{DeliveryStatus, SealingKey, WebhookSettings, signature};
 use crate::db;
 use crate::db::webhooks::Claimed;
 use crate::events::publisher::Signal;
-use crate::events::{DELIVERIES_CHANNEL, EventType, NewEvent, Outbox};
+use crate::events::{EventType, NewEvent, Outbox};
 use crate::secrets;
 
 /// Added to the attempt timeout to make a claim's lease: time to record the outcome.
@@ -45,8 +44,6 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
 const ERROR_PAUSE: Duration = Duration::from_secs(1);
 /// The most of an error message kept with an attempt.
 const MAX_ERROR_CHARS: usize = 500;
-/// The `application_name` of the worker's listening connection.
-pub const APPLICATION_NAME: &str = "haggle-webhooks";
 
 pub const USER_AGENT: &str = concat!("Haggle-Webhooks/", env!("CARGO_PKG_VERSION"));
 
@@ -316,12 +313,14 @@ impl Deliverer {
     }
 }
 
-/// Delivers due webhook deliveries until cancelled.
+/// Delivers due webhook deliveries until cancelled. `wake` is notified (by the instance's
+/// event listener) when deliveries are queued on any instance.
 pub async fn run(
     pool: PgPool,
     settings: WebhookSettings,
     sealing_key: SealingKey,
     publish: Signal,
+    wake: Arc<Notify>,
     shutdown: CancellationToken,
 ) {
     let concurrency = settings.concurrency.max(1);
@@ -335,8 +334,6 @@ pub async fn run(
         }
     };
     tracing::info!(concurrency, ?timeout, lease = ?deliverer.lease(), "webhook worker started");
-    let wake = Arc::new(Notify::new());
-    let listening = tokio::spawn(listen(pool, wake.clone(), shutdown.clone()));
     let mut in_flight: JoinSet<()> = JoinSet::new();
     loop {
         let free = concurrency - in_flight.len();
@@ -374,46 +371,7 @@ pub async fn run(
     if tokio::time::timeout(timeout + Duration::from_secs(1), drain).await.is_err() {
         in_flight.abort_all();
     }
-    let _ = listening.await;
     tracing::info!("webhook worker stopped");
-}
-
-/// Wakes the worker whenever events are published on any instance (deliveries are queued as
-/// they are published). Polling goes on regardless, so a lost notification only costs time.
-async fn listen(pool: PgPool, wake: Arc<Notify>, shutdown: CancellationToken) {
-    let mut backoff = Duration::ZERO;
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(backoff) => {}
-        }
-        let options = pool.connect_options().as_ref().clone().application_name(APPLICATION_NAME);
-        let single = PgPoolOptions::new().max_connections(1).connect_lazy_with(options);
-        let mut listener = match PgListener::connect_with(&single).await {
-            Ok(listener) => listener,
-            Err(error) => {
-                backoff = (backoff * 2).clamp(Duration::from_millis(250), Duration::from_secs(5));
-                tracing::debug!(%error, "the webhook worker cannot listen for events; polling only");
-                continue;
-            }
-        };
-        if let Err(error) = listener.listen(DELIVERIES_CHANNEL).await {
-            backoff = (backoff * 2).clamp(Duration::from_millis(250), Duration::from_secs(5));
-            tracing::debug!(%error, "the webhook worker cannot listen for events; polling only");
-            continue;
-        }
-        backoff = Duration::from_millis(250);
-        loop {
-            let received = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                received = listener.try_recv() => received,
-            };
-            match received {
-                Ok(Some(_)) => wake.notify_one(),
-                Ok(None) | Err(_) => break,
-            }
-        }
-    }
 }
 
 #[cfg(test)]
