@@ -94,12 +94,6 @@ pub async fn notify(conn: &mut PgConnection, channel: &str, payloads: &[String])
         .map(drop)
 }
 
-/// Whether any committed event waits to be published.
-pub async fn outbox_is_empty(executor: impl PgExecutor<'_>) -> Result<bool, sqlx::Error> {
-    let any: Option<i32> = sqlx::query_scalar("SELECT 1 FROM outbox LIMIT 1").fetch_optional(executor).await?;
-    Ok(any.is_none())
-}
-
 const EVENT_COLUMNS: &str = "e.id, e.type, e.created_at, e.listing_id, e.thread_id, e.bid_id, e.order_id, e.data";
 
 /// The agent's events after `after`, oldest first.

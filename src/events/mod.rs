@@ -161,13 +161,6 @@ impl NewEvent {
     pub fn private(kind: EventType, owner: Uuid, data: Value) -> NewEvent {
         NewEvent { kind, audience: vec![owner], listing_id: None, thread_id: None, bid_id: None, order_id: None, data }
     }
-
-    pub fn with_ids(mut self, listing_id: Option<Uuid>, thread_id: Option<Uuid>, bid_id: Option<Uuid>) -> NewEvent {
-        self.listing_id = listing_id;
-        self.thread_id = thread_id;
-        self.bid_id = bid_id;
-        self
-    }
 }
 
 /// The events of one transaction, written just before it commits.
@@ -183,14 +176,6 @@ impl Outbox {
 
     pub fn push(&mut self, event: NewEvent) {
         self.events.push(event);
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.events.is_empty()
-    }
-
-    pub fn len(&self) -> usize {
-        self.events.len()
     }
 
     /// Writes the events in one statement, inside the caller's transaction, and empties the box.
