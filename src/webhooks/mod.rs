@@ -102,17 +102,6 @@ pub struct WebhookSettings {
 /// 4 h, 8 h, 8 h (each with ±20 % jitter).
 pub const DEFAULT_RETRY_SCHEDULE: &str = "10s,30s,2m,10m,30m,1h,2h,4h,8h,8h";
 
-impl Default for WebhookSettings {
-    fn default() -> WebhookSettings {
-        WebhookSettings {
-            allow_private: false,
-            retry_schedule: parse_schedule(DEFAULT_RETRY_SCHEDULE).expect("the default schedule parses").to_vec(),
-            timeout: Duration::from_secs(10),
-            concurrency: 32,
-        }
-    }
-}
-
 /// Parses a comma-separated list of durations such as `10s,30s,2m`.
 pub fn parse_schedule(value: &str) -> Result<crate::config::Schedule, String> {
     let schedule: Vec<Duration> = value.split(',').map(crate::config::parse_duration).collect::<Result<_, _>>()?;
