@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::events::{self, publisher::Signal};
 use crate::http::{self, AppState, Settings};
 use crate::webhooks::SealingKey;
-use crate::{jobs, webhooks};
+use crate::{auto, jobs, webhooks};
 
 /// Rows handled per sweeper batch.
 pub const SWEEP_BATCH: i64 = 500;
@@ -29,6 +29,8 @@ pub struct AppConfig {
     pub secret_key: Option<String>,
     /// How long events are kept; `Duration::ZERO` keeps them for ever.
     pub event_retention: Duration,
+    /// Auto-negotiation workers; `0` runs none on this instance.
+    pub auto_workers: usize,
 }
 
 pub struct App {
@@ -59,17 +61,41 @@ impl App {
         }
         let publish = Signal::new();
         let webhook_settings = self.config.settings.webhooks.clone();
-        let state =
-            AppState::new(self.pool.clone(), self.config.settings, publish.clone(), sealing_key, shutdown.clone());
+        let tasks_queued = Signal::new();
+        let state = AppState::new(
+            self.pool.clone(),
+            self.config.settings,
+            publish.clone(),
+            sealing_key,
+            tasks_queued.clone(),
+            shutdown.clone(),
+        );
         let mut workers = tokio::task::JoinSet::new();
         let deliveries_queued = Arc::new(Notify::new());
         workers.spawn(events::listener::run(
             self.pool.clone(),
             state.hub.clone(),
             deliveries_queued.clone(),
+            tasks_queued.clone(),
             shutdown.clone(),
         ));
-        workers.spawn(events::publisher::run(self.pool.clone(), publish.clone(), PUBLISH_TICK, shutdown.clone()));
+        workers.spawn(events::publisher::run(
+            self.pool.clone(),
+            publish.clone(),
+            tasks_queued.clone(),
+            PUBLISH_TICK,
+            shutdown.clone(),
+        ));
+        if self.config.auto_workers > 0 {
+            workers.spawn(auto::run(
+                self.pool.clone(),
+                state.settings.rules,
+                publish.clone(),
+                tasks_queued.clone(),
+                self.config.auto_workers,
+                shutdown.clone(),
+            ));
+        }
         workers.spawn(webhooks::worker::run(
             self.pool.clone(),
             webhook_settings,

@@ -9,6 +9,7 @@
 //! to stderr, and with `--json` to a file as well.
 
 mod api;
+mod auto;
 mod report;
 mod stats;
 mod wake;
@@ -43,7 +44,8 @@ pub struct BenchArgs {
     #[arg(long, env = "HAGGLE_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
     /// What to measure: w1 full negotiations (place, counter, counter, accept); w2 bid placement
-    /// (place, then withdraw so the buyer may bid again; place is the measured call).
+    /// (place, then withdraw so the buyer may bid again; place is the measured call); w3
+    /// auto-negotiations (both sides have policies; the opening bid is the only call).
     #[arg(long, value_enum, default_value_t = Workload::W1)]
     pub workload: Workload,
     /// Concurrent workers; a comma list (`1,4,16,32`) runs a sweep, one result block per level.
@@ -122,6 +124,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         let movers = Api::new(args.counter_url.as_deref().unwrap_or(&args.url), args.timeout)?;
         movers.check_server().await?;
         return wake::run(&api, &movers, &admin_token, args.trials).await;
+    }
+    if args.workload == Workload::W3 {
+        let concurrency = args.concurrency.first().copied().unwrap_or(16) as usize;
+        return auto::run(&api, &admin_token, concurrency, args.negotiations).await;
     }
     if args.workload == Workload::Webhooks {
         let concurrency = args.concurrency.first().copied().unwrap_or(16) as usize;

@@ -127,6 +127,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             sweep_interval: args.sweep_interval,
             secret_key: args.secret_key.clone(),
             event_retention: args.event_retention,
+            auto_workers: usize::from(args.auto_workers),
         };
         let app = App::build(database.pool.clone(), &args.bind, config)
             .await

@@ -141,6 +141,10 @@ pub struct ServeArgs {
     /// `0` keeps them for ever.
     #[arg(long, env = "HAGGLE_EVENT_RETENTION", default_value = "30d", value_parser = parse_duration)]
     pub event_retention: Duration,
+    /// Auto-negotiation workers on this instance (each decides one bid at a time); `0` leaves
+    /// policies to other instances.
+    #[arg(long, env = "HAGGLE_AUTO_WORKERS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(0..=64))]
+    pub auto_workers: u16,
     /// The key webhook secrets are encrypted with (any long random string). Without it the
     /// server generates one and keeps it in the database.
     #[arg(long, env = "HAGGLE_SECRET_KEY", hide_env_values = true)]
@@ -168,6 +172,7 @@ impl fmt::Debug for ServeArgs {
             .field("webhook_timeout", &self.webhook_timeout)
             .field("webhook_concurrency", &self.webhook_concurrency)
             .field("event_retention", &self.event_retention)
+            .field("auto_workers", &self.auto_workers)
             .field("secret_key", &self.secret_key.as_ref().map(|_| "<redacted>"))
             .finish()
     }

@@ -9,6 +9,7 @@
 //! - [`embedded`]: the PostgreSQL Haggle runs for itself when no `DATABASE_URL` is given.
 
 pub mod app;
+pub mod auto;
 pub mod bench;
 pub mod cli;
 pub mod config;

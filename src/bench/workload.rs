@@ -27,6 +27,9 @@ pub enum Workload {
     Wake,
     /// Webhook deliveries per second, to a receiver the bench runs on 127.0.0.1.
     Webhooks,
+    /// Agent against agent: both sides have policies, the opening bid is the only call, and
+    /// the server negotiates the rest.
+    W3,
 }
 
 /// The state-changing calls the workloads make.
@@ -77,6 +80,7 @@ impl Workload {
             Workload::W2 => "w2",
             Workload::Wake => "wake",
             Workload::Webhooks => "webhooks",
+            Workload::W3 => "w3",
         }
     }
 
@@ -86,6 +90,7 @@ impl Workload {
             Workload::W2 => "bid placement: place (measured), then withdraw so the buyer may bid again",
             Workload::Wake => "wake-up latency: a waiter on one instance, a counter through another",
             Workload::Webhooks => "webhook deliveries: events made by placements and withdrawals, delivered signed",
+            Workload::W3 => "auto-negotiation: an opening bid, then both sides' policies to the end",
         }
     }
 
@@ -96,6 +101,7 @@ impl Workload {
             Workload::W2 => &[Call::Place, Call::Withdraw],
             Workload::Wake => &[Call::Counter],
             Workload::Webhooks => &[Call::Place, Call::Withdraw],
+            Workload::W3 => &[Call::Place],
         }
     }
 
@@ -106,6 +112,7 @@ impl Workload {
             Workload::W2 => ("placement", "placements"),
             Workload::Wake => ("wake-up", "wake-ups"),
             Workload::Webhooks => ("delivery", "deliveries"),
+            Workload::W3 => ("negotiation", "negotiations"),
         }
     }
 
@@ -117,6 +124,7 @@ impl Workload {
             Workload::W2 => Some(Call::Place),
             Workload::Wake => Some(Call::Counter),
             Workload::Webhooks => None,
+            Workload::W3 => None,
         }
     }
 
@@ -178,8 +186,8 @@ impl Workload {
                     )
                     .await?;
             }
-            Workload::Wake | Workload::Webhooks => {
-                unreachable!("the wake and webhooks workloads have their own drivers")
+            Workload::Wake | Workload::Webhooks | Workload::W3 => {
+                unreachable!("the wake, webhooks and w3 workloads have their own drivers")
             }
         }
         Ok(())

@@ -63,6 +63,31 @@ pub async fn save(
 }
 
 /// Deletes up to `batch` records past the retention period; returns how many.
+/// Replaces the stored answer of (agent, key) for the same request, after its commit: a handler
+/// that learned the rest of its answer later (the compatibility routes, which wait for the other
+/// party) stores the complete one for replays.
+pub async fn replace(
+    executor: impl PgExecutor<'_>,
+    agent_id: Uuid,
+    key_digest: &[u8],
+    saved: &Saved,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE idempotency_keys SET status_code = $4, content_type = $5, body = $6, sealed = $7
+         WHERE agent_id = $1 AND key_digest = $2 AND request_digest = $3",
+    )
+    .bind(agent_id)
+    .bind(key_digest)
+    .bind(&saved.request_digest)
+    .bind(saved.status_code)
+    .bind(&saved.content_type)
+    .bind(&saved.body)
+    .bind(saved.sealed)
+    .execute(executor)
+    .await
+    .map(drop)
+}
+
 pub async fn purge_expired(executor: impl PgExecutor<'_>, batch: i64) -> Result<u64, sqlx::Error> {
     let result = sqlx::query(
         "DELETE FROM idempotency_keys WHERE ctid = ANY(ARRAY(

@@ -12,6 +12,7 @@ pub mod idempotency;
 pub mod listings;
 pub mod negotiation;
 pub mod orders;
+pub mod policies;
 pub mod webhooks;
 
 pub use agents::{Agent, ApiKey};

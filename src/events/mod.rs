@@ -24,6 +24,8 @@ pub use hub::{Crowded, Hub, MAX_WAITERS_PER_AGENT, Subscription};
 pub const CHANNEL: &str = "haggle_events";
 /// The NOTIFY channel that tells webhook workers that deliveries were queued.
 pub const DELIVERIES_CHANNEL: &str = "haggle_deliveries";
+/// The NOTIFY channel that tells auto-negotiation executors that bids wait for a policy.
+pub const AUTO_CHANNEL: &str = "haggle_auto";
 
 macro_rules! event_types {
     ($($variant:ident => $name:literal),* $(,)?) => {

@@ -60,11 +60,17 @@ async fn read(
     let Some(wait) = wait_param(query.wait)? else {
         return read_now(&state, caller, id).await.map(Json);
     };
+    wait_for_change(&state, caller, id, wait).await.map(Json)
+}
+
+/// The bid as soon as it leaves the status it has now (a pending bid's deadline counts: it then
+/// reads EXPIRED), or as it is after `wait`, or when the server shuts down.
+pub async fn wait_for_change(state: &AppState, caller: Caller, id: Uuid, wait: Duration) -> Result<Bid, ApiError> {
     let deadline = Instant::now() + wait;
     // Every change of a bid publishes an event to both parties, the caller among them.
-    let mut subscription = subscribe(&state, caller.id)?;
+    let mut subscription = subscribe(state, caller.id)?;
     subscription.mark();
-    let mut bid = read_now(&state, caller, id).await?;
+    let mut bid = read_now(state, caller, id).await?;
     let asked = bid.status;
     while bid.status == asked && bid.status == BidStatus::Pending {
         let remaining = deadline.saturating_duration_since(Instant::now());
@@ -78,9 +84,9 @@ async fn read(
             break;
         }
         subscription.mark();
-        bid = read_now(&state, caller, id).await?;
+        bid = read_now(state, caller, id).await?;
     }
-    Ok(Json(bid))
+    Ok(bid)
 }
 
 async fn counter(

@@ -5,11 +5,13 @@
 //! response: the same request replays it, a different one gets 422 `idempotency_key_reused`.
 //! Otherwise the operation runs and its response, success or refusal, is stored in the same
 //! transaction as its effect. Database failures roll everything back and store nothing.
+//! A handler that goes on after the commit (the compatibility routes wait for the other party's
+//! answer) may then replace the stored response with its complete answer ([`Committed::complete`]).
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use sqlx::{PgConnection, Postgres, Transaction};
+use sqlx::{PgConnection, PgPool, Postgres, Transaction};
 use uuid::Uuid;
 
 use super::AppState;
@@ -179,12 +181,19 @@ impl Command {
     /// failure.
     pub async fn finish(self, outcome: Result<Reply, market::Error>) -> Response {
         match self.try_finish(outcome).await {
-            Ok(reply) => reply.into_response(),
+            Ok(committed) => committed.reply.into_response(),
             Err(error) => error.into_response(),
         }
     }
 
-    async fn try_finish(mut self, outcome: Result<Reply, market::Error>) -> Result<Reply, ApiError> {
+    /// Commits as [`finish`](Self::finish) does, for a handler that goes on after the commit
+    /// (waiting for the other party's answer) and may then [complete](Committed::complete) the
+    /// answer. `Err` is the whole answer: the database failed and nothing was done.
+    pub async fn commit(self, outcome: Result<Reply, market::Error>) -> Result<Committed, Response> {
+        self.try_finish(outcome).await.map_err(IntoResponse::into_response)
+    }
+
+    async fn try_finish(mut self, outcome: Result<Reply, market::Error>) -> Result<Committed, ApiError> {
         let reply = match outcome {
             Ok(reply) => reply,
             Err(market::Error::Rejected(rejection)) => Reply::problem(&ApiError::from(rejection)),
@@ -206,6 +215,28 @@ impl Command {
         if published {
             self.publish.notify();
         }
-        Ok(reply)
+        Ok(Committed { reply, claim: self.claim })
+    }
+}
+
+/// A committed request's answer, and the key its copy for replays is stored under, if any.
+pub struct Committed {
+    pub reply: Reply,
+    claim: Option<Claim>,
+}
+
+impl Committed {
+    /// Replaces the answer stored for replays with `reply`, the request's complete answer, which
+    /// was known only after the commit (the other party's answer to the committed move). The
+    /// committed answer stays stored if this fails: replays then get it, which was true when
+    /// stored.
+    pub async fn complete(self, pool: &PgPool, reply: Reply) -> Reply {
+        if let Some(claim) = &self.claim {
+            if let Err(error) = idempotency::replace(pool, claim.scope, &claim.key_digest, &claim.record(&reply)).await
+            {
+                tracing::warn!(%error, "could not store the completed answer for replays");
+            }
+        }
+        reply
     }
 }

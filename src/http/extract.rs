@@ -186,7 +186,16 @@ fn bearer_token(parts: &Parts) -> Option<&str> {
 /// The digest of the API key a request authenticated with, for a long-lived request (an event
 /// stream) to check later that the key still stands.
 pub fn api_key_digest(headers: &axum::http::HeaderMap) -> Option<[u8; 32]> {
-    bearer_token_of(headers).map(|token| secrets::sha256(token.as_bytes()))
+    api_key_of(headers).map(|token| secrets::sha256(token.as_bytes()))
+}
+
+/// An agent's API key: `Authorization: Bearer <key>`, or `X-API-Key: <key>` as IAB-style buyer
+/// agents send it.
+fn api_key_of(headers: &axum::http::HeaderMap) -> Option<&str> {
+    bearer_token_of(headers).or_else(|| {
+        let key = headers.get("x-api-key")?.to_str().ok()?.trim();
+        (!key.is_empty()).then_some(key)
+    })
 }
 
 fn bearer_token_of(headers: &axum::http::HeaderMap) -> Option<&str> {
@@ -199,7 +208,7 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let token = bearer_token(parts)
+        let token = api_key_of(&parts.headers)
             .ok_or_else(|| ApiError::unauthenticated("send your API key as `Authorization: Bearer <api key>`"))?;
         let invalid = || ApiError::unauthenticated("the API key is not valid or has been revoked");
         if !token.starts_with(secrets::API_KEY_PREFIX) || token.len() > 128 {

@@ -38,14 +38,16 @@ macro_rules! begin {
 
 mod admin;
 mod agents;
-mod bids;
+pub mod bids;
 mod command;
+mod compat;
 pub mod error;
 pub mod events;
 pub mod extract;
 mod health;
 mod listings;
 mod orders;
+mod policies;
 pub mod ratelimit;
 mod threads;
 mod webhooks;
@@ -67,6 +69,8 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// Seals webhook secrets.
     pub sealing_key: SealingKey,
+    /// Wakes this instance's auto-negotiation executor.
+    pub auto: Signal,
 }
 
 impl AppState {
@@ -75,10 +79,11 @@ impl AppState {
         settings: Settings,
         publish: Signal,
         sealing_key: SealingKey,
+        auto: Signal,
         shutdown: CancellationToken,
     ) -> AppState {
         let limiter = ratelimit::RateLimiter::new(settings.rate_limit).map(Arc::new);
-        AppState { pool, settings: Arc::new(settings), limiter, hub: Hub::new(), publish, shutdown, sealing_key }
+        AppState { pool, settings: Arc::new(settings), limiter, hub: Hub::new(), publish, shutdown, sealing_key, auto }
     }
 
     /// Takes a token from the caller's bucket, or answers 429 with `Retry-After`.
@@ -143,7 +148,7 @@ macro_rules! endpoint_constructors {
     };
 }
 
-endpoint_constructors!(get => GET, post => POST, patch => PATCH, delete => DELETE);
+endpoint_constructors!(get => GET, post => POST, put => PUT, patch => PATCH, delete => DELETE);
 
 /// Every route the server answers, which the OpenAPI document must match.
 pub fn endpoints() -> Vec<Endpoint> {
@@ -157,6 +162,8 @@ pub fn endpoints() -> Vec<Endpoint> {
         orders::endpoints(),
         events::endpoints(),
         webhooks::endpoints(),
+        policies::endpoints(),
+        compat::endpoints(),
     ]
     .into_iter()
     .flatten()

@@ -2,7 +2,9 @@
 //! and real HTTP. See support.rs for the harness.
 
 mod agents;
+mod auto;
 mod cli;
+mod compat;
 mod deploy;
 mod embedded;
 mod events;

@@ -106,6 +106,7 @@ pub fn test_config() -> AppConfig {
         sweep_interval: Duration::ZERO,
         secret_key: None,
         event_retention: Duration::ZERO,
+        auto_workers: 2,
     }
 }
 
@@ -242,6 +243,14 @@ impl TestApp {
         self.send(Method::PATCH, path, Some(key), Body::Json(body), &[]).await
     }
 
+    pub async fn put(&self, path: impl AsRef<str>, key: &str, body: Value) -> Resp {
+        self.send(Method::PUT, path, Some(key), Body::Json(body), &[]).await
+    }
+
+    pub async fn delete(&self, path: impl AsRef<str>, key: &str) -> Resp {
+        self.send(Method::DELETE, path, Some(key), Body::None, &[]).await
+    }
+
     /// A POST with an `Idempotency-Key`; `agent_key` is `None` for unauthenticated routes.
     pub async fn post_keyed(&self, path: impl AsRef<str>, agent_key: Option<&str>, body: Value, key: &str) -> Resp {
         self.send(Method::POST, path, agent_key, Body::Json(body), &[("idempotency-key", key)]).await
@@ -306,6 +315,9 @@ impl TestApp {
             "event_recipients",
             "webhooks",
             "webhook_deliveries",
+            "policies",
+            "auto_tasks",
+            "auto_decisions",
         ] {
             let rows: Vec<Value> =
                 sqlx::query_scalar(&format!("SELECT to_jsonb(t) FROM {table} t ORDER BY to_jsonb(t)::text"))
@@ -347,6 +359,18 @@ impl Deal {
         let buyer = app.buyer("buyer").await;
         let listing = app.listing(&seller, fields).await;
         Deal { seller, buyer, listing }
+    }
+}
+
+/// Polls `check` until it gives a value, failing the test after 30 s.
+pub async fn eventually<T, F: std::future::Future<Output = Option<T>>>(what: &str, mut check: impl FnMut() -> F) -> T {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

@@ -6,23 +6,23 @@ fn readme() -> String {
     std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap()
 }
 
-/// The shell code of the walkthrough block of README.md.
-fn walkthrough() -> String {
+/// The shell code of a block of README.md between `<!-- name -->` and `<!-- /name -->`.
+fn shell_block(name: &str) -> String {
     let readme = readme();
-    let start = readme.find("<!-- walkthrough -->").expect("README has a walkthrough block");
-    let end = readme.find("<!-- /walkthrough -->").expect("README's walkthrough block ends");
+    let start = readme.find(&format!("<!-- {name} -->")).expect("README has the block");
+    let end = readme.find(&format!("<!-- /{name} -->")).expect("README's block ends");
     let block = &readme[start..end];
     let code_start = block.find("```sh\n").expect("the walkthrough is a sh code block") + "```sh\n".len();
     let code_end = block[code_start..].find("```").expect("the code block ends") + code_start;
     block[code_start..code_end].to_owned()
 }
 
-#[tokio::test]
-async fn the_readme_walkthrough_works_verbatim() {
+/// Runs a README shell block against a fresh server; returns what it printed.
+async fn run_block(name: &str) -> String {
     let db = TestDb::create().await;
     let token = "walkthrough-operator-token-42";
     let server = ServerProcess::spawn(&[("DATABASE_URL", db.url.as_str()), ("HAGGLE_ADMIN_TOKEN", token)]);
-    let script = walkthrough();
+    let script = shell_block(name);
     let output = tokio::process::Command::new("bash")
         .args(["-euo", "pipefail", "-c", &script])
         .env("HAGGLE_URL", &server.base)
@@ -30,24 +30,51 @@ async fn the_readme_walkthrough_works_verbatim() {
         .output()
         .await
         .expect("run bash");
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
-        "the walkthrough failed\nstdout:\n{stdout}\nstderr:\n{stderr}\nserver:\n{}",
+        "the README's {name} block failed\nstdout:\n{stdout}\nstderr:\n{stderr}\nserver:\n{}",
         server.log()
     );
-    // What the README says the walkthrough prints.
-    for line in [
-        r#"{"name":"desk-buyer","tier":"AGENCY"}"#,
-        r#"{"amount":130000,"currency":"USD","status":"CONFIRMED"}"#,
-        r#"{"status":"ACCEPTED","rounds":3}"#,
-        r#"{"status":"COUNTERED"}"#,
-        r#"["bid.placed","bid.countered","bid.countered","bid.accepted","order.created"]"#,
-    ] {
-        assert!(stdout.lines().any(|l| l == line), "the walkthrough prints {line}:\n{stdout}");
+    stdout
+}
+
+/// Each line is printed by the block and shown in the README.
+fn prints(stdout: &str, lines: &[&str]) {
+    for line in lines {
+        assert!(stdout.lines().any(|l| l == *line), "the block prints {line}:\n{stdout}");
         assert!(readme().contains(line), "the README shows {line}");
     }
+}
+
+#[tokio::test]
+async fn the_readme_walkthrough_works_verbatim() {
+    let stdout = run_block("walkthrough").await;
+    // What the README says the walkthrough prints.
+    prints(
+        &stdout,
+        &[
+            r#"{"name":"desk-buyer","tier":"AGENCY"}"#,
+            r#"{"amount":130000,"currency":"USD","status":"CONFIRMED"}"#,
+            r#"{"status":"ACCEPTED","rounds":3}"#,
+            r#"{"status":"COUNTERED"}"#,
+            r#"["bid.placed","bid.countered","bid.countered","bid.accepted","order.created"]"#,
+        ],
+    );
+}
+
+#[tokio::test]
+async fn the_readme_auto_negotiation_works_verbatim() {
+    let stdout = run_block("auto-negotiation").await;
+    prints(
+        &stdout,
+        &[
+            r#"{"scope":"listing","role":"seller"}"#,
+            r#"{"scope":"agent","role":"buyer"}"#,
+            r#"{"status":"ACCEPTED","amounts":[25000,29925,26500,28350]}"#,
+        ],
+    );
 }
 
 /// The README's signature check, in Python, accepts what the server signs and refuses the rest.

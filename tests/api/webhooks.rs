@@ -2,11 +2,10 @@
 //! retries and their log, disabling when retries run out, and delivery after a crash.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -14,7 +13,7 @@ use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, watch};
 
-use crate::support::{Agent, Deal, ServerProcess, TestApp, TestDb};
+use crate::support::{Agent, Deal, ServerProcess, TestApp, TestDb, eventually};
 
 /// How long a test waits for something that should happen within a second or two.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -153,17 +152,6 @@ async fn hook(app: &TestApp, agent: &Agent, receiver: &Receiver, name: &str, eve
 }
 
 /// Polls `check` until it gives a value.
-async fn eventually<T, F: Future<Output = Option<T>>>(what: &str, mut check: impl FnMut() -> F) -> T {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 async fn deliveries(app: &TestApp, agent: &Agent, webhook: &str) -> Vec<Value> {
     let resp = app.get(format!("/v1/webhooks/{webhook}/deliveries"), &agent.key).await.expect(200);
     resp.body["data"].as_array().unwrap().clone()

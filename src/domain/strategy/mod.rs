@@ -184,8 +184,8 @@ pub enum Rationale {
     RejectBeyond,
     /// The pending bid is final and past the private limit.
     FinalPastLimit,
-    /// The pending bid is final and within the limit, but worse than the strategy's next counter.
-    FinalOffer,
+    /// The pending bid is final and within the limit: a deal within the limit beats no deal.
+    FinalWithinLimit,
     /// The strategy has used all of its rounds.
     RoundsExhausted,
     /// The seller did not move since its previous counter.
@@ -216,7 +216,7 @@ impl Rationale {
             Rationale::NoRoomLeft => "no_room_left",
             Rationale::RejectBeyond => "reject_beyond",
             Rationale::FinalPastLimit => "final_past_limit",
-            Rationale::FinalOffer => "final_offer",
+            Rationale::FinalWithinLimit => "final_within_limit",
             Rationale::RoundsExhausted => "rounds_exhausted",
             Rationale::SellerNotMoving => "seller_not_moving",
             Rationale::BetterElsewhere => "better_elsewhere",
@@ -239,7 +239,7 @@ impl Rationale {
             Rationale::NoRoomLeft => "There is no amount left between the two positions.",
             Rationale::RejectBeyond => "The amount is beyond what the policy will consider.",
             Rationale::FinalPastLimit => "The final offer is beyond what we can accept.",
-            Rationale::FinalOffer => "A final offer is within limits; taking it is the owner's decision.",
+            Rationale::FinalWithinLimit => "The final offer is acceptable.",
             Rationale::RoundsExhausted => "The negotiation has used all of its rounds.",
             Rationale::SellerNotMoving => "The seller has not moved since its previous counter.",
             Rationale::BetterElsewhere => "A better offer stands elsewhere.",
@@ -297,7 +297,8 @@ pub(crate) fn round_concession(concession: f64) -> i64 {
 /// In order: the target is pulled back to the private `limit`; if the pending amount is already
 /// at least as good as that target, the mover accepts (the literature's AC_next: why counter
 /// with something worse than what is on the table?); a final pending bid cannot be countered,
-/// so the mover stops (within its limit: the owner's call) or rejects (past it); otherwise the
+/// so the mover accepts it within its limit (a deal there beats none) or rejects it past the
+/// limit; otherwise the
 /// target is clamped into the legal range intersected with the limit. If that range is empty,
 /// the mover accepts when the pending amount is within its limit and stops otherwise (this only
 /// happens when an earlier manual move already went past the limit). The bid that reaches
@@ -311,7 +312,7 @@ pub fn settle(state: &NegotiationState, turn: Turn, limit: i64, target: i64, str
     let pending_within_limit = at_or_better(mover, turn.pending, limit);
     if state.pending_final {
         return if pending_within_limit {
-            Decision::Stop { rationale: Rationale::FinalOffer }
+            Decision::Accept { rationale: Rationale::FinalWithinLimit }
         } else {
             Decision::Reject { rationale: Rationale::FinalPastLimit }
         };
@@ -446,9 +447,10 @@ mod state_tests {
         // Ceiling 1000: a target at or above the pending 900 accepts.
         assert_eq!(settle(&s, turn, 1000, 950, false), Decision::Accept { rationale: Rationale::AsGoodAsCounter });
 
-        // A final pending bid: stop within the limit, reject past it.
+        // A final pending bid cannot be countered: a deal within the limit beats none, so it is
+        // accepted within the limit and rejected past it.
         let fin = NegotiationState { pending_final: true, ..s.clone() };
-        assert_eq!(settle(&fin, turn, 950, 800, false), Decision::Stop { rationale: Rationale::FinalOffer });
+        assert_eq!(settle(&fin, turn, 950, 800, false), Decision::Accept { rationale: Rationale::FinalWithinLimit });
         assert_eq!(settle(&fin, turn, 850, 800, false), Decision::Reject { rationale: Rationale::FinalPastLimit });
 
         // The bid reaching max_rounds is final whatever the strategy says.

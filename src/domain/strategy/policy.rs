@@ -332,11 +332,11 @@ mod tests {
         // A buyer policy: ceiling 90000; the seller countered 96000 from the ask; TFT gives 4000.
         let buyer = Policy::new(90_000, Strategy::TitForTat { kindness: 0.0 });
         assert_eq!(decide(&buyer, &state(100_000, &[80_000, 96_000])), counter(84_000));
-        // A final seller counter within the ceiling is the owner's call; past it, rejected.
+        // A final seller counter within the ceiling is accepted (a deal beats none); past it,
+        // rejected. (The seller came down 1000, so TFT would counter 82000, short of it.)
         let fin = |bids: &[i64]| NegotiationState { pending_final: true, ..state(100_000, bids) };
-        // (The seller came down 1000, so TFT would counter 82000, short of the pending amount.)
-        let stop = Decision::Stop { rationale: Rationale::FinalOffer };
-        assert_eq!(decide(&buyer, &fin(&[80_000, 90_000, 81_000, 89_000])), stop);
+        let take = Decision::Accept { rationale: Rationale::FinalWithinLimit };
+        assert_eq!(decide(&buyer, &fin(&[80_000, 90_000, 81_000, 89_000])), take);
         let reject = Decision::Reject { rationale: Rationale::FinalPastLimit };
         assert_eq!(decide(&buyer, &fin(&[80_000, 92_000, 81_000, 91_000])), reject);
         // A final amount at least as good as the next counter is simply accepted: the seller came

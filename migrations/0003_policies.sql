@@ -1,0 +1,53 @@
+-- Auto-negotiation: the policies agents set, the decisions waiting to be made for them, and a
+-- log of the decisions made.
+--
+-- The publisher queues a task in `auto_tasks` for each published bid whose responder has a
+-- policy. An executor on any instance takes a task with FOR UPDATE SKIP LOCKED, decides, acts
+-- through the bid state machine and deletes the task, all in one transaction: a crash before
+-- the commit leaves the task for the next executor, and the state machine's compare-and-set
+-- lets only one answer to a bid through.
+
+-- A policy applies to one agent in one role: its default for the role, or an override for one
+-- listing or one thread. The most specific one wins: thread, then listing, then the default.
+CREATE TABLE policies (
+    id         uuid PRIMARY KEY,
+    agent_id   uuid NOT NULL REFERENCES agents (id),
+    role       text NOT NULL CHECK (role IN ('buyer', 'seller')),
+    listing_id uuid REFERENCES listings (id),
+    thread_id  uuid REFERENCES threads (id),
+    policy     jsonb NOT NULL CHECK (jsonb_typeof(policy) = 'object'),
+    created_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT policies_one_scope CHECK (listing_id IS NULL OR thread_id IS NULL)
+);
+CREATE UNIQUE INDEX policies_agent_default ON policies (agent_id, role) WHERE listing_id IS NULL AND thread_id IS NULL;
+CREATE UNIQUE INDEX policies_listing ON policies (agent_id, listing_id) WHERE listing_id IS NOT NULL;
+CREATE UNIQUE INDEX policies_thread ON policies (agent_id, thread_id) WHERE thread_id IS NOT NULL;
+
+-- A pending bid that a policy is to answer, for `agent_id` (the responder).
+CREATE TABLE auto_tasks (
+    bid_id     uuid PRIMARY KEY REFERENCES bids (id) ON DELETE CASCADE,
+    thread_id  uuid NOT NULL REFERENCES threads (id) ON DELETE CASCADE,
+    agent_id   uuid NOT NULL REFERENCES agents (id),
+    due_at     timestamptz NOT NULL DEFAULT now(),
+    attempts   integer NOT NULL DEFAULT 0,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX auto_tasks_due_idx ON auto_tasks (due_at);
+
+-- Every decision an executor made. A bid is answered at most once (the unique index; the state
+-- machine enforces it as well); a stop may be decided again after the owner changes its policy.
+CREATE TABLE auto_decisions (
+    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    bid_id     uuid NOT NULL REFERENCES bids (id) ON DELETE CASCADE,
+    thread_id  uuid NOT NULL REFERENCES threads (id) ON DELETE CASCADE,
+    agent_id   uuid NOT NULL REFERENCES agents (id),
+    action     text NOT NULL CHECK (action IN ('accept', 'counter', 'reject', 'stop')),
+    rationale  text NOT NULL,
+    -- The counter the decision made, when it made one.
+    counter_bid_id uuid REFERENCES bids (id) ON DELETE CASCADE,
+    decided_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT auto_decisions_counter_has_bid CHECK ((action = 'counter') = (counter_bid_id IS NOT NULL))
+);
+CREATE UNIQUE INDEX auto_decisions_one_answer_per_bid ON auto_decisions (bid_id) WHERE action <> 'stop';
+CREATE INDEX auto_decisions_thread_idx ON auto_decisions (thread_id, agent_id);

@@ -1,0 +1,255 @@
+//! The executor: answers pending bids for agents whose policies cover them (SPEC §5).
+//!
+//! The publisher queues a task when it publishes a bid that waits for the answer of an agent
+//! with a policy, so the executor only ever sees committed bids. Each task is decided and acted
+//! on in one transaction that also takes the task off the queue: a crash before the commit
+//! leaves the task for the next executor (on this instance after a restart, or on another), and
+//! the bid state machine's compare-and-set lets at most one answer to a bid through, whether it
+//! comes from a policy on another instance or from the agent itself.
+
+use std::time::Duration;
+
+use serde_json::json;
+use sqlx::types::Json;
+use sqlx::{PgConnection, PgPool};
+use tokio_util::sync::CancellationToken;
+
+use crate::db;
+use crate::db::agents::Caller;
+use crate::db::policies::{Task, TaskContext};
+use crate::domain::money::RawAmount;
+use crate::domain::strategy::{self, Decision, MAX_AUTO_ROUNDS, NegotiationState, Policy, Rationale};
+use crate::domain::{Party, Rejection};
+use crate::events::publisher::Signal;
+use crate::events::{EventType, NewEvent, Outbox};
+use crate::market::negotiation::{self, Answer, CounterOffer};
+use crate::market::{self, Rules};
+
+/// How often each worker looks for tasks nobody announced (those left by a stopped instance,
+/// or due for a retry).
+pub const TICK: Duration = Duration::from_secs(1);
+/// A task whose transaction keeps failing is given up after this many attempts.
+const MAX_ATTEMPTS: i32 = 8;
+
+/// What became of one task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The policy answered the bid.
+    Acted(&'static str),
+    /// The policy stopped and told its owner (`negotiation.action_required`).
+    Stopped(Rationale),
+    /// Nothing to do: the bid was answered or ended meanwhile, or the policy was removed.
+    Dropped,
+}
+
+/// The sentence stored with a counter made by a policy (shown to the counterparty, so it names
+/// no private value).
+const COUNTER_RATIONALE: &str = "A counter-offer made by the negotiation policy.";
+
+/// Runs `workers` executor loops until cancelled. `wake` is signalled when tasks are queued on
+/// this instance; each worker that finds a task passes the signal on, so that a backlog is
+/// worked on in parallel.
+pub async fn run(
+    pool: PgPool,
+    rules: Rules,
+    publish: Signal,
+    wake: Signal,
+    workers: usize,
+    shutdown: CancellationToken,
+) {
+    tracing::info!(workers, "auto-negotiation executor started");
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..workers.max(1) {
+        set.spawn(work(pool.clone(), rules, publish.clone(), wake.clone(), shutdown.clone()));
+    }
+    while set.join_next().await.is_some() {}
+    tracing::info!("auto-negotiation executor stopped");
+}
+
+async fn work(pool: PgPool, rules: Rules, publish: Signal, wake: Signal, shutdown: CancellationToken) {
+    loop {
+        let mut pause = TICK;
+        match run_once(&pool, rules, &publish).await {
+            Ok(Some(_)) => {
+                wake.notify();
+                continue;
+            }
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!(%error, "auto-negotiation: reading the task queue failed; retrying");
+                pause = Duration::from_millis(200);
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = wake.notified() => {}
+            _ = tokio::time::sleep(pause) => {}
+        }
+        if shutdown.is_cancelled() {
+            break;
+        }
+    }
+}
+
+/// Takes one due task and decides it. `None` when no task is due.
+pub async fn run_once(pool: &PgPool, rules: Rules, publish: &Signal) -> Result<Option<Outcome>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let Some(task) = db::policies::take_task(&mut tx).await? else {
+        tx.rollback().await?;
+        return Ok(None);
+    };
+    let mut events = Outbox::new();
+    let decided = async {
+        let outcome = act(&mut tx, &mut events, task, rules).await?;
+        let published = events.flush(&mut tx).await? > 0;
+        Ok::<_, sqlx::Error>((outcome, published))
+    }
+    .await;
+    let decided = match decided {
+        Ok(done) => tx.commit().await.map(|()| done),
+        Err(error) => Err(error),
+    };
+    match decided {
+        Ok((outcome, published)) => {
+            if published {
+                publish.notify();
+            }
+            tracing::debug!(bid_id = %task.bid_id, ?outcome, "auto-negotiation decided");
+            Ok(Some(outcome))
+        }
+        Err(error) => {
+            // The transaction is gone, and the task with it is back in the queue: schedule the
+            // retry, or give up on a task that keeps failing.
+            if task.attempts + 1 >= MAX_ATTEMPTS {
+                tracing::error!(bid_id = %task.bid_id, %error, "auto-negotiation gave up on a bid after repeated failures");
+                sqlx::query("DELETE FROM auto_tasks WHERE bid_id = $1").bind(task.bid_id).execute(pool).await?;
+            } else {
+                tracing::warn!(bid_id = %task.bid_id, %error, "auto-negotiation failed; retrying");
+                let delay = 100i64 << task.attempts.clamp(0, 10);
+                db::policies::retry_task(pool, task, delay).await?;
+            }
+            Ok(Some(Outcome::Dropped))
+        }
+    }
+}
+
+/// Decides the task's bid with the agent's policy and acts on it, in the caller's transaction.
+async fn act(conn: &mut PgConnection, events: &mut Outbox, task: Task, rules: Rules) -> Result<Outcome, sqlx::Error> {
+    let Some(context) = db::policies::task_context(conn, task).await? else {
+        return Ok(Outcome::Dropped);
+    };
+    if context.bid_status != "PENDING" || context.thread_status != "ACTIVE" || context.last_bid_id != task.bid_id {
+        return Ok(Outcome::Dropped);
+    }
+    let Some(Json(stored)) = context.policy.clone() else {
+        return Ok(Outcome::Dropped);
+    };
+    let Some((policy, state, caller)) = prepare(&context, stored, task) else {
+        tracing::warn!(bid_id = %task.bid_id, "auto-negotiation: the stored policy or thread could not be read");
+        return Ok(Outcome::Dropped);
+    };
+    let decision = strategy::decide(&policy, &state);
+    let (action, rationale, done) = match decision {
+        Decision::Counter { amount, is_final } => {
+            let offer = CounterOffer {
+                amount: RawAmount::Integer(amount.into()),
+                message: None,
+                expires_in: None,
+                is_final: Some(is_final),
+                terms: None,
+            };
+            let countered = negotiation::counter(conn, events, caller, task.bid_id, offer, rules).await;
+            ("counter", COUNTER_RATIONALE, countered.map(|(bid, _)| Some(bid.id)))
+        }
+        Decision::Accept { rationale } => {
+            let accepted = negotiation::answer(conn, events, caller, task.bid_id, Answer::Accept).await;
+            ("accept", rationale.describe(), accepted.map(|_| None))
+        }
+        Decision::Reject { rationale } => {
+            let rejected = negotiation::answer(conn, events, caller, task.bid_id, Answer::Reject).await;
+            ("reject", rationale.describe(), rejected.map(|_| None))
+        }
+        Decision::Stop { rationale } => {
+            let suggestion = suggest(&policy, &state);
+            stop(conn, events, task, &context, rationale.as_str(), rationale.describe(), suggestion).await?;
+            return Ok(Outcome::Stopped(rationale));
+        }
+    };
+    match done {
+        Ok(counter_bid_id) => {
+            db::policies::record_decision(conn, task, action, rationale, counter_bid_id).await?;
+            Ok(Outcome::Acted(action))
+        }
+        // Another answer came first, or the bid ran out of time: the state machine decided.
+        Err(market::Error::Rejected(
+            Rejection::InvalidTransition { .. } | Rejection::BidExpired | Rejection::NotFound { .. },
+        )) => Ok(Outcome::Dropped),
+        Err(market::Error::Rejected(rejection)) => {
+            // The marketplace refused what the policy chose (a listing sold meanwhile, say):
+            // the owner decides.
+            let detail = format!("the marketplace refused the policy's {action}: {rejection:?}");
+            tracing::info!(bid_id = %task.bid_id, action, "auto-negotiation: the action was refused; asking the owner");
+            stop(conn, events, task, &context, "refused", &detail, Some(decision)).await?;
+            Ok(Outcome::Stopped(Rationale::NothingToAnswer))
+        }
+        Err(market::Error::Database(error)) => Err(error),
+    }
+}
+
+/// Reads the stored policy and the thread into what [`strategy::decide`] takes.
+fn prepare(context: &TaskContext, stored: serde_json::Value, task: Task) -> Option<(Policy, NegotiationState, Caller)> {
+    let policy: Policy = serde_json::from_value(stored).ok()?;
+    let mover: Party = context.role.parse().ok()?;
+    let state = NegotiationState {
+        mover,
+        ask: context.ask_amount,
+        max_rounds: context.max_rounds,
+        buyer_tier: context.buyer_tier.parse().ok()?,
+        bids: context.amounts.clone(),
+        pending_final: context.bid_final,
+        auto_moves: u32::try_from(context.auto_counters).ok()?,
+    };
+    let caller = Caller { id: task.agent_id, tier: context.agent_tier.parse().ok()? };
+    Some((policy, state, caller))
+}
+
+/// What the policy would do without its approval requirement and round budget: a suggestion
+/// for the owner it stopped for.
+fn suggest(policy: &Policy, state: &NegotiationState) -> Option<Decision> {
+    let unbound = Policy { require_approval: false, max_auto_rounds: MAX_AUTO_ROUNDS, ..policy.clone() };
+    let fresh = NegotiationState { auto_moves: 0, ..state.clone() };
+    match strategy::decide(&unbound, &fresh) {
+        Decision::Stop { .. } => None,
+        decision => Some(decision),
+    }
+}
+
+/// Leaves the bid to its owner: records the stop and tells the owner alone.
+async fn stop(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    task: Task,
+    context: &TaskContext,
+    reason: &str,
+    detail: &str,
+    suggestion: Option<Decision>,
+) -> Result<(), sqlx::Error> {
+    db::policies::record_decision(conn, task, "stop", detail, None).await?;
+    let bid = db::negotiation::get_bid(&mut *conn, task.bid_id, task.agent_id).await?;
+    events.push(NewEvent {
+        kind: EventType::NegotiationActionRequired,
+        audience: vec![task.agent_id],
+        listing_id: Some(context.listing_id),
+        thread_id: Some(task.thread_id),
+        bid_id: Some(task.bid_id),
+        order_id: None,
+        data: json!({
+            "reason": reason,
+            "detail": detail,
+            "role": context.role,
+            "suggestion": suggestion,
+            "bid": bid,
+        }),
+    });
+    Ok(())
+}

@@ -1,0 +1,309 @@
+//! Auto-negotiation: policies, the tasks that wait for a decision, and the decisions made.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::types::Json;
+use sqlx::{FromRow, PgConnection, PgExecutor};
+use uuid::Uuid;
+
+use crate::domain::strategy::Policy;
+use crate::domain::{Party, ThreadStatus};
+
+/// What a policy applies to: the agent's default for a role, one listing, or one thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Agent,
+    Listing(Uuid),
+    Thread(Uuid),
+}
+
+impl Scope {
+    fn listing_id(self) -> Option<Uuid> {
+        match self {
+            Scope::Listing(id) => Some(id),
+            Scope::Agent | Scope::Thread(_) => None,
+        }
+    }
+
+    fn thread_id(self) -> Option<Uuid> {
+        match self {
+            Scope::Thread(id) => Some(id),
+            Scope::Agent | Scope::Listing(_) => None,
+        }
+    }
+}
+
+/// A stored policy, as its owner (and only its owner) reads it.
+#[derive(Debug, Clone, Serialize, FromRow)]
+pub struct StoredPolicy {
+    /// `agent`, `listing` or `thread`.
+    pub scope: String,
+    pub role: String,
+    pub listing_id: Option<Uuid>,
+    pub thread_id: Option<Uuid>,
+    pub policy: Json<Policy>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+const POLICY_COLUMNS: &str = "CASE WHEN thread_id IS NOT NULL THEN 'thread' WHEN listing_id IS NOT NULL THEN 'listing' \
+     ELSE 'agent' END AS scope, role, listing_id, thread_id, policy, created_at, updated_at";
+
+fn scope_condition(scope: Scope) -> &'static str {
+    match scope {
+        Scope::Agent => "agent_id = $1 AND role = $2 AND listing_id IS NULL AND thread_id IS NULL",
+        Scope::Listing(_) => "agent_id = $1 AND listing_id = $3",
+        Scope::Thread(_) => "agent_id = $1 AND thread_id = $4",
+    }
+}
+
+/// Creates or replaces the agent's policy for `scope`.
+pub async fn put(
+    conn: &mut PgConnection,
+    agent_id: Uuid,
+    role: Party,
+    scope: Scope,
+    policy: &Policy,
+) -> Result<StoredPolicy, sqlx::Error> {
+    let conflict = match scope {
+        Scope::Agent => "(agent_id, role) WHERE listing_id IS NULL AND thread_id IS NULL",
+        Scope::Listing(_) => "(agent_id, listing_id) WHERE listing_id IS NOT NULL",
+        Scope::Thread(_) => "(agent_id, thread_id) WHERE thread_id IS NOT NULL",
+    };
+    sqlx::query_as(&format!(
+        "INSERT INTO policies (id, agent_id, role, listing_id, thread_id, policy)
+         VALUES ($5, $1, $2, $3, $4, $6)
+         ON CONFLICT {conflict}
+         DO UPDATE SET policy = EXCLUDED.policy, role = EXCLUDED.role, updated_at = now()
+         RETURNING {POLICY_COLUMNS}"
+    ))
+    .bind(agent_id)
+    .bind(role.as_str())
+    .bind(scope.listing_id())
+    .bind(scope.thread_id())
+    .bind(Uuid::now_v7())
+    .bind(Json(policy))
+    .fetch_one(conn)
+    .await
+}
+
+pub async fn get(
+    executor: impl PgExecutor<'_>,
+    agent_id: Uuid,
+    role: Party,
+    scope: Scope,
+) -> Result<Option<StoredPolicy>, sqlx::Error> {
+    sqlx::query_as(&format!("SELECT {POLICY_COLUMNS} FROM policies WHERE {}", scope_condition(scope)))
+        .bind(agent_id)
+        .bind(role.as_str())
+        .bind(scope.listing_id())
+        .bind(scope.thread_id())
+        .fetch_optional(executor)
+        .await
+}
+
+/// Deletes the agent's policy for `scope`; false if there was none.
+pub async fn delete(
+    executor: impl PgExecutor<'_>,
+    agent_id: Uuid,
+    role: Party,
+    scope: Scope,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(&format!("DELETE FROM policies WHERE {}", scope_condition(scope)))
+        .bind(agent_id)
+        .bind(role.as_str())
+        .bind(scope.listing_id())
+        .bind(scope.thread_id())
+        .execute(executor)
+        .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// A thread as a policy on it needs it: the agent's side, and the listing's ask.
+#[derive(Debug, Clone, FromRow)]
+pub struct PartyThread {
+    pub role: String,
+    pub ask_amount: i64,
+}
+
+/// The thread, if the agent is party to it.
+pub async fn thread_for_party(
+    executor: impl PgExecutor<'_>,
+    thread_id: Uuid,
+    agent_id: Uuid,
+) -> Result<Option<PartyThread>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT CASE WHEN t.seller_id = $2 THEN 'seller' ELSE 'buyer' END AS role, l.ask_amount
+         FROM threads t JOIN listings l ON l.id = t.listing_id
+         WHERE t.id = $1 AND $2 IN (t.buyer_id, t.seller_id)",
+    )
+    .bind(thread_id)
+    .bind(agent_id)
+    .fetch_optional(executor)
+    .await
+}
+
+pub async fn thread_status(conn: &mut PgConnection, thread_id: Uuid) -> Result<ThreadStatus, sqlx::Error> {
+    let status: String =
+        sqlx::query_scalar("SELECT status FROM threads WHERE id = $1").bind(thread_id).fetch_one(conn).await?;
+    status.parse().map_err(|error: String| sqlx::Error::Decode(error.into()))
+}
+
+/// Queues a task for every pending bid within `scope` that waits for the agent's answer in
+/// `role`, so that a policy set on a live negotiation takes it over. Returns how many.
+pub async fn queue_waiting(
+    conn: &mut PgConnection,
+    agent_id: Uuid,
+    role: Party,
+    scope: Scope,
+) -> Result<u64, sqlx::Error> {
+    let (own_side, other_author) = match role {
+        Party::Seller => ("t.seller_id", "buyer"),
+        Party::Buyer => ("t.buyer_id", "seller"),
+    };
+    let done = sqlx::query(&format!(
+        "INSERT INTO auto_tasks (bid_id, thread_id, agent_id)
+         SELECT b.id, t.id, $1
+         FROM threads t JOIN bids b ON b.id = t.last_bid_id
+         WHERE {own_side} = $1 AND t.status = 'ACTIVE' AND b.status = 'PENDING' AND b.author = '{other_author}'
+           AND ($2::uuid IS NULL OR t.listing_id = $2) AND ($3::uuid IS NULL OR t.id = $3)
+         ON CONFLICT (bid_id) DO NOTHING"
+    ))
+    .bind(agent_id)
+    .bind(scope.listing_id())
+    .bind(scope.thread_id())
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// A task taken by an executor: the pending bid to answer for the agent.
+#[derive(Debug, Clone, Copy, FromRow)]
+pub struct Task {
+    pub bid_id: Uuid,
+    pub thread_id: Uuid,
+    pub agent_id: Uuid,
+    pub attempts: i32,
+}
+
+/// Takes the oldest due task, skipping those other executors hold. The task is deleted in the
+/// caller's transaction: if the transaction does not commit, the task is there again.
+pub async fn take_task(conn: &mut PgConnection) -> Result<Option<Task>, sqlx::Error> {
+    sqlx::query_as(
+        "DELETE FROM auto_tasks WHERE bid_id = (
+             SELECT bid_id FROM auto_tasks WHERE due_at <= now() ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+         RETURNING bid_id, thread_id, agent_id, attempts",
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// Puts a task back to be tried again after `delay_ms`, unless a decision came meanwhile.
+pub async fn retry_task(executor: impl PgExecutor<'_>, task: Task, delay_ms: i64) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO auto_tasks (bid_id, thread_id, agent_id, due_at, attempts)
+         SELECT $1, $2, $3, now() + $4 * interval '1 millisecond', $5
+         WHERE EXISTS (SELECT 1 FROM bids WHERE id = $1 AND status = 'PENDING')
+         ON CONFLICT (bid_id) DO UPDATE SET due_at = EXCLUDED.due_at, attempts = EXCLUDED.attempts",
+    )
+    .bind(task.bid_id)
+    .bind(task.thread_id)
+    .bind(task.agent_id)
+    .bind(delay_ms)
+    .bind(task.attempts + 1)
+    .execute(executor)
+    .await
+    .map(drop)
+}
+
+/// Everything a decision on a pending bid reads, for the agent whose turn it is.
+#[derive(Debug, Clone, FromRow)]
+pub struct TaskContext {
+    pub bid_status: String,
+    pub bid_final: bool,
+    pub thread_status: String,
+    pub last_bid_id: Uuid,
+    pub listing_id: Uuid,
+    /// `buyer` or `seller`: the agent's side of the thread.
+    pub role: String,
+    pub agent_tier: String,
+    pub buyer_tier: String,
+    pub ask_amount: i64,
+    pub max_rounds: i32,
+    /// The thread's amounts, round 1 first.
+    pub amounts: Vec<i64>,
+    /// Counters the agent's policy has made in the thread.
+    pub auto_counters: i64,
+    /// The most specific policy of the agent for this thread, if any.
+    pub policy: Option<Json<serde_json::Value>>,
+}
+
+pub async fn task_context(conn: &mut PgConnection, task: Task) -> Result<Option<TaskContext>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT b.status AS bid_status, b.final AS bid_final, t.status AS thread_status, t.last_bid_id, t.listing_id,
+                CASE WHEN t.seller_id = $2 THEN 'seller' ELSE 'buyer' END AS role,
+                me.tier AS agent_tier, buyer.tier AS buyer_tier, l.ask_amount, l.max_rounds,
+                ARRAY(SELECT amount FROM bids WHERE thread_id = t.id ORDER BY round) AS amounts,
+                (SELECT count(*) FROM auto_decisions d
+                  WHERE d.thread_id = t.id AND d.agent_id = $2 AND d.action = 'counter') AS auto_counters,
+                (SELECT p.policy FROM policies p
+                  WHERE p.agent_id = $2
+                    AND (p.thread_id = t.id OR p.listing_id = t.listing_id
+                         OR (p.thread_id IS NULL AND p.listing_id IS NULL
+                             AND p.role = CASE WHEN t.seller_id = $2 THEN 'seller' ELSE 'buyer' END))
+                  ORDER BY (p.thread_id IS NOT NULL) DESC, (p.listing_id IS NOT NULL) DESC LIMIT 1) AS policy
+         FROM bids b
+         JOIN threads t ON t.id = b.thread_id
+         JOIN listings l ON l.id = t.listing_id
+         JOIN agents buyer ON buyer.id = t.buyer_id
+         JOIN agents me ON me.id = $2
+         WHERE b.id = $1 AND $2 IN (t.buyer_id, t.seller_id)",
+    )
+    .bind(task.bid_id)
+    .bind(task.agent_id)
+    .fetch_optional(conn)
+    .await
+}
+
+/// Records a decision, in the transaction that acts on it.
+pub async fn record_decision(
+    conn: &mut PgConnection,
+    task: Task,
+    action: &str,
+    rationale: &str,
+    counter_bid_id: Option<Uuid>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO auto_decisions (bid_id, thread_id, agent_id, action, rationale, counter_bid_id)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(task.bid_id)
+    .bind(task.thread_id)
+    .bind(task.agent_id)
+    .bind(action)
+    .bind(rationale)
+    .bind(counter_bid_id)
+    .execute(conn)
+    .await
+    .map(drop)
+}
+
+/// The sentence the agent's policy gave with its answer to `bid_id`, which the counterparty may
+/// read. A stop is left out: it told only the owner.
+pub async fn rationale(
+    conn: &mut PgConnection,
+    thread_id: Uuid,
+    agent_id: Uuid,
+    bid_id: Uuid,
+) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT rationale FROM auto_decisions
+         WHERE thread_id = $1 AND agent_id = $2 AND bid_id = $3 AND action <> 'stop'
+         ORDER BY id DESC LIMIT 1",
+    )
+    .bind(thread_id)
+    .bind(agent_id)
+    .bind(bid_id)
+    .fetch_optional(conn)
+    .await
+}

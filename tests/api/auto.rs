@@ -1,0 +1,503 @@
+//! Auto-negotiation: policies set by API, and the executor that answers bids for them.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{Agent, Deal, ServerProcess, TestApp, TestDb, eventually};
+
+/// Places the opening bid and returns (bid id, thread id).
+async fn open(app: &TestApp, buyer: &Agent, listing: &str, amount: i64) -> (String, String) {
+    let resp = app.post(format!("/v1/listings/{listing}/bids"), &buyer.key, json!({ "amount": amount })).await;
+    let body = resp.expect(201).body;
+    (body["bid"]["id"].as_str().unwrap().to_owned(), body["thread"]["id"].as_str().unwrap().to_owned())
+}
+
+async fn thread(app: &TestApp, agent: &Agent, thread: &str) -> Value {
+    app.get(format!("/v1/threads/{thread}"), &agent.key).await.expect(200).body
+}
+
+/// The thread once it has ended, with its bids.
+async fn ended(app: &TestApp, agent: &Agent, id: &str) -> Value {
+    eventually("the thread to end", || async move {
+        let read = thread(app, agent, id).await;
+        (read["status"] != "ACTIVE").then_some(read)
+    })
+    .await
+}
+
+/// The agent's events of one type, once there are at least `n`.
+async fn events_of(app: &TestApp, agent: &Agent, kind: &str, n: usize) -> Vec<Value> {
+    eventually(&format!("{n} {kind} events"), || async move {
+        let page = app.get("/v1/events?limit=200", &agent.key).await.expect(200).body;
+        let found: Vec<Value> =
+            page["data"].as_array().unwrap().iter().filter(|e| e["type"] == kind).cloned().collect();
+        (found.len() >= n).then_some(found)
+    })
+    .await
+}
+
+fn amounts_by(thread: &Value, author: &str) -> Vec<i64> {
+    let bids = thread["bids"].as_array().unwrap();
+    bids.iter().filter(|b| b["author"] == author).map(|b| b["amount"].as_i64().unwrap()).collect()
+}
+
+fn field_errors(body: &Value) -> Vec<String> {
+    body["errors"].as_array().unwrap().iter().map(|e| e["field"].as_str().unwrap().to_owned()).collect()
+}
+
+#[tokio::test]
+async fn policies_are_validated_and_only_their_owner_sees_them() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({ "ask_amount": 100000 })).await;
+    let rival = app.buyer("rival").await;
+    let policy_path = format!("/v1/listings/{}/policy", deal.listing);
+    let before = app.snapshot().await;
+
+    // A seller floor above the ask, a negative step, an unknown strategy: 422 with the fields.
+    let cases = [
+        (json!({ "limit": 100001, "counter": { "strategy": "split" } }), "limit"),
+        (json!({ "limit": 90000, "counter": { "strategy": "step", "amount": -500 } }), "counter.amount"),
+        (json!({ "limit": 90000, "counter": { "strategy": "haggle_hard" } }), "counter"),
+        (json!({ "limit": 90000, "accept_at": 80000, "counter": { "strategy": "split" } }), "accept_at"),
+        (json!({ "limit": 90000, "max_auto_rounds": 0, "counter": { "strategy": "split" } }), "max_auto_rounds"),
+        (json!({ "limit": 90000 }), "counter"),
+    ];
+    for (body, field) in cases {
+        let resp = app.put(&policy_path, &deal.seller.key, body.clone()).await.expect_problem(422, "validation_failed");
+        assert!(field_errors(&resp.body).iter().any(|f| f.starts_with(field)), "{body}: {}", resp.body);
+    }
+    // A buyer cannot use the seller tier engine; its ceiling is not checked against the ask.
+    let resp = app
+        .put(&policy_path, &deal.buyer.key, json!({ "limit": 90000, "counter": { "strategy": "tier" } }))
+        .await
+        .expect_problem(422, "validation_failed");
+    assert_eq!(field_errors(&resp.body), ["counter.strategy"]);
+    // Wrong types and unknown fields are malformed.
+    for body in [
+        json!({ "limit": "lots", "counter": { "strategy": "split" } }),
+        json!({ "limit": 90000, "floor": 1, "counter": { "strategy": "split" } }),
+        json!({ "limit": 90000, "counter": { "strategy": "step", "amount": 5, "speed": 2 } }),
+    ] {
+        app.put(&policy_path, &deal.seller.key, body).await.expect_problem(400, "malformed_request");
+    }
+    app.put(
+        "/v1/agents/me/policies/broker",
+        &deal.seller.key,
+        json!({ "limit": 1, "counter": { "strategy": "split" } }),
+    )
+    .await
+    .expect_problem(404, "not_found");
+    assert_eq!(app.snapshot().await, before, "refused policies changed nothing");
+
+    // Stored with its defaults; the owner reads it back; nobody else can.
+    let stored = app
+        .put(&policy_path, &deal.seller.key, json!({ "limit": 87654, "counter": { "strategy": "tier" } }))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(stored["scope"], "listing");
+    assert_eq!(stored["role"], "seller");
+    assert_eq!(
+        stored["policy"],
+        json!({ "limit": 87654, "max_auto_rounds": 5, "require_approval": false, "counter": { "strategy": "tier" } })
+    );
+    assert_eq!(app.get(&policy_path, &deal.seller.key).await.expect(200).body["policy"], stored["policy"]);
+    // On the same listing, a buyer's policy is its own, and it sees none of the seller's.
+    app.get(&policy_path, &rival.key).await.expect_problem(404, "not_found");
+    let own = app
+        .put(&policy_path, &rival.key, json!({ "limit": 95000, "counter": { "strategy": "step", "fraction": 0.25 } }))
+        .await
+        .expect(200)
+        .body;
+    assert_eq!(own["role"], "buyer");
+    assert_eq!(app.get(&policy_path, &deal.seller.key).await.expect(200).body["policy"]["limit"], 87654);
+
+    // Threads: only their parties; the caller's role follows from its side.
+    let (_, thread_id) = open(&app, &deal.buyer, &deal.listing, 50000).await;
+    let thread_path = format!("/v1/threads/{thread_id}/policy");
+    let buyer_policy = json!({ "limit": 70000, "require_approval": true, "counter": { "strategy": "split" } });
+    app.put(&thread_path, &rival.key, buyer_policy.clone()).await.expect_problem(404, "not_found");
+    assert_eq!(app.put(&thread_path, &deal.buyer.key, buyer_policy).await.expect(200).body["role"], "buyer");
+    app.get(&thread_path, &rival.key).await.expect_problem(404, "not_found");
+
+    // Defaults per role, and deletion.
+    let defaults = "/v1/agents/me/policies/seller";
+    app.get(defaults, &deal.seller.key).await.expect_problem(404, "not_found");
+    let body = json!({ "limit": 90000, "counter": { "strategy": "time", "k": 0.1, "e": 0.5 } });
+    assert_eq!(app.put(defaults, &deal.seller.key, body).await.expect(200).body["scope"], "agent");
+    app.delete(defaults, &deal.seller.key).await.expect(204);
+    app.delete(defaults, &deal.seller.key).await.expect_problem(404, "not_found");
+
+    // A policy cannot take over an ended thread or a listing that is gone.
+    app.post_empty(format!("/v1/listings/{}/withdraw", deal.listing), &deal.seller.key).await.expect(200);
+    app.put(&policy_path, &deal.seller.key, json!({ "limit": 87654, "counter": { "strategy": "tier" } }))
+        .await
+        .expect_problem(409, "listing_unavailable");
+    app.put(&thread_path, &deal.buyer.key, json!({ "limit": 70000, "counter": { "strategy": "split" } }))
+        .await
+        .expect_problem(409, "invalid_transition");
+}
+
+#[tokio::test]
+async fn two_policies_with_overlapping_limits_make_a_deal_between_them() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({ "ask_amount": 100000, "max_rounds": 12 })).await;
+    let seller_policy = json!({ "limit": 80000, "max_auto_rounds": 10, "counter": { "strategy": "split" } });
+    app.put(format!("/v1/listings/{}/policy", deal.listing), &deal.seller.key, seller_policy).await.expect(200);
+    let buyer_policy =
+        json!({ "limit": 90000, "max_auto_rounds": 10, "counter": { "strategy": "step", "amount": 3000 } });
+    app.put("/v1/agents/me/policies/buyer", &deal.buyer.key, buyer_policy).await.expect(200);
+
+    // One bid by HTTP; everything after it is the server's.
+    let (_, thread_id) = open(&app, &deal.buyer, &deal.listing, 60000).await;
+    let done = ended(&app, &deal.buyer, &thread_id).await;
+    assert_eq!(done["status"], "ACCEPTED", "{done}");
+    let sellers = amounts_by(&done, "seller");
+    let buyers = amounts_by(&done, "buyer");
+    assert!(sellers.len() >= 2 && buyers.len() >= 2, "several rounds were played: {done}");
+    assert!(sellers.iter().all(|&a| a >= 80000), "the seller's floor held: {sellers:?}");
+    assert!(buyers.iter().all(|&a| a <= 90000), "the buyer's ceiling held: {buyers:?}");
+    let orders = app.get("/v1/orders", &deal.buyer.key).await.expect(200).body;
+    let price = orders["data"][0]["amount"].as_i64().unwrap();
+    assert!((80000..=90000).contains(&price), "the deal is between the limits: {price}");
+    let decisions = app.count("SELECT count(*) FROM auto_decisions WHERE action <> 'stop'").await;
+    assert_eq!(
+        decisions as usize,
+        done["bids"].as_array().unwrap().len(),
+        "every bid after the opening was the policies'"
+    );
+}
+
+#[tokio::test]
+async fn the_tier_engine_answers_a_buyer_policy_to_the_end() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({ "ask_amount": 100000, "max_rounds": 12 })).await;
+    app.put(
+        "/v1/agents/me/policies/seller",
+        &deal.seller.key,
+        json!({ "limit": 75000, "counter": { "strategy": "tier" } }),
+    )
+    .await
+    .expect(200);
+    let buyer_policy = json!({ "limit": 88000, "counter": { "strategy": "time", "k": 0.0, "e": 1.0 } });
+    app.put(format!("/v1/listings/{}/policy", deal.listing), &deal.buyer.key, buyer_policy).await.expect(200);
+    let (_, thread_id) = open(&app, &deal.buyer, &deal.listing, 70000).await;
+    let done = ended(&app, &deal.seller, &thread_id).await;
+    let sellers = amounts_by(&done, "seller");
+    assert!(sellers.iter().all(|&a| a >= 75000), "{sellers:?}");
+    assert!(amounts_by(&done, "buyer").iter().all(|&a| a <= 88000), "{done}");
+    // AGENCY: base 90000, total concession cap 15 % of it, so the engine never goes below 76500.
+    assert!(sellers.iter().all(|&a| a >= 76500), "{sellers:?}");
+    assert!(["ACCEPTED", "REJECTED"].contains(&done["status"].as_str().unwrap()), "{done}");
+}
+
+#[tokio::test]
+async fn disjoint_limits_end_in_a_rejection_or_a_stop_and_never_cross() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({ "ask_amount": 100000, "max_rounds": 8 })).await;
+    let seller_policy = json!({ "limit": 92000, "max_auto_rounds": 10, "counter": { "strategy": "split" } });
+    app.put(format!("/v1/listings/{}/policy", deal.listing), &deal.seller.key, seller_policy).await.expect(200);
+    let buyer_policy = json!({ "limit": 85000, "max_auto_rounds": 10, "counter": { "strategy": "split" } });
+    app.put("/v1/agents/me/policies/buyer", &deal.buyer.key, buyer_policy).await.expect(200);
+    let (_, thread_id) = open(&app, &deal.buyer, &deal.listing, 60000).await;
+
+    // Either side may end it (a final offer past a limit is rejected), or a policy stops and
+    // asks its owner.
+    let outcome = eventually("the negotiation to end or stop", || async {
+        let read = thread(&app, &deal.buyer, &thread_id).await;
+        let stops = app.count("SELECT count(*) FROM auto_decisions WHERE action = 'stop'").await;
+        (read["status"] != "ACTIVE" || stops > 0).then_some(read)
+    })
+    .await;
+    let read = thread(&app, &deal.buyer, &thread_id).await;
+    assert!(amounts_by(&read, "seller").iter().all(|&a| a >= 92000), "{read}");
+    assert!(amounts_by(&read, "buyer").iter().all(|&a| a <= 85000), "{read}");
+    assert_eq!(app.count("SELECT count(*) FROM orders").await, 0);
+    if outcome["status"] == "ACTIVE" {
+        let stop = app.count("SELECT count(*) FROM auto_decisions WHERE action = 'stop'").await;
+        assert_eq!(stop, 1);
+    } else {
+        assert_eq!(outcome["status"], "REJECTED", "{outcome}");
+    }
+}
+
+#[tokio::test]
+async fn approval_and_round_budgets_stop_and_tell_only_the_owner() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({ "ask_amount": 100000, "max_rounds": 10 })).await;
+    let policy_path = format!("/v1/listings/{}/policy", deal.listing);
+    let approval = json!({ "limit": 80000, "require_approval": true, "counter": { "strategy": "split" } });
+    app.put(&policy_path, &deal.seller.key, approval).await.expect(200);
+    let (bid, thread_id) = open(&app, &deal.buyer, &deal.listing, 60000).await;
+
+    let stop = events_of(&app, &deal.seller, "negotiation.action_required", 1).await.remove(0);
+    assert_eq!(stop["bid_id"], bid.as_str());
+    assert_eq!(stop["thread_id"], thread_id.as_str());
+    assert_eq!(stop["data"]["reason"], "approval_required");
+    assert_eq!(stop["data"]["role"], "seller");
+    // The suggestion is what the policy would do: split 60000 and 100000.
+    assert_eq!(stop["data"]["suggestion"], json!({ "action": "counter", "amount": 80000, "final": false }));
+    assert_eq!(stop["data"]["bid"]["status"], "PENDING");
+    // The bid waits for the seller, and the buyer hears nothing of the stop.
+    assert_eq!(app.get(format!("/v1/bids/{bid}"), &deal.buyer.key).await.expect(200).body["status"], "PENDING");
+    let buyer_events = app.get("/v1/events", &deal.buyer.key).await.expect(200).body;
+    assert!(buyer_events["data"].as_array().unwrap().iter().all(|e| e["type"] != "negotiation.action_required"));
+
+    // Replacing the policy takes over the bid that waits; this one makes one counter only.
+    let budget = json!({ "limit": 80000, "max_auto_rounds": 1, "counter": { "strategy": "split" } });
+    app.put(&policy_path, &deal.seller.key, budget).await.expect(200);
+    let countered = app.get(format!("/v1/bids/{bid}?wait=10"), &deal.buyer.key).await.expect(200).body;
+    assert_eq!(countered["status"], "COUNTERED");
+    let read = thread(&app, &deal.buyer, &thread_id).await;
+    let counter = read["bids"][1].clone();
+    assert_eq!(counter["amount"], 80000);
+    // The buyer answers by hand; the seller's budget is spent, so its owner is asked.
+    let next = app.counter(&deal.buyer, counter["id"].as_str().unwrap(), 65000).await;
+    let stops = events_of(&app, &deal.seller, "negotiation.action_required", 2).await;
+    assert_eq!(stops[1]["bid_id"], next.as_str());
+    assert_eq!(stops[1]["data"]["reason"], "max_auto_rounds");
+    assert_eq!(app.get(format!("/v1/bids/{next}"), &deal.seller.key).await.expect(200).body["status"], "PENDING");
+    // Exactly one stop per bid: nothing more comes.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(app.count("SELECT count(*) FROM auto_decisions WHERE action = 'stop'").await, 2);
+}
+
+#[tokio::test]
+async fn nothing_the_counterparty_reads_carries_a_private_value() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({ "ask_amount": 100000, "max_rounds": 10 })).await;
+    // Distinctive private values that no bid of this negotiation can take.
+    let seller_policy = json!({ "limit": 71717, "accept_at": 93939, "reject_beyond": 41414,
+                                "max_auto_rounds": 7, "counter": { "strategy": "step", "amount": 2000 } });
+    app.put(format!("/v1/listings/{}/policy", deal.listing), &deal.seller.key, seller_policy).await.expect(200);
+    let buyer_policy = json!({ "limit": 96969, "accept_at": 61616, "max_auto_rounds": 7,
+                               "counter": { "strategy": "step", "amount": 3000 } });
+    app.put("/v1/agents/me/policies/buyer", &deal.buyer.key, buyer_policy).await.expect(200);
+    let (_, thread_id) = open(&app, &deal.buyer, &deal.listing, 50000).await;
+    let done = ended(&app, &deal.buyer, &thread_id).await;
+    assert_eq!(done["status"], "ACCEPTED", "{done}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    for (reader, secrets) in [(&deal.buyer, ["71717", "93939", "41414"]), (&deal.seller, ["96969", "61616", "96969"])] {
+        let mut seen = String::new();
+        for path in [
+            format!("/v1/threads/{thread_id}"),
+            "/v1/threads".to_owned(),
+            "/v1/orders".to_owned(),
+            "/v1/events?limit=200".to_owned(),
+        ] {
+            seen.push_str(&app.get(&path, &reader.key).await.expect(200).body.to_string());
+        }
+        for secret in secrets {
+            assert!(!seen.contains(secret), "{secret} leaked to the counterparty");
+        }
+        for word in ["accept_at", "reject_beyond", "max_auto_rounds", "strategy", "\"limit\""] {
+            assert!(!seen.contains(word), "{word} leaked");
+        }
+    }
+}
+
+/// Registers an agent on a server process and returns its key.
+async fn register(
+    client: &reqwest::Client,
+    base: &str,
+    name: &str,
+    admin: &str,
+    tier: Option<&str>,
+) -> (String, String) {
+    let body: Value = client
+        .post(format!("{base}/v1/agents"))
+        .json(&json!({ "name": name }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = body["agent"]["id"].as_str().unwrap().to_owned();
+    if let Some(tier) = tier {
+        let resp = client
+            .patch(format!("{base}/v1/admin/agents/{id}"))
+            .bearer_auth(admin)
+            .json(&json!({ "tier": tier }))
+            .send()
+            .await
+            .unwrap();
+        assert!(resp.status().is_success());
+    }
+    (id, body["api_key"].as_str().unwrap().to_owned())
+}
+
+async fn call(client: &reqwest::Client, method: reqwest::Method, url: String, key: &str, body: Value) -> (u16, Value) {
+    let mut request = client.request(method, url).bearer_auth(key);
+    if !body.is_null() {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn two_instances_answer_each_bid_exactly_once() {
+    let db = TestDb::create().await;
+    let admin = "exactly-once-admin-token";
+    let env = [("DATABASE_URL", db.url.as_str()), ("HAGGLE_ADMIN_TOKEN", admin), ("HAGGLE_RATE_LIMIT", "0")];
+    let first = ServerProcess::spawn(&env);
+    let second = ServerProcess::spawn(&env);
+    let bases = [first.base.clone(), second.base.clone()];
+    let client = reqwest::Client::new();
+    let (_, seller) = register(&client, &bases[0], "seller", admin, None).await;
+    let seller_policy = json!({ "limit": 80000, "max_auto_rounds": 10, "counter": { "strategy": "split" } });
+    let url = format!("{}/v1/agents/me/policies/seller", bases[1]);
+    assert_eq!(call(&client, reqwest::Method::PUT, url, &seller, seller_policy).await.0, 200);
+
+    const N: usize = 100;
+    let mut buyers = Vec::new();
+    for i in 0..N {
+        let base = &bases[i % 2];
+        let (_, key) = register(&client, base, &format!("buyer-{i}"), admin, Some("AGENCY")).await;
+        let buyer_policy =
+            json!({ "limit": 90000, "max_auto_rounds": 10, "counter": { "strategy": "step", "amount": 4000 } });
+        let url = format!("{base}/v1/agents/me/policies/buyer");
+        assert_eq!(call(&client, reqwest::Method::PUT, url, &key, buyer_policy).await.0, 200);
+        let listing = json!({ "title": format!("Lot {i}"), "ask_amount": 100000, "max_rounds": 12 });
+        let (status, created) =
+            call(&client, reqwest::Method::POST, format!("{base}/v1/listings"), &seller, listing).await;
+        assert_eq!(status, 201);
+        buyers.push((key, created["id"].as_str().unwrap().to_owned()));
+    }
+    // All opening bids at once, half through each instance.
+    let opened = futures::future::join_all(buyers.iter().enumerate().map(|(i, (key, listing))| {
+        let url = format!("{}/v1/listings/{listing}/bids", bases[i % 2]);
+        call(&client, reqwest::Method::POST, url, key, json!({ "amount": 60000 }))
+    }))
+    .await;
+    assert!(opened.iter().all(|(status, _)| *status == 201));
+
+    let pool = db.pool(2).await;
+    let count = |sql: &'static str| {
+        let pool = pool.clone();
+        async move { sqlx::query_scalar::<_, i64>(sql).fetch_one(&pool).await.unwrap() }
+    };
+    eventually("all negotiations to end", || async {
+        (count("SELECT count(*) FROM threads WHERE status <> 'ACTIVE'").await == N as i64).then_some(())
+    })
+    .await;
+    assert_eq!(count("SELECT count(*) FROM threads WHERE status = 'ACCEPTED'").await, N as i64);
+    assert_eq!(count("SELECT count(*) FROM orders").await, N as i64);
+    // No bid was answered twice: one decision per answered bid, and each bid has at most one
+    // answer in the thread.
+    assert_eq!(
+        count("SELECT count(*) FROM (SELECT bid_id FROM auto_decisions GROUP BY bid_id HAVING count(*) > 1) d").await,
+        0
+    );
+    assert_eq!(count("SELECT count(*) FROM auto_decisions WHERE action = 'stop'").await, 0);
+    assert_eq!(
+        count("SELECT count(*) FROM bids WHERE status <> 'PENDING'").await,
+        count("SELECT count(*) FROM auto_decisions").await,
+        "every bid was answered by exactly one decision"
+    );
+    assert_eq!(count("SELECT count(*) FROM auto_tasks").await, 0);
+    for server in [&first, &second] {
+        let log = server.log();
+        assert!(!log.contains("status=5"), "a 5xx in the log:\n{log}");
+        assert!(!log.contains(" ERROR "), "an error in the log:\n{log}");
+        assert!(!log.contains(" WARN "), "a warning in the log:\n{log}");
+    }
+}
+
+#[tokio::test]
+async fn a_decision_cut_short_by_a_crash_is_made_after_restart() {
+    let db = TestDb::create().await;
+    let admin = "crash-admin-token";
+    // The first server queues the task but has no executor; the test then makes the second
+    // server's executor wait on a lock mid-decision, and kills it.
+    let quiet = [("DATABASE_URL", db.url.as_str()), ("HAGGLE_ADMIN_TOKEN", admin), ("HAGGLE_AUTO_WORKERS", "0")];
+    let first = ServerProcess::spawn(&quiet);
+    let client = reqwest::Client::new();
+    let (_, seller) = register(&client, &first.base, "seller", admin, None).await;
+    let (_, buyer) = register(&client, &first.base, "buyer", admin, Some("AGENCY")).await;
+    let listing = json!({ "title": "Lamp", "ask_amount": 100000 });
+    let (_, created) =
+        call(&client, reqwest::Method::POST, format!("{}/v1/listings", first.base), &seller, listing).await;
+    let listing = created["id"].as_str().unwrap().to_owned();
+    let policy = json!({ "limit": 80000, "counter": { "strategy": "split" } });
+    let url = format!("{}/v1/listings/{listing}/policy", first.base);
+    assert_eq!(call(&client, reqwest::Method::PUT, url, &seller, policy).await.0, 200);
+    let url = format!("{}/v1/listings/{listing}/bids", first.base);
+    let (status, placed) = call(&client, reqwest::Method::POST, url, &buyer, json!({ "amount": 60000 })).await;
+    assert_eq!(status, 201);
+    let bid = placed["bid"]["id"].as_str().unwrap().to_owned();
+    let thread_id = placed["thread"]["id"].as_str().unwrap().to_owned();
+
+    let pool = db.pool(4).await;
+    eventually("the task to be queued", || async {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM auto_tasks").fetch_one(&pool).await.unwrap();
+        (n == 1).then_some(())
+    })
+    .await;
+    let mut blocker = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM threads WHERE id = $1::uuid FOR UPDATE")
+        .bind(&thread_id)
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+
+    let mut second = ServerProcess::spawn(&[("DATABASE_URL", db.url.as_str()), ("HAGGLE_ADMIN_TOKEN", admin)]);
+    // The second executor has taken the task and waits for the bid's lock.
+    eventually("the executor to wait on the bid", || async {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        (waiting == 1).then_some(())
+    })
+    .await;
+    second.kill();
+    blocker.rollback().await.unwrap();
+
+    // Nothing was decided, and the task is still queued.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let decided: i64 = sqlx::query_scalar("SELECT count(*) FROM auto_decisions").fetch_one(&pool).await.unwrap();
+    assert_eq!(decided, 0);
+    let status: String =
+        sqlx::query_scalar("SELECT status FROM bids WHERE id = $1::uuid").bind(&bid).fetch_one(&pool).await.unwrap();
+    assert_eq!(status, "PENDING");
+
+    let third = ServerProcess::spawn(&[("DATABASE_URL", db.url.as_str()), ("HAGGLE_ADMIN_TOKEN", admin)]);
+    let url = format!("{}/v1/bids/{bid}?wait=10", third.base);
+    let (_, answered) = call(&client, reqwest::Method::GET, url, &buyer, Value::Null).await;
+    assert_eq!(answered["status"], "COUNTERED", "{answered}");
+    let decided: i64 = sqlx::query_scalar("SELECT count(*) FROM auto_decisions").fetch_one(&pool).await.unwrap();
+    assert_eq!(decided, 1);
+    drop(first);
+}
+
+#[tokio::test]
+async fn publishing_announces_queued_work_to_every_instance() {
+    // Another instance's webhook worker and executor hear of the work a publisher queued.
+    let app = TestApp::spawn_with(|config| config.auto_workers = 0).await;
+    let mut listener = sqlx::postgres::PgListener::connect_with(&app.pool).await.unwrap();
+    listener.listen_all(["haggle_deliveries", "haggle_auto"]).await.unwrap();
+    let deal = Deal::new(&app, json!({})).await;
+    let webhook = json!({ "url": "http://127.0.0.1:9/hook", "events": ["bid.placed"] });
+    app.post("/v1/webhooks", &deal.seller.key, webhook).await.expect(201);
+    let policy = json!({ "limit": 80000, "counter": { "strategy": "split" } });
+    app.put(format!("/v1/listings/{}/policy", deal.listing), &deal.seller.key, policy).await.expect(200);
+    open(&app, &deal.buyer, &deal.listing, 60000).await;
+
+    let mut heard = Vec::new();
+    while heard.len() < 2 {
+        let notification = tokio::time::timeout(Duration::from_secs(10), listener.recv())
+            .await
+            .expect("the publisher announced the queued work")
+            .unwrap();
+        heard.push((notification.channel().to_owned(), notification.payload().to_owned()));
+    }
+    heard.sort();
+    assert_eq!(heard, [("haggle_auto".to_owned(), "1".to_owned()), ("haggle_deliveries".to_owned(), "1".to_owned())]);
+}
