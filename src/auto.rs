@@ -1,7 +1,8 @@
 //! The executor: answers pending bids for agents whose policies cover them (SPEC §5).
 //!
 //! The publisher queues a task when it publishes a bid that waits for the answer of an agent
-//! with a policy, so the executor only ever sees committed bids. Each task is decided and acted
+//! with a policy, so the executor only ever sees committed bids; a counter the executor makes
+//! queues the other side's task in its own transaction. Each task is decided and acted
 //! on in one transaction that also takes the task off the queue: a crash before the commit
 //! leaves the task for the next executor (on this instance after a restart, or on another), and
 //! the bid state machine's compare-and-set lets at most one answer to a bid through, whether it
@@ -178,6 +179,11 @@ async fn act(conn: &mut PgConnection, events: &mut Outbox, task: Task, rules: Ru
     match done {
         Ok(counter_bid_id) => {
             db::policies::record_decision(conn, task, action, rationale, counter_bid_id).await?;
+            if let Some(counter) = counter_bid_id {
+                // When the other side has a policy too, its answer is queued now rather than
+                // when the counter's event is published: the same worker takes it next.
+                db::policies::queue_for_bids(conn, &[counter]).await?;
+            }
             Ok(Outcome::Acted(action))
         }
         // Another answer came first, or the bid ran out of time: the state machine decided.

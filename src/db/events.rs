@@ -28,8 +28,8 @@ pub struct Published {
     pub recipients: Vec<Uuid>,
     /// Webhook deliveries queued for the batch.
     pub deliveries: usize,
-    /// Bids queued for a policy to answer.
-    pub tasks: usize,
+    /// The bids the batch announced as placed or countered: the new pending bids.
+    pub new_bids: Vec<Uuid>,
 }
 
 #[derive(FromRow)]
@@ -37,13 +37,12 @@ struct PublishedRow {
     count: i64,
     last_id: Option<i64>,
     deliveries: i64,
-    tasks: i64,
+    new_bids: Option<Vec<Uuid>>,
     recipients: Option<Vec<Uuid>>,
 }
 
 /// Publishes up to `batch` committed outbox rows in one transaction: numbers them after the last
-/// published id, fans them out to their recipients, queues their webhook deliveries, and queues
-/// a task for each new pending bid whose responder has a policy. Both
+/// published id, fans them out to their recipients, and queues their webhook deliveries. Both
 /// statements run after the sequence row is locked, so they see every publisher before them.
 pub async fn publish(conn: &mut PgConnection, batch: i64) -> Result<Published, sqlx::Error> {
     sqlx::query("SELECT last_id FROM event_sequence FOR UPDATE").execute(&mut *conn).await?;
@@ -72,24 +71,9 @@ pub async fn publish(conn: &mut PgConnection, batch: i64) -> Result<Published, s
              JOIN webhooks w ON w.agent_id = ANY (p.audience) AND w.status = 'ACTIVE'
                             AND (p.type = ANY (w.events) OR '*' = ANY (w.events))
              RETURNING 1
-         ), movers AS (
-             SELECT b.id AS bid_id, t.id AS thread_id, t.listing_id,
-                    CASE b.author WHEN 'buyer' THEN t.seller_id ELSE t.buyer_id END AS agent_id,
-                    CASE b.author WHEN 'buyer' THEN 'seller' ELSE 'buyer' END AS role
-             FROM published p JOIN bids b ON b.id = p.bid_id JOIN threads t ON t.id = b.thread_id
-             WHERE p.type IN ('bid.placed', 'bid.countered') AND b.status = 'PENDING'
-         ), tasks AS (
-             INSERT INTO auto_tasks (bid_id, thread_id, agent_id)
-             SELECT m.bid_id, m.thread_id, m.agent_id FROM movers m
-             WHERE EXISTS (SELECT 1 FROM policies pol
-                           WHERE pol.agent_id = m.agent_id
-                             AND (pol.thread_id = m.thread_id OR pol.listing_id = m.listing_id
-                                  OR (pol.thread_id IS NULL AND pol.listing_id IS NULL AND pol.role = m.role)))
-             ON CONFLICT (bid_id) DO NOTHING
-             RETURNING 1
          )
          SELECT count(*) AS count, max(id) AS last_id, (SELECT count(*) FROM deliveries) AS deliveries,
-                (SELECT count(*) FROM tasks) AS tasks,
+                (SELECT array_agg(bid_id) FROM published WHERE type IN ('bid.placed', 'bid.countered')) AS new_bids,
                 (SELECT array_agg(DISTINCT a) FROM published, unnest(audience) a) AS recipients
          FROM published",
     )
@@ -101,7 +85,7 @@ pub async fn publish(conn: &mut PgConnection, batch: i64) -> Result<Published, s
         last_id: row.last_id.unwrap_or(0),
         recipients: row.recipients.unwrap_or_default(),
         deliveries: row.deliveries as usize,
-        tasks: row.tasks as usize,
+        new_bids: row.new_bids.unwrap_or_default(),
     })
 }
 

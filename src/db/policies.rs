@@ -177,6 +177,32 @@ pub async fn queue_waiting(
     Ok(done.rows_affected())
 }
 
+/// Queues a task for each of `bid_ids` that is pending and waits for an agent with a policy
+/// covering it (for its thread, its listing, or its role). Returns how many were queued.
+pub async fn queue_for_bids(conn: &mut PgConnection, bid_ids: &[Uuid]) -> Result<u64, sqlx::Error> {
+    if bid_ids.is_empty() {
+        return Ok(0);
+    }
+    let done = sqlx::query(
+        "INSERT INTO auto_tasks (bid_id, thread_id, agent_id)
+         SELECT m.bid_id, m.thread_id, m.agent_id
+         FROM (SELECT b.id AS bid_id, t.id AS thread_id, t.listing_id,
+                      CASE b.author WHEN 'buyer' THEN t.seller_id ELSE t.buyer_id END AS agent_id,
+                      CASE b.author WHEN 'buyer' THEN 'seller' ELSE 'buyer' END AS role
+               FROM bids b JOIN threads t ON t.id = b.thread_id
+               WHERE b.id = ANY ($1) AND b.status = 'PENDING') m
+         WHERE EXISTS (SELECT 1 FROM policies p
+                       WHERE p.agent_id = m.agent_id
+                         AND (p.thread_id = m.thread_id OR p.listing_id = m.listing_id
+                              OR (p.thread_id IS NULL AND p.listing_id IS NULL AND p.role = m.role)))
+         ON CONFLICT (bid_id) DO NOTHING",
+    )
+    .bind(bid_ids)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected())
+}
+
 /// A task taken by an executor: the pending bid to answer for the agent.
 #[derive(Debug, Clone, Copy, FromRow)]
 pub struct Task {

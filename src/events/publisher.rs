@@ -67,7 +67,8 @@ pub struct Totals {
     pub tasks: usize,
 }
 
-/// Publishes one batch and announces it, in one transaction.
+/// Publishes one batch and announces it, in one transaction, with a task for each new pending
+/// bid whose responder has a policy.
 pub async fn publish_once(pool: &PgPool) -> Result<Totals, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let published = db::events::publish(&mut tx, BATCH).await?;
@@ -76,15 +77,16 @@ pub async fn publish_once(pool: &PgPool) -> Result<Totals, sqlx::Error> {
         return Ok(Totals::default());
     }
     db::events::notify(&mut tx, CHANNEL, &payloads(published.last_id, &published.recipients)).await?;
+    let tasks = db::policies::queue_for_bids(&mut tx, &published.new_bids).await? as usize;
     // Every instance's webhook worker and executor may take the work this batch queued.
-    for (queued, channel) in [(published.deliveries, DELIVERIES_CHANNEL), (published.tasks, AUTO_CHANNEL)] {
+    for (queued, channel) in [(published.deliveries, DELIVERIES_CHANNEL), (tasks, AUTO_CHANNEL)] {
         if queued > 0 {
             db::events::notify(&mut tx, channel, &[queued.to_string()]).await?;
         }
     }
     tx.commit().await?;
-    tracing::debug!(count = published.count, last_id = published.last_id, tasks = published.tasks, "events published");
-    Ok(Totals { events: published.count, tasks: published.tasks })
+    tracing::debug!(count = published.count, last_id = published.last_id, tasks, "events published");
+    Ok(Totals { events: published.count, tasks })
 }
 
 /// Publishes everything committed so far.

@@ -73,6 +73,9 @@ async fn the_readme_auto_negotiation_works_verbatim() {
             r#"{"scope":"listing","role":"seller"}"#,
             r#"{"scope":"agent","role":"buyer"}"#,
             r#"{"status":"ACCEPTED","amounts":[25000,29925,26500,28350]}"#,
+            r#"{"status":"active","recommendation":"counter","counter_terms":{"proposed_price":324.9}}"#,
+            r#"{"buyer_price":220,"seller_price":307.8,"action":"counter","status":"active"}"#,
+            r#"{"buyer_price":307.8,"seller_price":307.8,"action":"accept","status":"accepted"}"#,
         ],
     );
 }
