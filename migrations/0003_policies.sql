@@ -2,10 +2,12 @@
 -- log of the decisions made.
 --
 -- The publisher queues a task in `auto_tasks` for each published bid whose responder has a
--- policy. An executor on any instance takes a task with FOR UPDATE SKIP LOCKED, decides, acts
--- through the bid state machine and deletes the task, all in one transaction: a crash before
--- the commit leaves the task for the next executor, and the state machine's compare-and-set
--- lets only one answer to a bid through.
+-- policy (an executor's own counter queues the other side's at once). An executor on any
+-- instance locks a waiting task with FOR UPDATE SKIP LOCKED, decides, acts through the bid
+-- state machine and marks the task done, all in one transaction: a crash before the commit
+-- leaves the task waiting for the next executor, and the state machine's compare-and-set lets
+-- only one answer to a bid through. A done task stays a while, so that a late publisher cannot
+-- queue its bid again; only a policy set by its owner re-arms it.
 
 -- A policy applies to one agent in one role: its default for the role, or an override for one
 -- listing or one thread. The most specific one wins: thread, then listing, then the default.
@@ -31,9 +33,12 @@ CREATE TABLE auto_tasks (
     agent_id   uuid NOT NULL REFERENCES agents (id),
     due_at     timestamptz NOT NULL DEFAULT now(),
     attempts   integer NOT NULL DEFAULT 0,
+    -- Set when a decision on the bid committed (or the executor gave up on it).
+    done_at    timestamptz,
     created_at timestamptz NOT NULL DEFAULT now()
 );
-CREATE INDEX auto_tasks_due_idx ON auto_tasks (due_at);
+CREATE INDEX auto_tasks_due_idx ON auto_tasks (due_at) WHERE done_at IS NULL;
+CREATE INDEX auto_tasks_done_idx ON auto_tasks (done_at) WHERE done_at IS NOT NULL;
 
 -- Every decision an executor made. A bid is answered at most once (the unique index; the state
 -- machine enforces it as well); a stop may be decided again after the owner changes its policy.
@@ -43,6 +48,9 @@ CREATE TABLE auto_decisions (
     thread_id  uuid NOT NULL REFERENCES threads (id) ON DELETE CASCADE,
     agent_id   uuid NOT NULL REFERENCES agents (id),
     action     text NOT NULL CHECK (action IN ('accept', 'counter', 'reject', 'stop')),
+    -- Why, as a stable code, for the owner only: it can tell which private limit was met.
+    reason     text NOT NULL,
+    -- A sentence the counterparty may read (for a stop, the owner's sentence: stops are private).
     rationale  text NOT NULL,
     -- The counter the decision made, when it made one.
     counter_bid_id uuid REFERENCES bids (id) ON DELETE CASCADE,
@@ -51,3 +59,9 @@ CREATE TABLE auto_decisions (
 );
 CREATE UNIQUE INDEX auto_decisions_one_answer_per_bid ON auto_decisions (bid_id) WHERE action <> 'stop';
 CREATE INDEX auto_decisions_thread_idx ON auto_decisions (thread_id, agent_id);
+CREATE INDEX auto_decisions_decided_at_idx ON auto_decisions (decided_at);
+
+-- A stored answer that its request may still replace: the compatibility routes commit the
+-- buyer's move, then wait for the seller's answer and store the complete answer. Until then a
+-- retry is told the first request is still running.
+ALTER TABLE idempotency_keys ADD COLUMN in_progress boolean NOT NULL DEFAULT false;

@@ -17,12 +17,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::db;
 use crate::db::agents::Caller;
-use crate::db::policies::{Task, TaskContext};
+use crate::db::policies::{Decided, Task, TaskContext};
 use crate::domain::money::RawAmount;
-use crate::domain::strategy::{self, Decision, MAX_AUTO_ROUNDS, NegotiationState, Policy, Rationale};
+use crate::domain::strategy::{self, Decision, MAX_AUTO_ROUNDS, NegotiationState, Policy};
 use crate::domain::{Party, Rejection};
 use crate::events::publisher::Signal;
 use crate::events::{EventType, NewEvent, Outbox};
+use crate::http::error::ApiError;
 use crate::market::negotiation::{self, Answer, CounterOffer};
 use crate::market::{self, Rules};
 
@@ -37,15 +38,11 @@ const MAX_ATTEMPTS: i32 = 8;
 pub enum Outcome {
     /// The policy answered the bid.
     Acted(&'static str),
-    /// The policy stopped and told its owner (`negotiation.action_required`).
-    Stopped(Rationale),
+    /// The policy stopped and told its owner (`negotiation.action_required`), for this reason.
+    Stopped(&'static str),
     /// Nothing to do: the bid was answered or ended meanwhile, or the policy was removed.
     Dropped,
 }
-
-/// The sentence stored with a counter made by a policy (shown to the counterparty, so it names
-/// no private value).
-const COUNTER_RATIONALE: &str = "A counter-offer made by the negotiation policy.";
 
 /// Runs `workers` executor loops until cancelled. `wake` is signalled when tasks are queued on
 /// this instance; each worker that finds a task passes the signal on, so that a backlog is
@@ -102,13 +99,18 @@ pub async fn run_once(pool: &PgPool, rules: Rules, publish: &Signal) -> Result<O
     let mut events = Outbox::new();
     let decided = async {
         let outcome = act(&mut tx, &mut events, task, rules).await?;
+        db::policies::finish_task(&mut *tx, task.bid_id).await?;
         let published = events.flush(&mut tx).await? > 0;
         Ok::<_, sqlx::Error>((outcome, published))
     }
     .await;
     let decided = match decided {
         Ok(done) => tx.commit().await.map(|()| done),
-        Err(error) => Err(error),
+        Err(error) => {
+            // Released before the task is touched again on another connection.
+            let _ = tx.rollback().await;
+            Err(error)
+        }
     };
     match decided {
         Ok((outcome, published)) => {
@@ -118,19 +120,43 @@ pub async fn run_once(pool: &PgPool, rules: Rules, publish: &Signal) -> Result<O
             tracing::debug!(bid_id = %task.bid_id, ?outcome, "auto-negotiation decided");
             Ok(Some(outcome))
         }
+        Err(error) if task.attempts + 1 >= MAX_ATTEMPTS => {
+            tracing::error!(bid_id = %task.bid_id, %error, "auto-negotiation gave up on a bid after repeated failures");
+            give_up(pool, task, publish).await?;
+            Ok(Some(Outcome::Stopped("failed")))
+        }
         Err(error) => {
-            // The transaction is gone, and the task with it is back in the queue: schedule the
-            // retry, or give up on a task that keeps failing.
-            if task.attempts + 1 >= MAX_ATTEMPTS {
-                tracing::error!(bid_id = %task.bid_id, %error, "auto-negotiation gave up on a bid after repeated failures");
-                sqlx::query("DELETE FROM auto_tasks WHERE bid_id = $1").bind(task.bid_id).execute(pool).await?;
-            } else {
-                tracing::warn!(bid_id = %task.bid_id, %error, "auto-negotiation failed; retrying");
-                let delay = 100i64 << task.attempts.clamp(0, 10);
-                db::policies::retry_task(pool, task, delay).await?;
-            }
+            tracing::warn!(bid_id = %task.bid_id, %error, "auto-negotiation failed; retrying");
+            let delay = 100i64 << task.attempts.clamp(0, 10);
+            db::policies::retry_task(pool, task, delay).await?;
             Ok(Some(Outcome::Dropped))
         }
+    }
+}
+
+/// Hands a bid the executor keeps failing on back to its owner, who is told.
+async fn give_up(pool: &PgPool, task: Task, publish: &Signal) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    db::policies::finish_task(&mut *tx, task.bid_id).await?;
+    let context = db::policies::task_context(&mut tx, task).await?;
+    if let Some(context) = context.filter(|context| context.bid_status == "PENDING") {
+        let detail = "the policy could not act on this bid after repeated attempts; it is yours to answer";
+        let mut events = Outbox::new();
+        stop(&mut tx, &mut events, task, &context, "failed", detail, None).await?;
+        events.flush(&mut tx).await?;
+    }
+    tx.commit().await?;
+    publish.notify();
+    Ok(())
+}
+
+/// The sentence the counterparty may read with a policy's move: the same for every reason,
+/// since a reason (an acceptance threshold met, a limit passed) would tell of private values.
+fn public_rationale(action: &str) -> &'static str {
+    match action {
+        "accept" => "Offer accepted.",
+        "reject" => "Offer declined.",
+        _ => "Counter-offer.",
     }
 }
 
@@ -150,7 +176,7 @@ async fn act(conn: &mut PgConnection, events: &mut Outbox, task: Task, rules: Ru
         return Ok(Outcome::Dropped);
     };
     let decision = strategy::decide(&policy, &state);
-    let (action, rationale, done) = match decision {
+    let (action, reason, done) = match decision {
         Decision::Counter { amount, is_final } => {
             let offer = CounterOffer {
                 amount: RawAmount::Integer(amount.into()),
@@ -160,30 +186,31 @@ async fn act(conn: &mut PgConnection, events: &mut Outbox, task: Task, rules: Ru
                 terms: None,
             };
             let countered = negotiation::counter(conn, events, caller, task.bid_id, offer, rules).await;
-            ("counter", COUNTER_RATIONALE, countered.map(|(bid, _)| Some(bid.id)))
+            ("counter", "strategy", countered.map(|(bid, _)| Some(bid.id)))
         }
         Decision::Accept { rationale } => {
             let accepted = negotiation::answer(conn, events, caller, task.bid_id, Answer::Accept).await;
-            ("accept", rationale.describe(), accepted.map(|_| None))
+            ("accept", rationale.as_str(), accepted.map(|_| None))
         }
         Decision::Reject { rationale } => {
             let rejected = negotiation::answer(conn, events, caller, task.bid_id, Answer::Reject).await;
-            ("reject", rationale.describe(), rejected.map(|_| None))
+            ("reject", rationale.as_str(), rejected.map(|_| None))
         }
         Decision::Stop { rationale } => {
             let suggestion = suggest(&policy, &state);
             stop(conn, events, task, &context, rationale.as_str(), rationale.describe(), suggestion).await?;
-            return Ok(Outcome::Stopped(rationale));
+            return Ok(Outcome::Stopped(rationale.as_str()));
         }
     };
     match done {
         Ok(counter_bid_id) => {
-            db::policies::record_decision(conn, task, action, rationale, counter_bid_id).await?;
             if let Some(counter) = counter_bid_id {
                 // When the other side has a policy too, its answer is queued now rather than
                 // when the counter's event is published: the same worker takes it next.
                 db::policies::queue_for_bids(conn, &[counter]).await?;
             }
+            let rationale = public_rationale(action);
+            db::policies::record_decision(conn, task, Decided { action, reason, rationale, counter_bid_id }).await?;
             Ok(Outcome::Acted(action))
         }
         // Another answer came first, or the bid ran out of time: the state machine decided.
@@ -193,10 +220,15 @@ async fn act(conn: &mut PgConnection, events: &mut Outbox, task: Task, rules: Ru
         Err(market::Error::Rejected(rejection)) => {
             // The marketplace refused what the policy chose (a listing sold meanwhile, say):
             // the owner decides.
-            let detail = format!("the marketplace refused the policy's {action}: {rejection:?}");
+            let refusal = ApiError::from(rejection);
+            let detail = format!(
+                "the marketplace refused the policy's {action} ({}): {}",
+                refusal.code.as_str(),
+                refusal.detail
+            );
             tracing::info!(bid_id = %task.bid_id, action, "auto-negotiation: the action was refused; asking the owner");
             stop(conn, events, task, &context, "refused", &detail, Some(decision)).await?;
-            Ok(Outcome::Stopped(Rationale::NothingToAnswer))
+            Ok(Outcome::Stopped("refused"))
         }
         Err(market::Error::Database(error)) => Err(error),
     }
@@ -240,7 +272,8 @@ async fn stop(
     detail: &str,
     suggestion: Option<Decision>,
 ) -> Result<(), sqlx::Error> {
-    db::policies::record_decision(conn, task, "stop", detail, None).await?;
+    let decided = Decided { action: "stop", reason, rationale: detail, counter_bid_id: None };
+    db::policies::record_decision(conn, task, decided).await?;
     let bid = db::negotiation::get_bid(&mut *conn, task.bid_id, task.agent_id).await?;
     events.push(NewEvent {
         kind: EventType::NegotiationActionRequired,

@@ -150,9 +150,11 @@ pub async fn thread_status(conn: &mut PgConnection, thread_id: Uuid) -> Result<T
 }
 
 /// Queues a task for every pending bid within `scope` that waits for the agent's answer in
-/// `role`, so that a policy set on a live negotiation takes it over. Returns how many.
+/// `role`, so that a policy set on a live negotiation takes it over: a bid the agent's previous
+/// policy stopped on is decided again. Returns how many. Run it outside any transaction that
+/// holds listing or thread locks: a task is locked before them by the executor.
 pub async fn queue_waiting(
-    conn: &mut PgConnection,
+    executor: impl PgExecutor<'_>,
     agent_id: Uuid,
     role: Party,
     scope: Scope,
@@ -167,12 +169,13 @@ pub async fn queue_waiting(
          FROM threads t JOIN bids b ON b.id = t.last_bid_id
          WHERE {own_side} = $1 AND t.status = 'ACTIVE' AND b.status = 'PENDING' AND b.author = '{other_author}'
            AND ($2::uuid IS NULL OR t.listing_id = $2) AND ($3::uuid IS NULL OR t.id = $3)
-         ON CONFLICT (bid_id) DO NOTHING"
+         ON CONFLICT (bid_id) DO UPDATE SET done_at = NULL, due_at = now(), attempts = 0
+         WHERE auto_tasks.done_at IS NOT NULL"
     ))
     .bind(agent_id)
     .bind(scope.listing_id())
     .bind(scope.thread_id())
-    .execute(conn)
+    .execute(executor)
     .await?;
     Ok(done.rows_affected())
 }
@@ -212,34 +215,74 @@ pub struct Task {
     pub attempts: i32,
 }
 
-/// Takes the oldest due task, skipping those other executors hold. The task is deleted in the
-/// caller's transaction: if the transaction does not commit, the task is there again.
+/// Locks the oldest due task, skipping those other executors hold, for the rest of the
+/// caller's transaction, which marks it done with [`finish_task`]: if the transaction does not
+/// commit, the task waits for the next executor.
 pub async fn take_task(conn: &mut PgConnection) -> Result<Option<Task>, sqlx::Error> {
     sqlx::query_as(
-        "DELETE FROM auto_tasks WHERE bid_id = (
-             SELECT bid_id FROM auto_tasks WHERE due_at <= now() ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-         RETURNING bid_id, thread_id, agent_id, attempts",
+        "SELECT bid_id, thread_id, agent_id, attempts FROM auto_tasks
+         WHERE done_at IS NULL AND due_at <= now() ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED",
     )
     .fetch_optional(conn)
     .await
 }
 
-/// Puts a task back to be tried again after `delay_ms`, unless a decision came meanwhile.
+pub async fn finish_task(executor: impl PgExecutor<'_>, bid_id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE auto_tasks SET done_at = now() WHERE bid_id = $1")
+        .bind(bid_id)
+        .execute(executor)
+        .await
+        .map(drop)
+}
+
+/// Puts off a task whose transaction failed, to be tried again after `delay_ms`.
 pub async fn retry_task(executor: impl PgExecutor<'_>, task: Task, delay_ms: i64) -> Result<(), sqlx::Error> {
     sqlx::query(
-        "INSERT INTO auto_tasks (bid_id, thread_id, agent_id, due_at, attempts)
-         SELECT $1, $2, $3, now() + $4 * interval '1 millisecond', $5
-         WHERE EXISTS (SELECT 1 FROM bids WHERE id = $1 AND status = 'PENDING')
-         ON CONFLICT (bid_id) DO UPDATE SET due_at = EXCLUDED.due_at, attempts = EXCLUDED.attempts",
+        "UPDATE auto_tasks SET due_at = now() + $2 * interval '1 millisecond', attempts = attempts + 1
+         WHERE bid_id = $1 AND done_at IS NULL",
     )
     .bind(task.bid_id)
-    .bind(task.thread_id)
-    .bind(task.agent_id)
     .bind(delay_ms)
-    .bind(task.attempts + 1)
     .execute(executor)
     .await
     .map(drop)
+}
+
+/// Deletes up to `batch` tasks done before `before`: by then no publisher can still queue their
+/// bids again. Returns how many.
+pub async fn purge_done_tasks(
+    executor: impl PgExecutor<'_>,
+    before: DateTime<Utc>,
+    batch: i64,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query(
+        "DELETE FROM auto_tasks WHERE bid_id IN (
+             SELECT bid_id FROM auto_tasks WHERE done_at < $1 ORDER BY done_at LIMIT $2)",
+    )
+    .bind(before)
+    .bind(batch)
+    .execute(executor)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// Deletes up to `batch` decisions made before `before` in threads that have ended (a live
+/// thread's decisions count its automatic rounds). Returns how many.
+pub async fn purge_decisions(
+    executor: impl PgExecutor<'_>,
+    before: DateTime<Utc>,
+    batch: i64,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query(
+        "DELETE FROM auto_decisions WHERE id IN (
+             SELECT d.id FROM auto_decisions d JOIN threads t ON t.id = d.thread_id
+             WHERE d.decided_at < $1 AND t.status <> 'ACTIVE' ORDER BY d.decided_at LIMIT $2)",
+    )
+    .bind(before)
+    .bind(batch)
+    .execute(executor)
+    .await?;
+    Ok(done.rows_affected())
 }
 
 /// Everything a decision on a pending bid reads, for the agent whose turn it is.
@@ -291,24 +334,29 @@ pub async fn task_context(conn: &mut PgConnection, task: Task) -> Result<Option<
     .await
 }
 
+/// A decision as it is recorded: the action, its reason code (the owner's), the sentence the
+/// counterparty may read (for a stop, the owner's), and the counter it made.
+#[derive(Debug, Clone, Copy)]
+pub struct Decided<'a> {
+    pub action: &'a str,
+    pub reason: &'a str,
+    pub rationale: &'a str,
+    pub counter_bid_id: Option<Uuid>,
+}
+
 /// Records a decision, in the transaction that acts on it.
-pub async fn record_decision(
-    conn: &mut PgConnection,
-    task: Task,
-    action: &str,
-    rationale: &str,
-    counter_bid_id: Option<Uuid>,
-) -> Result<(), sqlx::Error> {
+pub async fn record_decision(conn: &mut PgConnection, task: Task, decided: Decided<'_>) -> Result<(), sqlx::Error> {
     sqlx::query(
-        "INSERT INTO auto_decisions (bid_id, thread_id, agent_id, action, rationale, counter_bid_id)
-         VALUES ($1, $2, $3, $4, $5, $6)",
+        "INSERT INTO auto_decisions (bid_id, thread_id, agent_id, action, reason, rationale, counter_bid_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
     .bind(task.bid_id)
     .bind(task.thread_id)
     .bind(task.agent_id)
-    .bind(action)
-    .bind(rationale)
-    .bind(counter_bid_id)
+    .bind(decided.action)
+    .bind(decided.reason)
+    .bind(decided.rationale)
+    .bind(decided.counter_bid_id)
     .execute(conn)
     .await
     .map(drop)

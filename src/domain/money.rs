@@ -106,9 +106,10 @@ pub const MICROS_PER_MINOR: i64 = 10_000;
 /// Minor units from a price in currency units, as IAB-style clients send it (`20.1` is 2010).
 ///
 /// A JSON float is converted through its shortest round-trip decimal form, with decimal
-/// arithmetic, so the price is taken exactly as the client wrote it: `20.1` is 2010 although the
-/// nearest double is a little below 20.1, and `0.1 + 0.2` (0.30000000000000004) is refused
-/// rather than rounded.
+/// arithmetic, so the price is the one the client meant: `20.1` is 2010 although the nearest
+/// double is a little below 20.1, and `0.1 + 0.2` (0.30000000000000004) is refused rather than
+/// rounded. A number written with more digits than a double holds (`20.0000000000000001`) is
+/// read as the double it parses to (here 20.0), as every JSON parser that uses doubles does.
 pub fn minor_units_from_price(price: RawAmount, limits: AmountLimits) -> Result<i64, String> {
     let hundredths = match price {
         RawAmount::Integer(units) => units.checked_mul(i128::from(MINOR_PER_UNIT)).ok_or(PriceError::OutOfRange),

@@ -90,6 +90,12 @@ impl Claim {
                 "this Idempotency-Key was used for a different request; use a new key for a new request",
             ));
         }
+        if saved.in_progress {
+            return Err(ApiError::new(
+                Code::IdempotencyKeyInUse,
+                "the request with this Idempotency-Key has committed and is still waiting for the other party; retry when it has finished",
+            ));
+        }
         let body = if saved.sealed {
             secrets::open(&self.seal_key, &saved.body).ok_or_else(ApiError::internal)?
         } else {
@@ -108,6 +114,7 @@ impl Claim {
             content_type: reply.content_type.to_owned(),
             body: if reply.secret { secrets::seal(&self.seal_key, &reply.body) } else { reply.body.clone() },
             sealed: reply.secret,
+            in_progress: false,
         }
     }
 }
@@ -180,20 +187,21 @@ impl Command {
     /// Stores the answer and the events with the effect and commits, or rolls back on a database
     /// failure.
     pub async fn finish(self, outcome: Result<Reply, market::Error>) -> Response {
-        match self.try_finish(outcome).await {
+        match self.try_finish(outcome, false).await {
             Ok(committed) => committed.reply.into_response(),
             Err(error) => error.into_response(),
         }
     }
 
     /// Commits as [`finish`](Self::finish) does, for a handler that goes on after the commit
-    /// (waiting for the other party's answer) and may then [complete](Committed::complete) the
-    /// answer. `Err` is the whole answer: the database failed and nothing was done.
+    /// (waiting for the other party's answer) and must then [complete](Committed::complete) the
+    /// answer: until then, a retry with the same key is told the request is still running.
+    /// `Err` is the whole answer: the database failed and nothing was done.
     pub async fn commit(self, outcome: Result<Reply, market::Error>) -> Result<Committed, Response> {
-        self.try_finish(outcome).await.map_err(IntoResponse::into_response)
+        self.try_finish(outcome, true).await.map_err(IntoResponse::into_response)
     }
 
-    async fn try_finish(mut self, outcome: Result<Reply, market::Error>) -> Result<Committed, ApiError> {
+    async fn try_finish(mut self, outcome: Result<Reply, market::Error>, running: bool) -> Result<Committed, ApiError> {
         let reply = match outcome {
             Ok(reply) => reply,
             Err(market::Error::Rejected(rejection)) => Reply::problem(&ApiError::from(rejection)),
@@ -203,7 +211,8 @@ impl Command {
             }
         };
         if let Some(claim) = &self.claim {
-            if !idempotency::save(&mut self.tx, claim.scope, &claim.key_digest, &claim.record(&reply)).await? {
+            let saved = Saved { in_progress: running, ..claim.record(&reply) };
+            if !idempotency::save(&mut self.tx, claim.scope, &claim.key_digest, &saved).await? {
                 return Err(ApiError::new(
                     Code::IdempotencyKeyInUse,
                     "a concurrent request with this Idempotency-Key came first",
@@ -227,9 +236,9 @@ pub struct Committed {
 
 impl Committed {
     /// Replaces the answer stored for replays with `reply`, the request's complete answer, which
-    /// was known only after the commit (the other party's answer to the committed move). The
-    /// committed answer stays stored if this fails: replays then get it, which was true when
-    /// stored.
+    /// was known only after the commit (the other party's answer to the committed move), and
+    /// lets retries have it. If this fails, the committed answer stays stored, and is replayed
+    /// once its mark has run out ([`idempotency::RUNNING_SECONDS`]): it was true when stored.
     pub async fn complete(self, pool: &PgPool, reply: Reply) -> Reply {
         if let Some(claim) = &self.claim {
             if let Err(error) = idempotency::replace(pool, claim.scope, &claim.key_digest, &claim.record(&reply)).await

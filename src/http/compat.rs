@@ -244,12 +244,12 @@ async fn conclude(
         Ok(view) => view,
         Err(error) => return command.finish(Err(error)).await,
     };
+    let Some(bid_id) = view.awaiting else {
+        return command.finish(Ok(render(&view))).await;
+    };
     let committed = match command.commit(Ok(render(&view))).await {
         Ok(committed) => committed,
         Err(response) => return response,
-    };
-    let Some(bid_id) = view.awaiting else {
-        return committed.reply.into_response();
     };
     // The time limit answers 503 when it runs out, which must not happen to a committed move.
     let wait = SELLER_WAIT.min(state.settings.request_timeout / 2);
@@ -262,14 +262,14 @@ async fn conclude(
         View::read(&mut conn, caller, view.thread_id).await
     }
     .await;
-    match fresh {
-        Ok(fresh) if fresh.awaiting == view.awaiting => render(&fresh).into_response(),
-        Ok(fresh) => committed.complete(&state.pool, render(&fresh)).await.into_response(),
+    let reply = match fresh {
+        Ok(fresh) => render(&fresh),
         Err(error) => {
             tracing::warn!(?error, "could not read the proposal after the seller's answer");
-            committed.reply.into_response()
+            committed.reply.clone()
         }
-    }
+    };
+    committed.complete(&state.pool, reply).await.into_response()
 }
 
 // ----- handlers -----

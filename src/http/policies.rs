@@ -83,8 +83,10 @@ async fn put(state: &AppState, caller: Caller, target: Target, policy: Policy) -
         }
     }
     let stored = db::policies::put(&mut tx, caller.id, target.role, target.scope, &policy).await?;
-    let queued = db::policies::queue_waiting(&mut tx, caller.id, target.role, target.scope).await?;
     tx.commit().await?;
+    // After the commit and its locks: an executor locks a task before the thread and listing.
+    // Until this statement runs, a waiting bid is the agent's to answer, as before the policy.
+    let queued = db::policies::queue_waiting(&state.pool, caller.id, target.role, target.scope).await?;
     if queued > 0 {
         state.auto.notify();
     }

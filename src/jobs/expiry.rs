@@ -1,6 +1,7 @@
 //! The expiry sweeper: PENDING bids past their deadline become EXPIRED with their threads, in
-//! batches that skip rows another transaction holds. It also forgets idempotency records and
-//! events older than their retention.
+//! batches that skip rows another transaction holds. It also forgets idempotency records,
+//! finished auto-negotiation tasks, and events and auto-negotiation decisions older than their
+//! retention.
 
 use std::time::Duration;
 
@@ -16,13 +17,20 @@ use crate::events::{NewEvent, Outbox};
 pub struct Outcome {
     pub expired_bids: usize,
     pub purged_idempotency_keys: u64,
+    pub purged_tasks: u64,
 }
 
 impl Outcome {
     fn is_full(&self, batch: i64) -> bool {
-        self.expired_bids as i64 >= batch || self.purged_idempotency_keys as i64 >= batch
+        self.expired_bids as i64 >= batch
+            || self.purged_idempotency_keys as i64 >= batch
+            || self.purged_tasks as i64 >= batch
     }
 }
+
+/// How long a finished auto-negotiation task is kept: long enough that no publisher still
+/// holding its bid's event can queue the bid again.
+pub const DONE_TASK_KEEP: Duration = Duration::from_secs(3600);
 
 /// One batch of each kind of clean-up. The expiries' events are written with them; the
 /// publisher picks them up on its next tick unless told sooner.
@@ -36,15 +44,25 @@ pub async fn run_once(pool: &PgPool, batch: i64) -> Result<Outcome, sqlx::Error>
     events.flush(&mut tx).await?;
     tx.commit().await?;
     let purged = db::idempotency::purge_expired(pool, batch).await?;
-    Ok(Outcome { expired_bids: expired.len(), purged_idempotency_keys: purged })
+    let purged_tasks = db::policies::purge_done_tasks(pool, before(DONE_TASK_KEEP), batch).await?;
+    Ok(Outcome { expired_bids: expired.len(), purged_idempotency_keys: purged, purged_tasks })
 }
 
-/// Sweeps every `interval` until cancelled, and again at once after a full batch.
+/// The instant `age` ago (nothing is older than 1970, should `age` reach back further).
+fn before(age: Duration) -> chrono::DateTime<chrono::Utc> {
+    chrono::Duration::from_std(age)
+        .ok()
+        .and_then(|age| chrono::Utc::now().checked_sub_signed(age))
+        .map_or(chrono::DateTime::UNIX_EPOCH, |at| at.max(chrono::DateTime::UNIX_EPOCH))
+}
+
 /// Deletes up to `batch` events older than `retention`, with their inboxes and webhook
-/// deliveries.
-pub async fn purge_events(pool: &PgPool, retention: Duration, batch: i64) -> Result<u64, sqlx::Error> {
-    let Ok(age) = chrono::Duration::from_std(retention) else { return Ok(0) };
-    db::events::purge_before(pool, chrono::Utc::now() - age, batch).await
+/// deliveries, and up to `batch` auto-negotiation decisions as old in ended threads. Returns
+/// how many of each went.
+pub async fn purge_events(pool: &PgPool, retention: Duration, batch: i64) -> Result<(u64, u64), sqlx::Error> {
+    let events = db::events::purge_before(pool, before(retention), batch).await?;
+    let decisions = db::policies::purge_decisions(pool, before(retention), batch).await?;
+    Ok((events, decisions))
 }
 
 /// Sweeps every `interval` until cancelled, and again at once after a full batch. With an
@@ -74,8 +92,10 @@ pub async fn run(
         };
         if let Some(retention) = event_retention {
             match purge_events(&pool, retention, batch).await {
-                Ok(purged) if purged as i64 >= batch => pause = Duration::ZERO,
-                Ok(purged) if purged > 0 => tracing::info!(purged, "events past their retention purged"),
+                Ok((events, decisions)) if events.max(decisions) as i64 >= batch => pause = Duration::ZERO,
+                Ok((events, decisions)) if events + decisions > 0 => {
+                    tracing::info!(events, decisions, "events and decisions past their retention purged");
+                }
                 Ok(_) => {}
                 Err(error) => tracing::warn!(%error, "purging old events failed; retrying after the interval"),
             }

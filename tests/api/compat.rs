@@ -75,7 +75,8 @@ async fn the_ad_buyer_guide_negotiates_to_a_deal_through_proposals() {
     assert_eq!(opened.body["counter_terms"]["proposed_price"], opened.body["seller_price"]);
     assert_eq!(opened.body["buyer_price"], 20.0);
     assert_eq!(opened.body["rounds_remaining"], 8);
-    assert!(opened.body["rationale"].as_str().is_some_and(|r| !r.is_empty()), "{}", opened.body);
+    // The same sentence for every counter: a reason would tell of the seller's private limits.
+    assert_eq!(opened.body["rationale"], "Counter-offer.");
 
     let mut answer = opened.body;
     let mut offer = 20.0;
@@ -85,6 +86,7 @@ async fn the_ad_buyer_guide_negotiates_to_a_deal_through_proposals() {
         let seller_price = answer["seller_price"].as_f64().expect("the seller answered synchronously");
         assert!(matches!(answer["action"].as_str(), Some("counter" | "final_offer")), "{answer}");
         assert_eq!(answer["buyer_price"].as_f64(), Some(offer));
+        assert_eq!(answer["rationale"], "Counter-offer.");
         if let Some(previous) = seller_prices.last() {
             assert!(seller_price <= *previous, "the seller never retracts a concession");
         }
@@ -188,7 +190,8 @@ async fn messages_counter_replay_final_offer_accept_and_reject_with_money() {
     assert_eq!(rejected.body["action"], "reject");
     assert_eq!(rejected.body["round_number"], 5);
     assert_eq!(rejected.body["rounds_remaining"], 5);
-    assert!(rejected.body["rationale"].as_str().is_some_and(|r| !r.is_empty()));
+    // Declined, without saying which of the seller's private limits the offer missed.
+    assert_eq!(rejected.body["rationale"], "Offer declined.");
     let thread = app.get(format!("/v1/threads/{proposal}"), &buyer.key).await.expect(200);
     assert_eq!(thread.body["bids"][4]["final"], true);
     assert_eq!(thread.body["status"], "REJECTED");
@@ -405,16 +408,23 @@ async fn a_seller_without_a_policy_leaves_the_buyer_a_202() {
     let (seller, buyer, listing) = market(&app, None).await;
 
     let started = Instant::now();
-    let opened = app
-        .send(
+    let open = || {
+        app.send(
             Method::POST,
             "/proposals",
             Some(&buyer.key),
             Body::Json(json!({ "product_id": listing, "price": 20.0 })),
             &[("idempotency-key", "open-1")],
         )
-        .await
-        .expect(202);
+    };
+    // A retry while the first request waits for the seller is told it is still running.
+    let retry = async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        open().await
+    };
+    let (opened, early) = tokio::join!(open(), retry);
+    early.expect_problem(409, "idempotency_key_in_use");
+    let opened = opened.expect(202);
     let waited = started.elapsed();
     assert!(waited >= Duration::from_millis(4900) && waited < Duration::from_secs(15), "waited {waited:?}");
     assert_eq!(opened.body["status"], "active");
@@ -427,17 +437,8 @@ async fn a_seller_without_a_policy_leaves_the_buyer_a_202() {
     let bid = latest_bid(&app, &buyer, &proposal).await;
     let rationale = opened.body["rationale"].as_str().unwrap();
     assert!(rationale.contains(&format!("GET /v1/bids/{bid}?wait=30")), "{rationale}");
-    // A retry gets the same answer at once, and opens nothing.
-    let replayed = app
-        .send(
-            Method::POST,
-            "/proposals",
-            Some(&buyer.key),
-            Body::Json(json!({ "product_id": listing, "price": 20.0 })),
-            &[("idempotency-key", "open-1")],
-        )
-        .await
-        .expect(202);
+    // A retry afterwards gets the same answer at once, and opens nothing.
+    let replayed = open().await.expect(202);
     assert_eq!(replayed.header("idempotent-replayed"), Some("true"));
     assert_eq!(replayed.body, opened.body);
 
