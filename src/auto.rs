@@ -99,7 +99,6 @@ pub async fn run_once(pool: &PgPool, rules: Rules, publish: &Signal) -> Result<O
     let mut events = Outbox::new();
     let decided = async {
         let outcome = act(&mut tx, &mut events, task, rules).await?;
-        db::policies::finish_task(&mut *tx, task.bid_id).await?;
         let published = events.flush(&mut tx).await? > 0;
         Ok::<_, sqlx::Error>((outcome, published))
     }

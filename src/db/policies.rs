@@ -215,18 +215,21 @@ pub struct Task {
     pub attempts: i32,
 }
 
-/// Locks the oldest due task, skipping those other executors hold, for the rest of the
-/// caller's transaction, which marks it done with [`finish_task`]: if the transaction does not
-/// commit, the task waits for the next executor.
+/// Takes the oldest due task, skipping those other executors hold, and marks it done in the
+/// caller's transaction, which keeps it locked: if the transaction does not commit, the task
+/// waits for the next executor.
 pub async fn take_task(conn: &mut PgConnection) -> Result<Option<Task>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT bid_id, thread_id, agent_id, attempts FROM auto_tasks
-         WHERE done_at IS NULL AND due_at <= now() ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED",
+        "UPDATE auto_tasks SET done_at = now()
+         WHERE bid_id = (SELECT bid_id FROM auto_tasks WHERE done_at IS NULL AND due_at <= now()
+                         ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+         RETURNING bid_id, thread_id, agent_id, attempts",
     )
     .fetch_optional(conn)
     .await
 }
 
+/// Marks a task done outside an executor's transaction (when the executor gives up on it).
 pub async fn finish_task(executor: impl PgExecutor<'_>, bid_id: Uuid) -> Result<(), sqlx::Error> {
     sqlx::query("UPDATE auto_tasks SET done_at = now() WHERE bid_id = $1")
         .bind(bid_id)
