@@ -10,6 +10,7 @@
 
 mod api;
 mod auto;
+mod pgbench;
 mod report;
 mod stats;
 mod wake;
@@ -72,6 +73,17 @@ pub struct BenchArgs {
     /// For `--workload wake`: how many wake-ups to time.
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     pub trials: u64,
+    /// For w1 and w2: after each level, run pgbench's TPC-B-like script on the server's
+    /// database (`--database-url`) with as many clients, and print the ratio of Haggle's
+    /// state-changing calls per second to pgbench's transactions per second.
+    #[arg(long)]
+    pub pgbench: bool,
+    /// The server's database, for `--pgbench`.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// How long each pgbench run lasts, in seconds.
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..))]
+    pub pgbench_seconds: u64,
 }
 
 impl fmt::Debug for BenchArgs {
@@ -87,6 +99,9 @@ impl fmt::Debug for BenchArgs {
             .field("timeout", &self.timeout)
             .field("counter_url", &self.counter_url)
             .field("trials", &self.trials)
+            .field("pgbench", &self.pgbench)
+            .field("database_url", &self.database_url.as_deref().map(crate::config::redact_url))
+            .field("pgbench_seconds", &self.pgbench_seconds)
             .finish()
     }
 }
@@ -105,6 +120,9 @@ impl BenchArgs {
         );
         if self.timeout != Duration::from_secs(30) {
             line.push_str(&format!(" --timeout {}ms", self.timeout.as_millis()));
+        }
+        if self.pgbench {
+            line.push_str(&format!(" --pgbench --pgbench-seconds {}", self.pgbench_seconds));
         }
         line
     }
@@ -139,11 +157,22 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         );
     }
 
+    let pgbench = match (&args.pgbench, &args.database_url) {
+        (false, _) => None,
+        (true, Some(url)) => Some(pgbench::Pgbench::new(url, args.pgbench_seconds).await?),
+        (true, None) => bail!(
+            "--pgbench runs pgbench on the server's database: give it with --database-url or DATABASE_URL"
+        ),
+    };
     // Agent names carry the run, so that several runs against one database stay apart.
     let run_id = chrono::Utc::now().format("%Y%m%dT%H%M%S").to_string();
     let mut report = BenchReport::new(args.command_line(), args.workload);
     for &concurrency in &args.concurrency {
-        let level = run_level(&api, &args, &admin_token, &run_id, concurrency as usize).await?;
+        let mut level = run_level(&api, &args, &admin_token, &run_id, concurrency as usize).await?;
+        if let Some(pgbench) = &pgbench {
+            let calls = level.figures.row(stats::ALL_CALLS).map_or(0.0, |all| all.calls_per_second);
+            level.pgbench = Some(pgbench.measure(concurrency as usize, calls).await?);
+        }
         print!("{}", report::level_table(&level, args.workload));
         let stopped = level.figures.stopped_workers.len();
         report.levels.push(level);
@@ -233,7 +262,7 @@ async fn run_level(
         listings: listings_per_worker * concurrency as u64 + created_mid_run,
         listings_created_mid_run: created_mid_run,
     };
-    Ok(LevelReport { conditions, figures: recorder.summarize(workload.calls(), wall) })
+    Ok(LevelReport { conditions, figures: recorder.summarize(workload.calls(), wall), pgbench: None })
 }
 
 /// Threads a buyer may open on one bench listing: the most a listing allows.

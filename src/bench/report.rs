@@ -6,6 +6,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde::Serialize;
 
+use super::pgbench::Ceiling;
 use super::stats::{ALL_CALLS, Figures, Row};
 use super::workload::Workload;
 
@@ -45,6 +46,9 @@ impl BenchReport {
 pub struct LevelReport {
     pub conditions: Conditions,
     pub figures: Figures,
+    /// pgbench's TPC-B-like figures right after the level (`--pgbench`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pgbench: Option<Ceiling>,
 }
 
 #[derive(Debug, Serialize)]
@@ -136,6 +140,13 @@ pub fn level_table(level: &LevelReport, workload: Workload) -> String {
     for stopped in &f.stopped_workers {
         let _ = writeln!(out, "warning: {stopped}");
     }
+    if let Some(pgbench) = &level.pgbench {
+        let _ = writeln!(
+            out,
+            "pgbench      tpcb-like, {} clients, {} s: {:.1} transactions/s; haggle's state-changing calls/s are {:.2} of that",
+            pgbench.clients, pgbench.seconds, pgbench.transactions_per_second, pgbench.ratio
+        );
+    }
     out
 }
 
@@ -147,7 +158,7 @@ pub fn sweep_table(levels: &[LevelReport], workload: Workload) -> String {
     let _ = writeln!(out, "\n== haggle bench: {} sweep ({headline} latency) ==", workload.name());
     let _ = writeln!(
         out,
-        "{:>11} {:>15} {:>10} {:>9} {:>9} {:>9} {:>9} {:>7}",
+        "{:>11} {:>15} {:>10} {:>9} {:>9} {:>9} {:>9} {:>7} {:>12} {:>7}",
         "concurrency",
         format!("{units}/s"),
         "calls/s",
@@ -155,15 +166,21 @@ pub fn sweep_table(levels: &[LevelReport], workload: Workload) -> String {
         "p95 ms",
         "p99 ms",
         "max ms",
-        "errors"
+        "errors",
+        "pgbench tps",
+        "ratio"
     );
     for level in levels {
         let f = &level.figures;
         let row = f.row(headline);
         let all = f.row(ALL_CALLS);
+        let (tps, ratio) = match &level.pgbench {
+            Some(pgbench) => (format!("{:.1}", pgbench.transactions_per_second), format!("{:.2}", pgbench.ratio)),
+            None => ("-".to_owned(), "-".to_owned()),
+        };
         let _ = writeln!(
             out,
-            "{:>11} {:>15.1} {:>10.1} {:>9} {:>9} {:>9} {:>9} {:>7}",
+            "{:>11} {:>15.1} {:>10.1} {:>9} {:>9} {:>9} {:>9} {:>7} {:>12} {:>7}",
             level.conditions.concurrency,
             f.units_per_second,
             all.map_or(0.0, |all| all.calls_per_second),
@@ -171,7 +188,9 @@ pub fn sweep_table(levels: &[LevelReport], workload: Workload) -> String {
             ms(row.and_then(|row| row.p95_ms)),
             ms(row.and_then(|row| row.p99_ms)),
             ms(row.and_then(|row| row.max_ms)),
-            all.map_or(0, |all: &Row| all.errors)
+            all.map_or(0, |all: &Row| all.errors),
+            tps,
+            ratio
         );
     }
     out

@@ -4,7 +4,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::support::{TestDb, haggle_bin};
+use crate::support::{ADMIN_TOKEN, TestApp, TestDb, haggle_bin};
 
 fn haggle(db: &TestDb, args: &[&str]) -> std::process::Output {
     Command::new(haggle_bin()).args(args).env("DATABASE_URL", &db.url).env("RUST_LOG", "warn").output().unwrap()
@@ -44,4 +44,51 @@ async fn operators_create_agents_and_set_tiers_from_the_command_line() {
         haggle::db::agents::caller_by_key_digest(&pool, &haggle::secrets::sha256(key.as_bytes())).await.unwrap();
     assert_eq!(caller.map(|c| c.tier), Some(haggle::domain::Tier::Advertiser));
     pool.close().await;
+}
+
+/// `haggle bench` against a live server, as an operator runs it.
+async fn bench(app: &TestApp, args: &[&str]) -> String {
+    // Awaited, not blocking: the server under test runs on this test's runtime.
+    let output = tokio::process::Command::new(haggle_bin())
+        .args(["bench", "--url", &app.base, "--admin-token", ADMIN_TOKEN])
+        .args(args)
+        .env("DATABASE_URL", app.database_url())
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    stdout
+}
+
+#[tokio::test]
+async fn the_bench_measures_negotiations_and_sets_them_against_pgbench() {
+    let app = TestApp::spawn().await;
+    let dir = crate::support::scratch_dir();
+    let json = dir.path().join("w1.json");
+    let json_arg = json.to_str().unwrap();
+    let printed = bench(
+        &app,
+        &["--concurrency", "2", "--negotiations", "12", "--warmup", "2", "--pgbench", "--pgbench-seconds", "1", "--json", json_arg],
+    )
+    .await;
+    assert!(printed.contains("errors       none"), "{printed}");
+    assert!(printed.contains("pgbench      tpcb-like, 2 clients, 1 s"), "{printed}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let level = &report["levels"][0];
+    assert_eq!(level["figures"]["completed"], 12);
+    // Four state-changing calls a negotiation, all answered.
+    let all = level["figures"]["calls"].as_array().unwrap().iter().find(|row| row["call"] == "all").unwrap();
+    assert_eq!(all["ok"], 48);
+    let pgbench = &level["pgbench"];
+    assert!(pgbench["transactions_per_second"].as_f64().unwrap() > 0.0, "{pgbench}");
+    let ratio = all["calls_per_second"].as_f64().unwrap() / pgbench["transactions_per_second"].as_f64().unwrap();
+    assert!((pgbench["ratio"].as_f64().unwrap() - ratio).abs() < 1e-9);
+    // pgbench's tables are gone again.
+    assert_eq!(app.count("SELECT count(*) FROM pg_tables WHERE tablename LIKE 'pgbench%'").await, 0);
+
+    // W3: both sides' policies play whole negotiations from one opening bid.
+    let printed = bench(&app, &["--workload", "w3", "--concurrency", "2", "--negotiations", "10"]).await;
+    assert!(printed.contains("outcomes: ACCEPTED 10"), "{printed}");
+    assert!(printed.contains("w3: 10 auto-negotiations, 2 at a time"), "{printed}");
 }

@@ -185,6 +185,11 @@ impl TestApp {
         TestApp::start(self.db.clone(), |_| {}).await
     }
 
+    /// The URL of this instance's database.
+    pub fn database_url(&self) -> &str {
+        &self.db.url
+    }
+
     /// Stops this instance's server and workers.
     pub fn stop(&self) {
         self.shutdown.cancel();
