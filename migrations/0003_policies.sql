@@ -1,13 +1,13 @@
 -- Auto-negotiation: the policies agents set, the decisions waiting to be made for them, and a
 -- log of the decisions made.
 --
--- The publisher queues a task in `auto_tasks` for each published bid whose responder has a
--- policy (an executor's own counter queues the other side's at once). An executor on any
+-- A bid that waits for an agent with a policy gets a task in `auto_tasks`, written in the
+-- transaction that makes the bid, with its event (see `bids_awaiting_policies`). An executor on any
 -- instance locks a waiting task with FOR UPDATE SKIP LOCKED, decides, acts through the bid
 -- state machine and marks the task done, all in one transaction: a crash before the commit
 -- leaves the task waiting for the next executor, and the state machine's compare-and-set lets
--- only one answer to a bid through. A done task stays a while, so that a late publisher cannot
--- queue its bid again; only a policy set by its owner re-arms it.
+-- only one answer to a bid through. A done task stays for an hour; a policy set by its owner
+-- on a bid it had stopped on re-arms it.
 
 -- A policy applies to one agent in one role: its default for the role, or an override for one
 -- listing or one thread. The most specific one wins: thread, then listing, then the default.
@@ -38,6 +38,22 @@ CREATE TABLE auto_tasks (
     created_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX auto_tasks_due_idx ON auto_tasks (due_at) WHERE done_at IS NULL;
+
+-- Pending bids whose responder (the party that did not make them) has a policy that covers
+-- them: for their thread, their listing, or the responder's role.
+CREATE VIEW bids_awaiting_policies AS
+SELECT b.id AS bid_id, t.id AS thread_id, r.agent_id
+FROM bids b
+JOIN threads t ON t.id = b.thread_id
+CROSS JOIN LATERAL (
+    SELECT CASE b.author WHEN 'buyer' THEN t.seller_id ELSE t.buyer_id END AS agent_id,
+           CASE b.author WHEN 'buyer' THEN 'seller' ELSE 'buyer' END AS role
+) r
+WHERE b.status = 'PENDING'
+  AND EXISTS (SELECT 1 FROM policies p
+              WHERE p.agent_id = r.agent_id
+                AND (p.thread_id = t.id OR p.listing_id = t.listing_id
+                     OR (p.thread_id IS NULL AND p.listing_id IS NULL AND p.role = r.role)));
 CREATE INDEX auto_tasks_done_idx ON auto_tasks (done_at) WHERE done_at IS NOT NULL;
 
 -- Every decision an executor made. A bid is answered at most once (the unique index; the state

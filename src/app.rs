@@ -79,13 +79,7 @@ impl App {
             tasks_queued.clone(),
             shutdown.clone(),
         ));
-        workers.spawn(events::publisher::run(
-            self.pool.clone(),
-            publish.clone(),
-            tasks_queued.clone(),
-            PUBLISH_TICK,
-            shutdown.clone(),
-        ));
+        workers.spawn(events::publisher::run(self.pool.clone(), publish.clone(), PUBLISH_TICK, shutdown.clone()));
         if self.config.auto_workers > 0 {
             workers.spawn(auto::run(
                 self.pool.clone(),

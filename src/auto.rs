@@ -1,8 +1,10 @@
 //! The executor: answers pending bids for agents whose policies cover them (SPEC §5).
 //!
-//! The publisher queues a task when it publishes a bid that waits for the answer of an agent
-//! with a policy, so the executor only ever sees committed bids; a counter the executor makes
-//! queues the other side's task in its own transaction. Each task is decided and acted
+//! A bid that waits for the answer of an agent with a policy is queued as a task in the
+//! transaction that makes it, with its event (`Outbox::flush`), so the executor only ever sees
+//! committed bids; the request that made it wakes this instance's executor after its commit,
+//! and a NOTIFY wakes the others. A counter the executor makes queues the other side's task the
+//! same way, and the worker takes the next task at once. Each task is decided and acted
 //! on in one transaction that also takes the task off the queue: a crash before the commit
 //! leaves the task for the next executor (on this instance after a restart, or on another), and
 //! the bid state machine's compare-and-set lets at most one answer to a bid through, whether it
@@ -99,7 +101,7 @@ pub async fn run_once(pool: &PgPool, rules: Rules, publish: &Signal) -> Result<O
     let mut events = Outbox::new();
     let decided = async {
         let outcome = act(&mut tx, &mut events, task, rules).await?;
-        let published = events.flush(&mut tx).await? > 0;
+        let published = events.flush(&mut tx).await?.events > 0;
         Ok::<_, sqlx::Error>((outcome, published))
     }
     .await;
@@ -203,11 +205,6 @@ async fn act(conn: &mut PgConnection, events: &mut Outbox, task: Task, rules: Ru
     };
     match done {
         Ok(counter_bid_id) => {
-            if let Some(counter) = counter_bid_id {
-                // When the other side has a policy too, its answer is queued now rather than
-                // when the counter's event is published: the same worker takes it next.
-                db::policies::queue_for_bids(conn, &[counter]).await?;
-            }
             let rationale = public_rationale(action);
             db::policies::record_decision(conn, task, Decided { action, reason, rationale, counter_bid_id }).await?;
             Ok(Outcome::Acted(action))

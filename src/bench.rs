@@ -160,9 +160,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let pgbench = match (&args.pgbench, &args.database_url) {
         (false, _) => None,
         (true, Some(url)) => Some(pgbench::Pgbench::new(url, args.pgbench_seconds).await?),
-        (true, None) => bail!(
-            "--pgbench runs pgbench on the server's database: give it with --database-url or DATABASE_URL"
-        ),
+        (true, None) => {
+            bail!("--pgbench runs pgbench on the server's database: give it with --database-url or DATABASE_URL")
+        }
     };
     // Agent names carry the run, so that several runs against one database stay apart.
     let run_id = chrono::Utc::now().format("%Y%m%dT%H%M%S").to_string();

@@ -31,6 +31,10 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Admin(command) => admin(command).await,
         Command::Healthcheck { url } => healthcheck(&url).await,
         Command::Bench(args) => crate::bench::run(args).await,
+        Command::Negotiate(args) => crate::client::cli::negotiate(args).await,
+        Command::Listings(args) => crate::client::cli::listings(args).await,
+        Command::Threads(args) => crate::client::cli::threads(args).await,
+        Command::Sim(args) => crate::sim::run(args).await,
     }
 }
 

@@ -41,6 +41,15 @@ pub enum Command {
     },
     /// Measure latency and throughput of negotiations against a running server.
     Bench(crate::bench::BenchArgs),
+    /// Negotiate on a listing against a running server, showing each round as it comes.
+    Negotiate(crate::client::cli::NegotiateArgs),
+    /// List listings on a running server.
+    Listings(crate::client::cli::ListingsArgs),
+    /// List my negotiations on a running server.
+    Threads(crate::client::cli::ThreadsArgs),
+    /// Run a market of buyer and seller agents with private reservation prices and report how
+    /// their strategies fare.
+    Sim(crate::sim::SimArgs),
 }
 
 #[derive(Debug, Subcommand)]

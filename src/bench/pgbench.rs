@@ -134,7 +134,8 @@ mod tests {
     fn tps_is_read_from_either_format() {
         let v15 = "latency average = 8.123 ms\ninitial connection time = 12.345 ms\ntps = 1913.862134 (without initial connection time)\n";
         assert_eq!(parse_tps(v15), Some(1913.862134));
-        let v13 = "tps = 1800.5 (including connections establishing)\ntps = 1850.25 (excluding connections establishing)\n";
+        let v13 =
+            "tps = 1800.5 (including connections establishing)\ntps = 1850.25 (excluding connections establishing)\n";
         assert_eq!(parse_tps(v13), Some(1850.25));
         assert_eq!(parse_tps("nothing here"), None);
     }

@@ -6,18 +6,42 @@ use uuid::Uuid;
 
 use crate::events::{Event, NewEvent};
 
-/// Writes events into the outbox, in the caller's transaction.
-pub async fn insert_outbox(conn: &mut PgConnection, events: &[NewEvent]) -> Result<usize, sqlx::Error> {
-    let done = sqlx::query(
-        "INSERT INTO outbox (type, audience, listing_id, thread_id, bid_id, order_id, data)
-         SELECT e.type, e.audience, e.listing_id, e.thread_id, e.bid_id, e.order_id, e.data
-         FROM jsonb_to_recordset($1) AS e(type text, audience uuid[], listing_id uuid, thread_id uuid, bid_id uuid,
-                                          order_id uuid, data jsonb)",
+/// What writing an outbox did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, FromRow)]
+pub struct Written {
+    pub events: i64,
+    /// New pending bids queued for their responder's policy (`auto_tasks`).
+    pub tasks: i64,
+}
+
+/// Writes events into the outbox, in the caller's transaction, and in the same statement
+/// queues a task for each new pending bid (`bid.placed`, `bid.countered`) whose responder has a
+/// policy covering it, announcing those on `haggle_auto` (delivered at commit).
+pub async fn insert_outbox(conn: &mut PgConnection, events: &[NewEvent]) -> Result<Written, sqlx::Error> {
+    sqlx::query_as(
+        "WITH written AS (
+             INSERT INTO outbox (type, audience, listing_id, thread_id, bid_id, order_id, data)
+             SELECT e.type, e.audience, e.listing_id, e.thread_id, e.bid_id, e.order_id, e.data
+             FROM jsonb_to_recordset($1) AS e(type text, audience uuid[], listing_id uuid, thread_id uuid,
+                                              bid_id uuid, order_id uuid, data jsonb)
+             RETURNING type, bid_id
+         ), queued AS (
+             INSERT INTO auto_tasks (bid_id, thread_id, agent_id)
+             SELECT p.bid_id, p.thread_id, p.agent_id
+             FROM written w JOIN bids_awaiting_policies p ON p.bid_id = w.bid_id
+             WHERE w.type IN ('bid.placed', 'bid.countered')
+             ON CONFLICT (bid_id) DO NOTHING
+             RETURNING 1
+         ), announced AS (
+             SELECT pg_notify($2, count(*)::text) FROM queued HAVING count(*) > 0
+         )
+         SELECT (SELECT count(*) FROM written) AS events, (SELECT count(*) FROM queued) AS tasks,
+                (SELECT count(*) FROM announced) AS announced",
     )
     .bind(Json(events))
-    .execute(conn)
-    .await?;
-    Ok(done.rows_affected() as usize)
+    .bind(crate::events::AUTO_CHANNEL)
+    .fetch_one(conn)
+    .await
 }
 
 /// A batch that was published: the highest id, and every agent it concerned.
@@ -28,8 +52,6 @@ pub struct Published {
     pub recipients: Vec<Uuid>,
     /// Webhook deliveries queued for the batch.
     pub deliveries: usize,
-    /// The bids the batch announced as placed or countered: the new pending bids.
-    pub new_bids: Vec<Uuid>,
 }
 
 #[derive(FromRow)]
@@ -37,7 +59,6 @@ struct PublishedRow {
     count: i64,
     last_id: Option<i64>,
     deliveries: i64,
-    new_bids: Option<Vec<Uuid>>,
     recipients: Option<Vec<Uuid>>,
 }
 
@@ -60,7 +81,7 @@ pub async fn publish(conn: &mut PgConnection, batch: i64) -> Result<Published, s
          ), published AS (
              INSERT INTO events (id, type, audience, listing_id, thread_id, bid_id, order_id, data, created_at)
              SELECT id, type, audience, listing_id, thread_id, bid_id, order_id, data, created_at FROM numbered
-             RETURNING id, type, audience, bid_id
+             RETURNING id, type, audience
          ), inboxes AS (
              INSERT INTO event_recipients (agent_id, event_id)
              SELECT DISTINCT unnest(audience), id FROM published
@@ -73,7 +94,6 @@ pub async fn publish(conn: &mut PgConnection, batch: i64) -> Result<Published, s
              RETURNING 1
          )
          SELECT count(*) AS count, max(id) AS last_id, (SELECT count(*) FROM deliveries) AS deliveries,
-                (SELECT array_agg(bid_id) FROM published WHERE type IN ('bid.placed', 'bid.countered')) AS new_bids,
                 (SELECT array_agg(DISTINCT a) FROM published, unnest(audience) a) AS recipients
          FROM published",
     )
@@ -85,7 +105,6 @@ pub async fn publish(conn: &mut PgConnection, batch: i64) -> Result<Published, s
         last_id: row.last_id.unwrap_or(0),
         recipients: row.recipients.unwrap_or_default(),
         deliveries: row.deliveries as usize,
-        new_bids: row.new_bids.unwrap_or_default(),
     })
 }
 

@@ -159,15 +159,15 @@ pub async fn queue_waiting(
     role: Party,
     scope: Scope,
 ) -> Result<u64, sqlx::Error> {
-    let (own_side, other_author) = match role {
-        Party::Seller => ("t.seller_id", "buyer"),
-        Party::Buyer => ("t.buyer_id", "seller"),
+    let own_side = match role {
+        Party::Seller => "t.seller_id",
+        Party::Buyer => "t.buyer_id",
     };
     let done = sqlx::query(&format!(
         "INSERT INTO auto_tasks (bid_id, thread_id, agent_id)
-         SELECT b.id, t.id, $1
-         FROM threads t JOIN bids b ON b.id = t.last_bid_id
-         WHERE {own_side} = $1 AND t.status = 'ACTIVE' AND b.status = 'PENDING' AND b.author = '{other_author}'
+         SELECT w.bid_id, w.thread_id, w.agent_id
+         FROM bids_awaiting_policies w JOIN threads t ON t.id = w.thread_id
+         WHERE w.agent_id = $1 AND {own_side} = $1 AND t.status = 'ACTIVE' AND t.last_bid_id = w.bid_id
            AND ($2::uuid IS NULL OR t.listing_id = $2) AND ($3::uuid IS NULL OR t.id = $3)
          ON CONFLICT (bid_id) DO UPDATE SET done_at = NULL, due_at = now(), attempts = 0
          WHERE auto_tasks.done_at IS NOT NULL"
@@ -176,32 +176,6 @@ pub async fn queue_waiting(
     .bind(scope.listing_id())
     .bind(scope.thread_id())
     .execute(executor)
-    .await?;
-    Ok(done.rows_affected())
-}
-
-/// Queues a task for each of `bid_ids` that is pending and waits for an agent with a policy
-/// covering it (for its thread, its listing, or its role). Returns how many were queued.
-pub async fn queue_for_bids(conn: &mut PgConnection, bid_ids: &[Uuid]) -> Result<u64, sqlx::Error> {
-    if bid_ids.is_empty() {
-        return Ok(0);
-    }
-    let done = sqlx::query(
-        "INSERT INTO auto_tasks (bid_id, thread_id, agent_id)
-         SELECT m.bid_id, m.thread_id, m.agent_id
-         FROM (SELECT b.id AS bid_id, t.id AS thread_id, t.listing_id,
-                      CASE b.author WHEN 'buyer' THEN t.seller_id ELSE t.buyer_id END AS agent_id,
-                      CASE b.author WHEN 'buyer' THEN 'seller' ELSE 'buyer' END AS role
-               FROM bids b JOIN threads t ON t.id = b.thread_id
-               WHERE b.id = ANY ($1) AND b.status = 'PENDING') m
-         WHERE EXISTS (SELECT 1 FROM policies p
-                       WHERE p.agent_id = m.agent_id
-                         AND (p.thread_id = m.thread_id OR p.listing_id = m.listing_id
-                              OR (p.thread_id IS NULL AND p.listing_id IS NULL AND p.role = m.role)))
-         ON CONFLICT (bid_id) DO NOTHING",
-    )
-    .bind(bid_ids)
-    .execute(conn)
     .await?;
     Ok(done.rows_affected())
 }

@@ -18,6 +18,7 @@ mod hub;
 pub mod listener;
 pub mod publisher;
 
+pub use crate::db::events::Written;
 pub use hub::{Crowded, Hub, MAX_WAITERS_PER_AGENT, Subscription};
 
 /// The NOTIFY channel that carries published events' ids and recipients.
@@ -181,9 +182,12 @@ impl Outbox {
     }
 
     /// Writes the events in one statement, inside the caller's transaction, and empties the box.
-    pub async fn flush(&mut self, conn: &mut PgConnection) -> Result<usize, sqlx::Error> {
+    ///
+    /// New pending bids whose responder has a policy are queued for the executor in the same
+    /// statement ([`Written::tasks`]).
+    pub async fn flush(&mut self, conn: &mut PgConnection) -> Result<Written, sqlx::Error> {
         if self.events.is_empty() {
-            return Ok(0);
+            return Ok(Written::default());
         }
         let written = crate::db::events::insert_outbox(conn, &self.events).await?;
         self.events.clear();

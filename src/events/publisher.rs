@@ -13,7 +13,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::{AUTO_CHANNEL, CHANNEL, DELIVERIES_CHANNEL};
+use super::{CHANNEL, DELIVERIES_CHANNEL};
 use crate::db;
 
 /// Events published per transaction.
@@ -60,61 +60,44 @@ pub fn parse_payload(payload: &str) -> Option<(i64, Vec<Uuid>)> {
     Some((last_id, agents))
 }
 
-/// What publishing found: events published, and bids queued for a policy to answer.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Totals {
-    pub events: usize,
-    pub tasks: usize,
-}
-
-/// Publishes one batch and announces it, in one transaction, with a task for each new pending
-/// bid whose responder has a policy.
-pub async fn publish_once(pool: &PgPool) -> Result<Totals, sqlx::Error> {
+/// Publishes one batch and announces it, in one transaction. Returns how many were published.
+pub async fn publish_once(pool: &PgPool) -> Result<usize, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let published = db::events::publish(&mut tx, BATCH).await?;
     if published.count == 0 {
         tx.rollback().await?;
-        return Ok(Totals::default());
+        return Ok(0);
     }
     db::events::notify(&mut tx, CHANNEL, &payloads(published.last_id, &published.recipients)).await?;
-    let tasks = db::policies::queue_for_bids(&mut tx, &published.new_bids).await? as usize;
-    // Every instance's webhook worker and executor may take the work this batch queued.
-    for (queued, channel) in [(published.deliveries, DELIVERIES_CHANNEL), (tasks, AUTO_CHANNEL)] {
-        if queued > 0 {
-            db::events::notify(&mut tx, channel, &[queued.to_string()]).await?;
-        }
+    if published.deliveries > 0 {
+        // Every instance's webhook worker may take the deliveries this batch queued.
+        db::events::notify(&mut tx, DELIVERIES_CHANNEL, &[published.deliveries.to_string()]).await?;
     }
     tx.commit().await?;
-    tracing::debug!(count = published.count, last_id = published.last_id, tasks, "events published");
-    Ok(Totals { events: published.count, tasks })
+    tracing::debug!(count = published.count, last_id = published.last_id, "events published");
+    Ok(published.count)
 }
 
 /// Publishes everything committed so far.
-pub async fn publish_all(pool: &PgPool) -> Result<Totals, sqlx::Error> {
-    let mut totals = Totals::default();
+pub async fn publish_all(pool: &PgPool) -> Result<usize, sqlx::Error> {
+    let mut total = 0;
     loop {
-        let batch = publish_once(pool).await?;
-        totals.events += batch.events;
-        totals.tasks += batch.tasks;
-        if (batch.events as i64) < BATCH {
-            return Ok(totals);
+        let count = publish_once(pool).await?;
+        total += count;
+        if (count as i64) < BATCH {
+            return Ok(total);
         }
     }
 }
 
 /// Runs until cancelled: publishes on every signal, and every `tick` in case another instance
-/// left events behind. Wakes this instance's executor at once when policies have bids to
-/// answer (other instances' executors hear of them through their listeners).
-pub async fn run(pool: PgPool, signal: Signal, executor: Signal, tick: Duration, shutdown: CancellationToken) {
+/// left events behind.
+pub async fn run(pool: PgPool, signal: Signal, tick: Duration, shutdown: CancellationToken) {
     tracing::info!(?tick, "event publisher started");
     loop {
         let mut backoff = Duration::ZERO;
         match publish_all(&pool).await {
-            Ok(totals) => {
-                if totals.tasks > 0 {
-                    executor.notify();
-                }
-            }
+            Ok(_) => {}
             Err(error) => {
                 // A batch fails whole, for instance when a webhook it queues deliveries for
                 // was deleted meanwhile; the retry comes soon and sees the change.

@@ -125,6 +125,8 @@ pub struct Command {
     claim: Option<Claim>,
     events: Outbox,
     publish: Signal,
+    /// Wakes this instance's auto-negotiation executor when the request queued a bid for it.
+    auto: Signal,
 }
 
 impl Command {
@@ -148,7 +150,13 @@ impl Command {
     ) -> Result<Result<Command, Response>, ApiError> {
         let mut tx = state.pool.begin().await?;
         let Some(key) = key.0 else {
-            return Ok(Ok(Command { tx, claim: None, events: Outbox::new(), publish: state.publish.clone() }));
+            return Ok(Ok(Command {
+                tx,
+                claim: None,
+                events: Outbox::new(),
+                publish: state.publish.clone(),
+                auto: state.auto.clone(),
+            }));
         };
         if scope.is_nil() && key.len() < MIN_ANONYMOUS_KEY_LEN {
             // Without an agent, the key alone decides who gets the stored answer (and the API key
@@ -172,7 +180,13 @@ impl Command {
         if let Some(saved) = idempotency::find(&mut tx, scope, &claim.key_digest).await? {
             return Ok(Err(claim.replay(saved)?));
         }
-        Ok(Ok(Command { tx, claim: Some(claim), events: Outbox::new(), publish: state.publish.clone() }))
+        Ok(Ok(Command {
+            tx,
+            claim: Some(claim),
+            events: Outbox::new(),
+            publish: state.publish.clone(),
+            auto: state.auto.clone(),
+        }))
     }
 
     pub fn conn(&mut self) -> &mut PgConnection {
@@ -219,10 +233,13 @@ impl Command {
                 ));
             }
         }
-        let published = self.events.flush(&mut self.tx).await? > 0;
+        let written = self.events.flush(&mut self.tx).await?;
         self.tx.commit().await?;
-        if published {
+        if written.events > 0 {
             self.publish.notify();
+        }
+        if written.tasks > 0 {
+            self.auto.notify();
         }
         Ok(Committed { reply, claim: self.claim })
     }

@@ -28,8 +28,7 @@ impl Outcome {
     }
 }
 
-/// How long a finished auto-negotiation task is kept: long enough that no publisher still
-/// holding its bid's event can queue the bid again.
+/// How long a finished auto-negotiation task is kept, as a record of when its bid was decided.
 pub const DONE_TASK_KEEP: Duration = Duration::from_secs(3600);
 
 /// One batch of each kind of clean-up. The expiries' events are written with them; the

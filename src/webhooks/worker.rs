@@ -304,7 +304,7 @@ impl Deliverer {
                 }
             },
         };
-        let published = events.flush(&mut tx).await? > 0;
+        let published = events.flush(&mut tx).await?.events > 0;
         tx.commit().await?;
         if published {
             self.publish.notify();

@@ -69,7 +69,19 @@ async fn the_bench_measures_negotiations_and_sets_them_against_pgbench() {
     let json_arg = json.to_str().unwrap();
     let printed = bench(
         &app,
-        &["--concurrency", "2", "--negotiations", "12", "--warmup", "2", "--pgbench", "--pgbench-seconds", "1", "--json", json_arg],
+        &[
+            "--concurrency",
+            "2",
+            "--negotiations",
+            "12",
+            "--warmup",
+            "2",
+            "--pgbench",
+            "--pgbench-seconds",
+            "1",
+            "--json",
+            json_arg,
+        ],
     )
     .await;
     assert!(printed.contains("errors       none"), "{printed}");

@@ -4,6 +4,7 @@
 mod agents;
 mod auto;
 mod cli;
+mod client;
 mod compat;
 mod deploy;
 mod embedded;
@@ -15,6 +16,7 @@ mod malformed;
 mod negotiation;
 mod openapi;
 mod races;
+mod sim;
 mod spec;
 mod support;
 mod walkthrough;

@@ -1,0 +1,464 @@
+//! Tabular Q-learning negotiators, after "Reinforcement Learning Negotiations"
+//! (github.com/AdrKacz/IA-Negotiation): a small state space, concurrent training of a buyer and a
+//! seller, each in turn the trainee while the other is a fixed trainer.
+//!
+//! - **States** (26): the start (the buyer's opening, nothing received yet) and, for every other
+//!   move, the price level of the pending bid received × the time step. The 5 price levels are the
+//!   points P_k = ask·(0.5 + 0.125·k), k = 0..4, of a grid both sides share (the ask is public);
+//!   a pending amount falls on the nearest point. The 5 time steps cut the listing's `max_rounds`
+//!   into fifths: t = ⌊5·(round − 1) / max_rounds⌋.
+//! - **Actions** (7): offer P_0 … P_4, accept, reject. The opening can only be an offer; a final
+//!   pending bid can only be accepted or rejected (the protocol's rule, where the paper forced
+//!   its last round); accepting is only allowed within the agent's own limit. An offer goes
+//!   through the domain's `settle`, which keeps it within the limit and inside the legal
+//!   concession range (or accepts, when the pending amount is already as good).
+//! - **Reward**: on a deal at price p, (value − p)/ask for the buyer, (p − cost)/ask for the
+//!   seller; 0 without a deal. The update is Bellman's, Q(s,a) ← (1−α)·Q(s,a) + α·(r + γ·max Q(s')),
+//!   with the value of the end state 0.
+//! - **Training**: episodes run in cycles of `cycle` negotiations. In each cycle one side is the
+//!   trainee (ε-greedy, learning) and the other the trainer (greedy, not learning); the roles
+//!   swap after every cycle, buyer first unless told otherwise. As in the paper, the trainer plays with the table its
+//!   side had *before* its own last training cycle, so that a freshly trained side does not face
+//!   an opponent it has just outgrown. The paper alternated who opens so that both sides learn
+//!   the first and the last states; here the buyer always opens (the protocol's rule), so what
+//!   alternates is who has the last word: `max_rounds` on even episodes, `max_rounds − 1` on odd
+//!   ones. ε decays linearly from `epsilon` to a hundredth of it over the training.
+
+use std::cell::RefCell;
+
+use serde::Serialize;
+
+use crate::domain::bid::{self, Party};
+use crate::domain::strategy::{Decision, NegotiationState, Negotiator, Rationale, Setting, settle};
+
+use super::market::{Ending, Ranges, negotiate};
+use super::rng::Rng;
+#[cfg(test)]
+use super::roster::{self, Kind, Tables};
+
+pub const LEVELS: usize = 5;
+pub const STEPS: usize = 5;
+pub const STATES: usize = 1 + LEVELS * STEPS;
+/// Offers P_0..P_4, then accept, then reject.
+pub const ACTIONS: usize = LEVELS + 2;
+const ACCEPT: usize = LEVELS;
+const REJECT: usize = LEVELS + 1;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct QTable {
+    pub values: Vec<[f64; ACTIONS]>,
+}
+
+impl Default for QTable {
+    fn default() -> Self {
+        QTable { values: vec![[0.0; ACTIONS]; STATES] }
+    }
+}
+
+impl QTable {
+    fn best_value(&self, state: usize) -> f64 {
+        self.values[state].iter().copied().fold(f64::NEG_INFINITY, f64::max)
+    }
+}
+
+/// The learning parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Learning {
+    pub episodes: usize,
+    pub cycle: usize,
+    pub alpha: f64,
+    pub gamma: f64,
+    pub epsilon: f64,
+    /// The side trained in the first cycle.
+    pub first: Party,
+}
+
+/// The grid point P_k for a listing with this ask.
+pub fn level_price(ask: i64, level: usize) -> i64 {
+    let price = ask as f64 * (0.5 + 0.125 * level as f64);
+    price.round() as i64
+}
+
+fn level_of(ask: i64, amount: i64) -> usize {
+    let x = ((amount as f64 / ask as f64) - 0.5) / 0.125;
+    x.round().clamp(0.0, (LEVELS - 1) as f64) as usize
+}
+
+/// The state index of the thread as the mover sees it.
+pub fn state_of(state: &NegotiationState) -> usize {
+    let Some(pending) = state.pending() else {
+        return 0;
+    };
+    let round = i64::try_from(state.bids.len()).unwrap_or(i64::MAX);
+    let max_rounds = i64::from(state.max_rounds.max(1));
+    let step = ((5 * round) / max_rounds).clamp(0, (STEPS - 1) as i64) as usize;
+    1 + level_of(state.ask, pending) * STEPS + step
+}
+
+/// Which actions the mover with private `limit` may take.
+fn allowed(state: &NegotiationState, side: Party, limit: i64) -> [bool; ACTIONS] {
+    let mut mask = [false; ACTIONS];
+    let Some(pending) = state.pending() else {
+        mask[..LEVELS].fill(true);
+        return mask;
+    };
+    if !state.pending_final {
+        mask[..LEVELS].fill(true);
+    }
+    mask[ACCEPT] = match side {
+        Party::Buyer => pending <= limit,
+        Party::Seller => pending >= limit,
+    };
+    mask[REJECT] = true;
+    mask
+}
+
+/// Exploration state of a learning player: its ε, its generator, and the moves it made.
+#[derive(Debug)]
+struct Explore {
+    epsilon: f64,
+    rng: Rng,
+    trace: Vec<(usize, usize)>,
+}
+
+/// A Q-table playing one side with private `limit`: greedy, or ε-greedy while learning.
+pub struct QPlayer<'a> {
+    table: &'a QTable,
+    side: Party,
+    limit: i64,
+    explore: Option<RefCell<Explore>>,
+}
+
+impl<'a> QPlayer<'a> {
+    pub fn greedy(table: &'a QTable, side: Party, limit: i64) -> QPlayer<'a> {
+        QPlayer { table, side, limit, explore: None }
+    }
+
+    fn exploring(table: &'a QTable, side: Party, limit: i64, epsilon: f64, rng: Rng) -> QPlayer<'a> {
+        QPlayer { table, side, limit, explore: Some(RefCell::new(Explore { epsilon, rng, trace: Vec::new() })) }
+    }
+
+    fn choose(&self, s: usize, mask: &[bool; ACTIONS]) -> usize {
+        let choices: Vec<usize> = (0..ACTIONS).filter(|&a| mask[a]).collect();
+        let row = &self.table.values[s];
+        let best = choices.iter().map(|&a| row[a]).fold(f64::NEG_INFINITY, f64::max);
+        let ties: Vec<usize> = choices.iter().copied().filter(|&a| row[a] >= best).collect();
+        match &self.explore {
+            Some(explore) => {
+                let mut explore = explore.borrow_mut();
+                let action = if explore.rng.unit() < explore.epsilon {
+                    choices[explore.rng.below(choices.len())]
+                } else {
+                    ties[explore.rng.below(ties.len())]
+                };
+                explore.trace.push((s, action));
+                action
+            }
+            // Greedy play without a generator: of equals, the offer most favourable to the mover
+            // (the lowest price for the buyer, the highest for the seller), as in an unvisited state.
+            None => match self.side {
+                Party::Buyer => ties[0],
+                Party::Seller => ties.iter().copied().filter(|&a| a < LEVELS).max().unwrap_or(ties[0]),
+            },
+        }
+    }
+}
+
+impl Negotiator for QPlayer<'_> {
+    fn next(&self, state: &NegotiationState) -> Decision {
+        if state.mover != self.side {
+            return Decision::Stop { rationale: Rationale::WrongSide };
+        }
+        let mask = allowed(state, self.side, self.limit);
+        let action = self.choose(state_of(state), &mask);
+        if action == ACCEPT {
+            return Decision::Accept { rationale: Rationale::WithinMax };
+        }
+        if action == REJECT {
+            return Decision::Reject { rationale: Rationale::RejectBeyond };
+        }
+        let target = level_price(state.ask, action);
+        if state.bids.is_empty() {
+            let amount = target.min(self.limit).min(state.ask).max(1);
+            return Decision::Counter { amount, is_final: bid::is_final(1, state.max_rounds, false) };
+        }
+        match state.turn() {
+            Ok(turn) => settle(state, turn, self.limit, target, false),
+            Err(rationale) => Decision::Stop { rationale },
+        }
+    }
+}
+
+/// Bellman updates along the moves of one negotiation, whose end paid `reward`.
+fn learn(table: &mut QTable, trace: &[(usize, usize)], reward: f64, alpha: f64, gamma: f64) {
+    for (i, &(s, a)) in trace.iter().enumerate() {
+        let target = match trace.get(i + 1) {
+            Some(&(next, _)) => gamma * table.best_value(next),
+            None => reward,
+        };
+        let q = &mut table.values[s][a];
+        *q = (1.0 - alpha) * *q + alpha * target;
+    }
+}
+
+/// The reward of `side` for a negotiation that ended as `ending`.
+pub fn reward(side: Party, ending: &Ending, value: i64, cost: i64, ask: i64) -> f64 {
+    match ending {
+        Ending::Deal(price) => {
+            let surplus = match side {
+                Party::Buyer => value - price,
+                Party::Seller => price - cost,
+            };
+            surplus as f64 / ask as f64
+        }
+        Ending::NoDeal(_) | Ending::Refused(_) => 0.0,
+    }
+}
+
+/// Who the learner faces.
+#[derive(Debug, Clone, Copy)]
+pub enum Opponent<'a> {
+    /// A Q-table played greedily.
+    Table(&'a QTable),
+    /// A fixed strategy of the roster (the tests' fixed opponent).
+    #[cfg(test)]
+    Fixed(Kind),
+}
+
+/// One training negotiation: who learns, against whom, over which prices.
+#[derive(Debug, Clone, Copy)]
+pub struct Episode<'a> {
+    pub side: Party,
+    pub opponent: Opponent<'a>,
+    pub ranges: &'a Ranges,
+    pub max_rounds: i32,
+    pub epsilon: f64,
+}
+
+/// Plays one training negotiation of `side`'s table and learns from it; returns (buyer reward,
+/// seller reward, deal).
+pub fn episode(table: &mut QTable, episode: &Episode<'_>, learning: &Learning, rng: &mut Rng) -> (f64, f64, bool) {
+    let Episode { side, opponent, ranges, max_rounds, epsilon } = *episode;
+    let pair = ranges.draw(rng);
+    let setting = Setting { ask: pair.ask, max_rounds, buyer_tier: ranges.tier };
+    let own_limit = match side {
+        Party::Buyer => pair.value,
+        Party::Seller => pair.cost,
+    };
+    let other_limit = match side {
+        Party::Buyer => pair.cost,
+        Party::Seller => pair.value,
+    };
+    let (transcript_ending, trace) = {
+        let learner = QPlayer::exploring(table, side, own_limit, epsilon, rng.fork(0x5EED));
+        let other: Box<dyn Negotiator> = match opponent {
+            Opponent::Table(other) => Box::new(QPlayer::greedy(other, side.other(), other_limit)),
+            #[cfg(test)]
+            Opponent::Fixed(kind) => {
+                roster::negotiator(side.other(), kind, other_limit, Tables { buyer: None, seller: None })
+            }
+        };
+        let ending = match side {
+            Party::Buyer => negotiate(&setting, pair.value, pair.cost, &learner, other.as_ref()).ending,
+            Party::Seller => negotiate(&setting, pair.value, pair.cost, other.as_ref(), &learner).ending,
+        };
+        let explore = learner.explore.expect("an exploring player").into_inner();
+        *rng = explore.rng;
+        (ending, explore.trace)
+    };
+    let buyer = reward(Party::Buyer, &transcript_ending, pair.value, pair.cost, pair.ask);
+    let seller = reward(Party::Seller, &transcript_ending, pair.value, pair.cost, pair.ask);
+    let own = if side == Party::Buyer { buyer } else { seller };
+    learn(table, &trace, own, learning.alpha, learning.gamma);
+    (buyer, seller, matches!(transcript_ending, Ending::Deal(_)))
+}
+
+/// One point of the training curve: the means over a cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CurvePoint {
+    pub cycle: usize,
+    pub episodes: usize,
+    pub trainee: Party,
+    pub buyer_reward: f64,
+    pub seller_reward: f64,
+    pub agreement_rate: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Trained {
+    pub buyer: QTable,
+    pub seller: QTable,
+    pub curve: Vec<CurvePoint>,
+}
+
+/// The ε of episode `e` out of `total`: linear from `epsilon` down to a hundredth of it.
+fn epsilon_at(epsilon: f64, e: usize, total: usize) -> f64 {
+    let progress = e as f64 / total.max(1) as f64;
+    (epsilon * (1.0 - progress)).max(epsilon / 100.0)
+}
+
+/// Concurrent training of a buyer and a seller table (see the module's comment).
+pub fn train(
+    learning: &Learning,
+    ranges: &Ranges,
+    max_rounds: i32,
+    rng: &mut Rng,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Trained {
+    let mut tables = [QTable::default(), QTable::default()];
+    // The table each side had before its last training cycle: what it plays as trainer.
+    let mut frozen = [QTable::default(), QTable::default()];
+    let mut curve = Vec::new();
+    let cycle_len = learning.cycle.max(1);
+    let mut done = 0;
+    let mut cycle = 0;
+    while done < learning.episodes {
+        let trainee = if cycle % 2 == 0 { learning.first } else { learning.first.other() };
+        let (me, other) = match trainee {
+            Party::Buyer => (0, 1),
+            Party::Seller => (1, 0),
+        };
+        frozen[me] = tables[me].clone();
+        let n = cycle_len.min(learning.episodes - done);
+        let (mut buyer_sum, mut seller_sum, mut deals) = (0.0, 0.0, 0usize);
+        for i in 0..n {
+            let e = done + i;
+            let epsilon = epsilon_at(learning.epsilon, e, learning.episodes);
+            let rounds = if e % 2 == 0 { max_rounds } else { (max_rounds - 1).max(1) };
+            let opponent = frozen[other].clone();
+            let setup =
+                Episode { side: trainee, opponent: Opponent::Table(&opponent), ranges, max_rounds: rounds, epsilon };
+            let (b, s, deal) = episode(&mut tables[me], &setup, learning, rng);
+            buyer_sum += b;
+            seller_sum += s;
+            deals += usize::from(deal);
+            let finished = e + 1;
+            if learning.episodes >= 10 && finished % (learning.episodes / 10) == 0 {
+                progress(finished, learning.episodes);
+            }
+        }
+        done += n;
+        curve.push(CurvePoint {
+            cycle,
+            episodes: done,
+            trainee,
+            buyer_reward: buyer_sum / n as f64,
+            seller_reward: seller_sum / n as f64,
+            agreement_rate: deals as f64 / n as f64,
+        });
+        cycle += 1;
+    }
+    let [buyer, seller] = tables;
+    Trained { buyer, seller, curve }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::tier::Tier;
+
+    fn ranges() -> Ranges {
+        Ranges { values: (6_000, 14_000), costs: (4_000, 12_000), markup: 0.5, tier: Tier::Agency }
+    }
+
+    fn learning(episodes: usize) -> Learning {
+        Learning { episodes, cycle: 100, alpha: 0.1, gamma: 0.9, epsilon: 0.5, first: Party::Buyer }
+    }
+
+    #[test]
+    fn states_follow_the_grid_and_the_clock() {
+        let state = |bids: &[i64], max_rounds| NegotiationState {
+            mover: Party::author_of_round(bids.len() as i32 + 1),
+            ask: 10_000,
+            max_rounds,
+            buyer_tier: Tier::Agency,
+            bids: bids.to_vec(),
+            pending_final: false,
+            auto_moves: 0,
+        };
+        assert_eq!(state_of(&state(&[], 10)), 0);
+        // 5000 is P_0 at t = 0 (round 2 of 10): state 1.
+        assert_eq!(state_of(&state(&[5_000], 10)), 1);
+        // 9400 is nearest P_4 (10000 · 0.5 + 4 · 1250 = 10000; P_3 = 8750): level 4, round 3 → t = 1.
+        assert_eq!(state_of(&state(&[5_000, 9_400], 10)), 1 + 4 * STEPS + 1);
+        // Round 10 of 10: t = 4.
+        assert_eq!(state_of(&state(&[1; 9], 10)), 1 + 4);
+        assert_eq!(level_price(10_000, 0), 5_000);
+        assert_eq!(level_price(10_000, 4), 10_000);
+    }
+
+    #[test]
+    fn a_q_player_never_accepts_past_its_limit() {
+        // A seller at 9000 facing a buyer ceiling of 8000: accept is masked whatever the table says.
+        let mut table = QTable::default();
+        for row in &mut table.values {
+            row[ACCEPT] = 1.0;
+        }
+        let player = QPlayer::greedy(&table, Party::Buyer, 8_000);
+        let state = NegotiationState {
+            mover: Party::Buyer,
+            ask: 10_000,
+            max_rounds: 10,
+            buyer_tier: Tier::Agency,
+            bids: vec![5_000, 9_000],
+            pending_final: false,
+            auto_moves: 0,
+        };
+        assert!(!matches!(player.next(&state), Decision::Accept { .. }));
+        let cheap = NegotiationState { bids: vec![5_000, 7_500], ..state };
+        assert!(matches!(player.next(&cheap), Decision::Accept { .. }));
+    }
+
+    /// A buyer learning against a fixed split seller earns more at the end of training than at
+    /// the start, and once trained it beats a buyer that picks its moves at random.
+    #[test]
+    fn the_q_buyer_improves_against_a_fixed_seller() {
+        let learning = learning(4_000);
+        let ranges = ranges();
+        let mut rng = Rng::seed(7);
+        let mut table = QTable::default();
+        let mut rewards = Vec::new();
+        let against_split = Episode {
+            side: Party::Buyer,
+            opponent: Opponent::Fixed(Kind::Split),
+            ranges: &ranges,
+            max_rounds: 10,
+            epsilon: 0.0,
+        };
+        for e in 0..learning.episodes {
+            let epsilon = epsilon_at(learning.epsilon, e, learning.episodes);
+            let (b, _, _) = episode(&mut table, &Episode { epsilon, ..against_split }, &learning, &mut rng);
+            rewards.push(b);
+        }
+        let mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len() as f64;
+        let k = 500;
+        let (first, last) = (mean(&rewards[..k]), mean(&rewards[rewards.len() - k..]));
+        assert!(last > first, "last {k} episodes {last:.4} ≤ first {k} {first:.4}");
+
+        // Evaluation without learning: the trained table, greedy, against a random player.
+        let evaluate = |table: &QTable, epsilon: f64| {
+            let mut rng = Rng::seed(99);
+            let no_learning = Learning { alpha: 0.0, ..learning };
+            let setup = Episode { epsilon, ..against_split };
+            let mut scratch = table.clone();
+            let total: f64 = (0..1_000).map(|_| episode(&mut scratch, &setup, &no_learning, &mut rng).0).sum();
+            total / 1_000.0
+        };
+        let trained = evaluate(&table, 0.0);
+        let random = evaluate(&QTable::default(), 1.0);
+        assert!(trained > random, "trained {trained:.4} ≤ random {random:.4}");
+    }
+
+    #[test]
+    fn concurrent_training_is_deterministic_and_alternates() {
+        let learning = Learning { episodes: 1_000, ..learning(0) };
+        let run = || train(&learning, &ranges(), 10, &mut Rng::seed(3), &mut |_, _| {});
+        let (a, b) = (run(), run());
+        assert_eq!(a.buyer, b.buyer);
+        assert_eq!(a.seller, b.seller);
+        assert_eq!(a.curve.len(), 10);
+        assert_eq!(a.curve[0].trainee, Party::Buyer);
+        assert_eq!(a.curve[1].trainee, Party::Seller);
+        assert_eq!(a.curve.last().map(|p| p.episodes), Some(1_000));
+    }
+}

@@ -1,0 +1,362 @@
+//! The typed client against a live server, and the commands built on it run as the real binary.
+
+use std::time::Duration;
+
+use haggle::client::{
+    Client, ClientError, CounterOffer, EventQuery, ListingQuery, NewListing, OrderQuery, Placement, PolicyScope,
+    ThreadQuery,
+};
+use haggle::domain::strategy::{Policy, Strategy};
+use haggle::domain::{BidStatus, ListingStatus, Party, ThreadStatus, Tier};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::support::{TestApp, haggle_bin};
+
+/// A seller client, an AGENCY buyer client, and their keys.
+async fn parties(app: &TestApp) -> (Client, Client, String, String) {
+    let anonymous = Client::new(&app.base, None).unwrap();
+    let seller = anonymous.register("desk-seller").await.unwrap();
+    assert_eq!(seller.agent.tier, Tier::Public);
+    assert!(seller.api_key.starts_with("hk_"));
+    let buyer = app.buyer("desk-buyer").await;
+    (anonymous.with_api_key(&seller.api_key), anonymous.with_api_key(&buyer.key), seller.api_key, buyer.key)
+}
+
+#[tokio::test]
+async fn a_whole_negotiation_runs_through_the_typed_client() {
+    let app = TestApp::spawn().await;
+    let (seller, buyer, _, _) = parties(&app).await;
+    assert_eq!(buyer.me().await.unwrap().tier, Tier::Agency);
+
+    let listing = seller.create_listing(&NewListing::new("Standing desk", 138_000)).await.unwrap();
+    assert_eq!((listing.status, listing.ask_amount, listing.max_rounds), (ListingStatus::Active, 138_000, 10));
+    assert_eq!(buyer.get_listing(listing.id).await.unwrap(), listing);
+
+    let placed = buyer.place_bid(listing.id, &Placement::new(120_000)).await.unwrap();
+    assert_eq!((placed.bid.round, placed.bid.status), (1, BidStatus::Pending));
+    assert_eq!(placed.thread.turn, Some(Party::Seller));
+
+    let countered = seller.counter(placed.bid.id, &CounterOffer::new(135_000, false)).await.unwrap();
+    assert_eq!((countered.bid.round, countered.bid.author), (2, Party::Seller));
+    // A bid no longer pending is answered at once, even when asked to wait.
+    let first = buyer.get_bid(placed.bid.id, Some(30.0)).await.unwrap();
+    assert_eq!(first.status, BidStatus::Countered);
+
+    let again = buyer.counter(countered.bid.id, &CounterOffer::new(130_000, false)).await.unwrap();
+    let accepted = seller.accept(again.bid.id).await.unwrap();
+    let order = accepted.order.expect("an accept makes an order");
+    assert_eq!((order.amount, order.status.as_str()), (130_000, "CONFIRMED"));
+    assert_eq!(accepted.thread.status, ThreadStatus::Accepted);
+
+    let thread = buyer.get_thread(placed.thread.id).await.unwrap();
+    assert_eq!(thread.thread.status, ThreadStatus::Accepted);
+    assert_eq!(thread.thread.turn, None);
+    assert_eq!(thread.bids.iter().map(|bid| bid.amount).collect::<Vec<_>>(), vec![120_000, 135_000, 130_000]);
+    let orders = buyer.list_orders(&OrderQuery { role: Some(Party::Buyer), ..OrderQuery::default() }).await.unwrap();
+    assert_eq!(orders.data.iter().map(|o| o.id).collect::<Vec<_>>(), vec![order.id]);
+    assert_eq!(seller.get_order(order.id).await.unwrap(), order);
+    // Every POST went with an Idempotency-Key of its own: the buyer placed and countered.
+    let buyer_id = buyer.me().await.unwrap().id;
+    let keyed = app.count(format!("SELECT count(*) FROM idempotency_keys WHERE agent_id = '{buyer_id}'")).await;
+    assert_eq!(keyed, 2);
+    let mine = buyer.list_threads(&ThreadQuery { role: Some(Party::Buyer), ..ThreadQuery::default() }).await.unwrap();
+    assert_eq!(mine.data.len(), 1);
+    assert_eq!(mine.data[0].rounds, 3);
+
+    // The buyer's events tell the story; they are published just after their commit, so wait.
+    let mut after = 0;
+    let mut kinds = Vec::new();
+    while !kinds.iter().any(|kind| kind == "order.created") {
+        let page = buyer.events(&EventQuery { after, limit: Some(50), wait: Some(5.0) }).await.unwrap();
+        assert!(!page.data.is_empty(), "events stopped at {kinds:?}");
+        after = page.next_cursor;
+        kinds.extend(page.data.into_iter().map(|event| event.kind));
+    }
+    assert_eq!(kinds, ["bid.placed", "bid.countered", "bid.countered", "bid.accepted", "order.created"]);
+
+    // Buying at the ask, and withdrawing a bid of my own.
+    let lamp =
+        seller.create_listing(&NewListing { quantity: Some(2), ..NewListing::new("Lamp", 5_000) }).await.unwrap();
+    let bought = buyer.purchase(lamp.id).await.unwrap();
+    assert_eq!((bought.order.amount, bought.order.bid_id), (5_000, None));
+    let placed = buyer.place_bid(lamp.id, &Placement::new(4_000)).await.unwrap();
+    let withdrawn = buyer.withdraw(placed.bid.id).await.unwrap();
+    assert_eq!((withdrawn.thread.status, withdrawn.order), (ThreadStatus::Rejected, None));
+    let rejected_thread = buyer.place_bid(lamp.id, &Placement::new(4_100)).await.unwrap();
+    let rejected = seller.reject(rejected_thread.bid.id).await.unwrap();
+    assert_eq!(rejected.bid.status, BidStatus::Rejected);
+}
+
+#[tokio::test]
+async fn refusals_come_back_as_typed_problems() {
+    let app = TestApp::spawn().await;
+    let (seller, buyer, _, _) = parties(&app).await;
+
+    let missing = buyer.get_listing(Uuid::now_v7()).await.unwrap_err();
+    assert_eq!((missing.status(), missing.code()), (Some(404), Some("not_found")));
+    assert!(missing.to_string().starts_with("404 not_found: "), "{missing}");
+
+    let invalid = seller.create_listing(&NewListing::new("", 10)).await.unwrap_err();
+    assert_eq!((invalid.status(), invalid.code()), (Some(422), Some("validation_failed")));
+    let problem = invalid.problem().unwrap();
+    let fields: Vec<&str> = problem.errors.iter().map(|e| e.field.as_str()).collect();
+    assert!(fields.contains(&"title") && fields.contains(&"ask_amount"), "{fields:?}");
+    assert!(invalid.to_string().contains("ask_amount: "), "{invalid}");
+
+    let listing = seller.create_listing(&NewListing::new("Desk", 100_000)).await.unwrap();
+    let placed = buyer.place_bid(listing.id, &Placement::new(80_000)).await.unwrap();
+    let own = buyer.accept(placed.bid.id).await.unwrap_err();
+    assert_eq!((own.status(), own.code()), (Some(403), Some("not_your_turn")));
+
+    let greedy = seller.counter(placed.bid.id, &CounterOffer::new(120_000, false)).await.unwrap_err();
+    let problem = greedy.problem().unwrap();
+    assert_eq!((problem.status, problem.code.as_str()), (422, "not_a_concession"));
+    assert_eq!((problem.min_amount, problem.max_amount), (Some(80_001), Some(100_000)));
+
+    let again = buyer.place_bid(listing.id, &Placement::new(81_000)).await.unwrap_err();
+    assert_eq!(again.code(), Some("thread_active"));
+    assert_eq!(again.problem().unwrap().thread_id, Some(placed.thread.id));
+
+    seller.reject(placed.bid.id).await.unwrap();
+    let twice = seller.reject(placed.bid.id).await.unwrap_err();
+    assert_eq!(twice.code(), Some("invalid_transition"));
+    assert_eq!(twice.problem().unwrap().current_status.as_deref(), Some("REJECTED"));
+
+    let nobody = Client::new(&app.base, None).unwrap().me().await.unwrap_err();
+    assert_eq!(nobody.code(), Some("unauthenticated"));
+
+    // Nothing listens on port 1: a transport error, with no code, after the retries.
+    let unreachable = Client::new("http://127.0.0.1:1", None).unwrap().me().await.unwrap_err();
+    assert!(matches!(unreachable, ClientError::Transport { .. }), "{unreachable:?}");
+    assert_eq!((unreachable.code(), unreachable.status()), (None, None));
+    assert!(unreachable.to_string().contains("no answer from the server"), "{unreachable}");
+    assert!(matches!(Client::new("ftp://example.com", None), Err(ClientError::InvalidUrl { .. })));
+}
+
+/// A proxy to `upstream` that loses the answer to the first request: it forwards the request,
+/// waits until the server answers (the effect is committed by then) and hangs up.
+async fn answer_losing_proxy(upstream: &str) -> String {
+    use tokio::io::AsyncReadExt;
+    let upstream = upstream.trim_start_matches("http://").to_owned();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut first = true;
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let mut outbound = tokio::net::TcpStream::connect(&upstream).await.unwrap();
+            if std::mem::take(&mut first) {
+                let (mut request, answer) = inbound.into_split();
+                let (mut response, mut forward) = outbound.into_split();
+                let copy = tokio::spawn(async move { tokio::io::copy(&mut request, &mut forward).await });
+                let _ = response.read(&mut [0; 1]).await;
+                copy.abort();
+                drop(answer);
+            } else {
+                tokio::spawn(async move { tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await });
+            }
+        }
+    });
+    format!("http://{address}")
+}
+
+#[tokio::test]
+async fn a_move_whose_answer_was_lost_is_retried_and_made_once() {
+    let app = TestApp::spawn().await;
+    let (seller, _, _, buyer_key) = parties(&app).await;
+    let listing = seller.create_listing(&NewListing::new("Desk", 100_000)).await.unwrap();
+    let proxy = answer_losing_proxy(&app.base).await;
+    let buyer = Client::new(&proxy, Some(buyer_key)).unwrap();
+
+    // The first attempt placed the bid; the retry, under the same key, gets its answer again
+    // instead of `409 thread_active`.
+    let placed = buyer.place_bid(listing.id, &Placement::new(90_000)).await.unwrap();
+    assert_eq!(app.count("SELECT count(*) FROM bids").await, 1);
+    let stored: Uuid = sqlx::query_scalar("SELECT id FROM bids").fetch_one(&app.pool).await.unwrap();
+    assert_eq!(placed.bid.id, stored);
+}
+
+#[tokio::test]
+async fn pages_follow_the_cursor_to_the_end() {
+    let app = TestApp::spawn().await;
+    let (seller, buyer, _, _) = parties(&app).await;
+    let mut created = Vec::new();
+    for i in 0..5 {
+        created.push(seller.create_listing(&NewListing::new(format!("Chair {i}"), 10_000 + i)).await.unwrap().id);
+    }
+    let me = seller.me().await.unwrap();
+    let mut query = ListingQuery { seller_id: Some(me.id), limit: Some(2), ..ListingQuery::default() };
+    let mut seen = Vec::new();
+    let mut pages = 0;
+    loop {
+        let page = buyer.list_listings(&query).await.unwrap();
+        pages += 1;
+        assert!(page.data.len() <= 2);
+        seen.extend(page.data.iter().map(|listing| listing.id));
+        match page.next_cursor {
+            Some(cursor) => query.cursor = Some(cursor),
+            None => break,
+        }
+    }
+    created.reverse();
+    assert_eq!(seen, created, "newest first, each once");
+    assert!(pages >= 3);
+
+    let filtered =
+        buyer.list_listings(&ListingQuery { q: Some("chair 3".to_owned()), ..ListingQuery::default() }).await.unwrap();
+    assert_eq!(filtered.data.len(), 1);
+    let sold = buyer
+        .list_listings(&ListingQuery { status: Some(ListingStatus::Sold), ..ListingQuery::default() })
+        .await
+        .unwrap();
+    assert!(sold.data.is_empty());
+}
+
+#[tokio::test]
+async fn policies_are_set_read_and_deleted_per_scope() {
+    let app = TestApp::spawn().await;
+    let (seller, buyer, _, _) = parties(&app).await;
+    let listing = seller.create_listing(&NewListing::new("Brass lamp", 35_000)).await.unwrap();
+
+    let stored =
+        seller.set_policy(PolicyScope::Listing(listing.id), &Policy::new(28_000, Strategy::Tier {})).await.unwrap();
+    assert_eq!((stored.scope.as_str(), stored.role, stored.listing_id), ("listing", Party::Seller, Some(listing.id)));
+    assert_eq!(seller.get_policy(PolicyScope::Listing(listing.id)).await.unwrap().policy.limit, 28_000);
+
+    let step = Strategy::Step { amount: Some(1_500), fraction: None };
+    let stored = buyer.set_policy(PolicyScope::Agent(Party::Buyer), &Policy::new(31_000, step)).await.unwrap();
+    assert_eq!((stored.scope.as_str(), stored.role), ("agent", Party::Buyer));
+
+    let too_high = seller.set_policy(PolicyScope::Listing(listing.id), &Policy::new(40_000, Strategy::Split {})).await;
+    let too_high = too_high.unwrap_err();
+    assert_eq!(too_high.code(), Some("validation_failed"));
+    assert_eq!(too_high.problem().unwrap().errors[0].field, "limit");
+
+    // Both policies play the whole negotiation on the server from one opening bid.
+    let placed = buyer.place_bid(listing.id, &Placement::new(25_000)).await.unwrap();
+    let mut thread = buyer.get_thread(placed.thread.id).await.unwrap();
+    for _ in 0..20 {
+        if thread.thread.status != ThreadStatus::Active {
+            break;
+        }
+        buyer.get_bid(thread.thread.last_bid_id, Some(5.0)).await.unwrap();
+        thread = buyer.get_thread(placed.thread.id).await.unwrap();
+    }
+    assert_eq!(thread.thread.status, ThreadStatus::Accepted);
+    let policy = PolicyScope::Thread(placed.thread.id);
+    assert_eq!(buyer.get_policy(policy).await.unwrap_err().code(), Some("not_found"));
+
+    buyer.delete_policy(PolicyScope::Agent(Party::Buyer)).await.unwrap();
+    let gone = buyer.get_policy(PolicyScope::Agent(Party::Buyer)).await.unwrap_err();
+    assert_eq!(gone.code(), Some("not_found"));
+}
+
+/// Runs `haggle <args>` against the app as the agent with `key`, and returns its stdout.
+async fn haggle(app: &TestApp, key: &str, args: &[&str]) -> String {
+    let output = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new(haggle_bin())
+            .args(args)
+            .env("HAGGLE_URL", &app.base)
+            .env("HAGGLE_API_KEY", key)
+            .env("RUST_LOG", "warn")
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("haggle finishes")
+    .expect("haggle runs");
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "haggle {args:?} failed:\n{stdout}\n{stderr}");
+    stdout
+}
+
+#[tokio::test]
+async fn the_negotiate_command_plays_a_profile_against_a_seller_policy() {
+    let app = TestApp::spawn().await;
+    let (seller, buyer, _, buyer_key) = parties(&app).await;
+    // The balanced profile opens at 20.00 and pays up to 30.00; the listing asks 38.00.
+    let listing = seller.create_listing(&NewListing::new("Desk lamp", 3_800)).await.unwrap();
+    seller.set_policy(PolicyScope::Listing(listing.id), &Policy::new(2_500, Strategy::Tier {})).await.unwrap();
+
+    let id = listing.id.to_string();
+    let out = haggle(&app, &buyer_key, &["negotiate", "--listing", &id, "--strategy", "balanced"]).await;
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("round 1  buyer") && lines[0].contains("20.00"), "{out}");
+    assert!(lines[1].starts_with("round 2  seller"), "{out}");
+    assert!(lines.iter().all(|line| line.is_ascii()), "not a terminal, so ASCII:\n{out}");
+
+    // The result is what the server recorded.
+    let threads = buyer.list_threads(&ThreadQuery::default()).await.unwrap();
+    let thread = buyer.get_thread(threads.data[0].id).await.unwrap();
+    assert_eq!(lines.len(), thread.bids.len() + 1, "{out}");
+    let outcome = lines.last().unwrap();
+    let last = thread.bids.last().unwrap();
+    match thread.thread.status {
+        ThreadStatus::Accepted => assert!(outcome.starts_with(&format!("ACCEPTED at {}", price(last.amount))), "{out}"),
+        ThreadStatus::Rejected => assert!(outcome.starts_with("REJECTED"), "{out}"),
+        other => panic!("the negotiation ended {other:?}:\n{out}"),
+    }
+    // No buyer offer ever went past the profile's 30.00.
+    assert!(thread.bids.iter().filter(|bid| bid.author == Party::Buyer).all(|bid| bid.amount <= 3_000), "{out}");
+}
+
+fn price(minor: i64) -> String {
+    format!("{}.{:02}", minor / 100, minor % 100)
+}
+
+#[tokio::test]
+async fn a_buyer_command_and_a_seller_command_negotiate_with_each_other() {
+    let app = TestApp::spawn().await;
+    let (seller, _, seller_key, buyer_key) = parties(&app).await;
+    let listing = seller.create_listing(&NewListing::new("Desk lamp", 3_800)).await.unwrap();
+    let id = listing.id.to_string();
+
+    // The seller answers with the midpoint, never below 26.00: 20.00 → 29.00, which the
+    // balanced buyer (up to 30.00) takes.
+    let seller_side = {
+        let app_base = app.base.clone();
+        let id = id.clone();
+        let seller_key = seller_key.clone();
+        tokio::spawn(async move {
+            tokio::process::Command::new(haggle_bin())
+                .args(["negotiate", "--as", "seller", "--listing", &id, "--floor", "2600", "--wait", "5"])
+                .env("HAGGLE_URL", app_base)
+                .env("HAGGLE_API_KEY", seller_key)
+                .kill_on_drop(true)
+                .output()
+                .await
+                .unwrap()
+        })
+    };
+    let bought = haggle(&app, &buyer_key, &["negotiate", "--listing", &id, "--strategy", "balanced"]).await;
+    let sold = tokio::time::timeout(Duration::from_secs(60), seller_side).await.expect("the seller finishes").unwrap();
+    let sold_out = String::from_utf8(sold.stdout).unwrap();
+    assert!(sold.status.success(), "{sold_out}\n{}", String::from_utf8_lossy(&sold.stderr));
+
+    for out in [&bought, &sold_out] {
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 3, "{out}");
+        assert!(lines[0].starts_with("round 1  buyer") && lines[0].contains("20.00"), "{out}");
+        assert!(lines[1].starts_with("round 2  seller") && lines[1].contains("29.00"), "{out}");
+        assert!(lines[2].starts_with("ACCEPTED at 29.00 USD (order "), "{out}");
+    }
+
+    // The listings and threads commands show what happened.
+    let me = seller.me().await.unwrap();
+    let listings = haggle(&app, &seller_key, &["listings", "--seller", &me.id.to_string()]).await;
+    assert!(listings.starts_with("ID"), "{listings}");
+    assert!(listings.contains(&id) && listings.contains("38.00 USD") && listings.contains("SOLD"), "{listings}");
+    let json = haggle(&app, &buyer_key, &["listings", "--status", "SOLD", "--json"]).await;
+    let page: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(page["data"][0]["id"], id.as_str());
+
+    let threads = haggle(&app, &buyer_key, &["threads", "--role", "buyer"]).await;
+    let thread = seller.list_threads(&ThreadQuery::default()).await.unwrap().data[0].id.to_string();
+    assert!(threads.contains(&thread) && threads.contains("ACCEPTED") && threads.contains("29.00"), "{threads}");
+    let json = haggle(&app, &buyer_key, &["threads", "--status", "accepted", "--json"]).await;
+    let page: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(page["data"][0]["id"], thread.as_str());
+    assert!(haggle(&app, &buyer_key, &["threads", "--role", "seller"]).await.lines().count() == 1);
+}
