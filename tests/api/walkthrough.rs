@@ -112,3 +112,23 @@ async fn the_readme_signature_check_works() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// The README's `haggle sim` example prints what the README shows.
+#[tokio::test]
+async fn the_readme_sim_example_prints_what_it_shows() {
+    let readme = readme();
+    let start = readme.find("$ haggle sim ").expect("README shows a haggle sim run");
+    let block = &readme[start..start + readme[start..].find("```").expect("the block ends")];
+    let mut lines = block.lines();
+    let command = lines.next().unwrap().trim_start_matches("$ haggle ");
+    let output = tokio::process::Command::new(crate::support::haggle_bin())
+        .args(command.split_whitespace())
+        .output()
+        .await
+        .expect("run haggle sim");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    for line in lines.filter(|line| !line.trim().is_empty() && line.trim() != "...") {
+        assert!(stdout.lines().any(|printed| printed == line), "haggle sim prints {line:?}:\n{stdout}");
+    }
+}
