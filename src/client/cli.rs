@@ -117,6 +117,20 @@ fn parse_counter(text: &str) -> Result<Strategy, String> {
     serde_json::from_str(text).map_err(|error| format!("not a counter strategy: {error}"))
 }
 
+/// Paging and output, shared by `haggle listings` and `haggle threads`.
+#[derive(Debug, clap::Args)]
+pub struct PageArgs {
+    /// How many to show (1 to 200).
+    #[arg(long, default_value_t = 50)]
+    pub limit: u32,
+    /// The page after this cursor (printed after a full page).
+    #[arg(long)]
+    pub cursor: Option<Uuid>,
+    /// Print the page as the API's JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// `haggle listings` options.
 #[derive(Debug, clap::Args)]
 pub struct ListingsArgs {
@@ -131,15 +145,8 @@ pub struct ListingsArgs {
     /// Only this seller's listings.
     #[arg(long)]
     pub seller: Option<Uuid>,
-    /// How many listings to show (1 to 200).
-    #[arg(long, default_value_t = 50)]
-    pub limit: u32,
-    /// The page after this cursor (printed after a full page).
-    #[arg(long)]
-    pub cursor: Option<Uuid>,
-    /// Print the page as the API's JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub page: PageArgs,
 }
 
 /// `haggle threads` options.
@@ -156,15 +163,8 @@ pub struct ThreadsArgs {
     /// Only threads on this listing.
     #[arg(long)]
     pub listing: Option<Uuid>,
-    /// How many threads to show (1 to 200).
-    #[arg(long, default_value_t = 50)]
-    pub limit: u32,
-    /// The page after this cursor (printed after a full page).
-    #[arg(long)]
-    pub cursor: Option<Uuid>,
-    /// Print the page as the API's JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub page: PageArgs,
 }
 
 // ----- listings and threads -----
@@ -175,11 +175,11 @@ pub async fn listings(args: ListingsArgs) -> anyhow::Result<()> {
         seller_id: args.seller,
         status: args.status,
         q: args.q.clone(),
-        limit: Some(args.limit),
-        cursor: args.cursor,
+        limit: Some(args.page.limit),
+        cursor: args.page.cursor,
     };
     let page = client.list_listings(&query).await?;
-    if args.json {
+    if args.page.json {
         println!("{}", serde_json::to_string_pretty(&page)?);
         return Ok(());
     }
@@ -208,11 +208,11 @@ pub async fn threads(args: ThreadsArgs) -> anyhow::Result<()> {
         role: args.role,
         status: args.status,
         listing_id: args.listing,
-        limit: Some(args.limit),
-        cursor: args.cursor,
+        limit: Some(args.page.limit),
+        cursor: args.page.cursor,
     };
     let page = client.list_threads(&query).await?;
-    if args.json {
+    if args.page.json {
         println!("{}", serde_json::to_string_pretty(&page)?);
         return Ok(());
     }
