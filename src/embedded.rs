@@ -350,18 +350,30 @@ fn private_shared_dir(dir: &Path, run_as: Option<RunAs>) -> Result<(), EmbeddedE
     }
 }
 
+/// The programs the embedded server runs.
+const SERVER_PROGRAMS: [&str; 3] = ["initdb", "pg_ctl", "postgres"];
+
 fn has_server_binaries(dir: &Path) -> bool {
-    ["initdb", "pg_ctl", "postgres"].iter().all(|name| dir.join(name).is_file())
+    has_programs(dir, &SERVER_PROGRAMS)
 }
 
-/// Looks for the server binaries on PATH, then through `pg_config --bindir`, then under
-/// `/usr/lib/postgresql/*/bin`, newest version first.
+fn has_programs(dir: &Path, programs: &[&str]) -> bool {
+    programs.iter().all(|name| dir.join(name).is_file())
+}
+
 fn find_bin_dir() -> Option<PathBuf> {
+    find_postgres_programs(&SERVER_PROGRAMS)
+}
+
+/// The directory of PostgreSQL's `programs`: on PATH, then through `pg_config --bindir`, then
+/// under `/usr/lib/postgresql/*/bin`, newest version first.
+pub(crate) fn find_postgres_programs(programs: &[&str]) -> Option<PathBuf> {
+    let has_them = |dir: &Path| has_programs(dir, programs);
     let on_path = std::env::var_os("PATH")
         .map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
         .unwrap_or_default()
         .into_iter()
-        .find(|dir| has_server_binaries(dir));
+        .find(|dir| has_them(dir));
     if on_path.is_some() {
         return on_path;
     }
@@ -372,7 +384,7 @@ fn find_bin_dir() -> Option<PathBuf> {
         .ok()
         .filter(|output| output.status.success())
         .map(|output| PathBuf::from(String::from_utf8_lossy(&output.stdout).trim()))
-        .filter(|dir| has_server_binaries(dir));
+        .filter(|dir| has_them(dir));
     if from_pg_config.is_some() {
         return from_pg_config;
     }
@@ -383,7 +395,7 @@ fn find_bin_dir() -> Option<PathBuf> {
             let version = entry.file_name().to_str()?.split('.').next()?.parse().ok()?;
             Some((version, entry.path().join("bin")))
         })
-        .filter(|(_, dir)| has_server_binaries(dir))
+        .filter(|(_, dir)| has_them(dir))
         .collect();
     versions.sort();
     versions.pop().map(|(_, dir)| dir)

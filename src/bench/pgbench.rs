@@ -32,7 +32,8 @@ pub struct Pgbench {
 }
 
 impl Pgbench {
-    /// Finds pgbench (on PATH, else under /usr/lib/postgresql/*/bin) and checks that it runs.
+    /// Finds pgbench (on PATH, through `pg_config --bindir`, or under /usr/lib/postgresql/*/bin)
+    /// and checks that it runs.
     pub async fn new(database_url: &str, seconds: u64) -> anyhow::Result<Pgbench> {
         let program = find_program().context(
             "--pgbench needs the pgbench program (PostgreSQL's contrib tools: e.g. apt install postgresql-contrib)",
@@ -107,23 +108,7 @@ pub fn parse_tps(output: &str) -> Option<f64> {
 }
 
 fn find_program() -> Option<PathBuf> {
-    let on_path = std::env::var_os("PATH")
-        .map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
-        .unwrap_or_default()
-        .into_iter()
-        .map(|dir| dir.join("pgbench"))
-        .find(|candidate| candidate.is_file());
-    if on_path.is_some() {
-        return on_path;
-    }
-    let mut installed: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .ok()?
-        .filter_map(Result::ok)
-        .map(|entry| entry.path().join("bin/pgbench"))
-        .filter(|candidate| candidate.is_file())
-        .collect();
-    installed.sort();
-    installed.pop()
+    crate::embedded::find_postgres_programs(&["pgbench"]).map(|dir| dir.join("pgbench"))
 }
 
 #[cfg(test)]

@@ -1,34 +1,16 @@
 //! The API's request and response bodies, as a client sends and reads them (see openapi.yaml).
 //!
-//! The records the server stores and returns unchanged (agents, listings, bids, orders) are the
-//! server's own types; a thread is read into a type of its own because the server's skips `turn`
-//! when deserializing.
+//! The records the server stores and returns unchanged (agents, listings, bids, threads, orders,
+//! events) are the server's own types.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-pub use crate::db::{Agent, Bid, Listing, Order};
+pub use crate::db::{Agent, Bid, Listing, Order, Thread};
 use crate::domain::strategy::Policy;
 use crate::domain::{ListingStatus, Party, ThreadStatus, Tier};
-
-/// One negotiation between one buyer and the seller of one listing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Thread {
-    pub id: Uuid,
-    pub listing_id: Uuid,
-    pub buyer_id: Uuid,
-    pub seller_id: Uuid,
-    pub status: ThreadStatus,
-    pub rounds: i32,
-    /// Whose move it is while the thread is `ACTIVE`; `None` once it has ended.
-    pub turn: Option<Party>,
-    pub last_bid_id: Uuid,
-    pub expires_at: Option<DateTime<Utc>>,
-    pub closed_reason: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
+pub use crate::events::Event;
 
 /// A thread with every bid in round order (`GET /v1/threads/{id}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,21 +63,6 @@ pub struct Registered {
 pub struct Page<T> {
     pub data: Vec<T>,
     pub next_cursor: Option<Uuid>,
-}
-
-/// Something that changed, for the caller.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Event {
-    pub id: i64,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub created_at: DateTime<Utc>,
-    pub listing_id: Option<Uuid>,
-    pub thread_id: Option<Uuid>,
-    pub bid_id: Option<Uuid>,
-    pub order_id: Option<Uuid>,
-    /// Snapshots of the objects as the change left them (`bid`, `thread`, `order`, ...).
-    pub data: serde_json::Value,
 }
 
 /// A page of events; resume with `after = next_cursor`.

@@ -24,9 +24,10 @@ pub struct Thread {
     #[sqlx(try_from = "String")]
     pub status: ThreadStatus,
     pub rounds: i32,
-    /// Whose move it is, while the thread is live.
+    /// Whose move it is, while the thread is live. Not stored: [`Thread::at`] works it out
+    /// (a thread read back from the database has none until then).
     #[sqlx(skip)]
-    #[serde(default, skip_deserializing)]
+    #[serde(default)]
     pub turn: Option<Party>,
     pub last_bid_id: Uuid,
     pub expires_at: Option<DateTime<Utc>>,
