@@ -34,7 +34,7 @@ pub use types::*;
 
 use crate::domain::strategy::Policy;
 
-/// How many times a request is sent before its transport failure is returned.
+/// How many times a request is sent, by default, before its transport failure is returned.
 pub const ATTEMPTS: u32 = 3;
 /// How long a request may take beyond the time it asks the server to wait.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -50,6 +50,8 @@ pub struct Client {
     http: reqwest::Client,
     base: String,
     api_key: Option<String>,
+    attempts: u32,
+    idempotency_keys: bool,
 }
 
 impl std::fmt::Debug for Client {
@@ -57,6 +59,8 @@ impl std::fmt::Debug for Client {
         f.debug_struct("Client")
             .field("base", &self.base)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("attempts", &self.attempts)
+            .field("idempotency_keys", &self.idempotency_keys)
             .finish()
     }
 }
@@ -77,12 +81,30 @@ impl Client {
             .map_err(|error| ClientError::Transport { method: "-".to_owned(), url: base_url.to_owned(), error })?;
         // An empty key (say, `HAGGLE_API_KEY=`) is no key.
         let api_key = api_key.filter(|key| !key.is_empty());
-        Ok(Client { http, base: base_url.trim_end_matches('/').to_owned(), api_key })
+        Ok(Client {
+            http,
+            base: base_url.trim_end_matches('/').to_owned(),
+            api_key,
+            attempts: ATTEMPTS,
+            idempotency_keys: true,
+        })
     }
 
-    /// The same server, as another agent.
+    /// The same server and settings, as another agent. The clients share their connections.
     pub fn with_api_key(&self, api_key: impl Into<String>) -> Client {
-        Client { http: self.http.clone(), base: self.base.clone(), api_key: Some(api_key.into()) }
+        Client { api_key: Some(api_key.into()), ..self.clone() }
+    }
+
+    /// Sends each request at most `attempts` times (at least once). With 1, a transport failure
+    /// or a busy idempotency key is returned at once, as a load generator wants.
+    pub fn attempts(self, attempts: u32) -> Client {
+        Client { attempts: attempts.max(1), ..self }
+    }
+
+    /// Whether `POST`s carry an `Idempotency-Key` (the default). Without keys a `POST` is never
+    /// retried, since a retry could make the move twice.
+    pub fn idempotency_keys(self, on: bool) -> Client {
+        Client { idempotency_keys: on, ..self }
     }
 
     pub fn base_url(&self) -> &str {
@@ -196,6 +218,45 @@ impl Client {
         Ok(())
     }
 
+    // ----- webhooks -----
+
+    /// Registers a webhook; the answer holds its signing secret, shown this once.
+    pub async fn create_webhook(&self, webhook: &NewWebhook) -> Result<WebhookCreated, ClientError> {
+        self.post("/v1/webhooks", webhook).await
+    }
+
+    pub async fn list_webhooks(&self, query: &PageQuery) -> Result<Page<Webhook>, ClientError> {
+        self.get("/v1/webhooks", query).await
+    }
+
+    pub async fn get_webhook(&self, id: Uuid) -> Result<Webhook, ClientError> {
+        self.get(&format!("/v1/webhooks/{id}"), &()).await
+    }
+
+    pub async fn delete_webhook(&self, id: Uuid) -> Result<(), ClientError> {
+        let _: serde_json::Value =
+            self.request(Method::DELETE, &format!("/v1/webhooks/{id}"), &(), None::<&()>, None).await?;
+        Ok(())
+    }
+
+    /// A webhook's deliveries, newest first, each with its attempts.
+    pub async fn webhook_deliveries(&self, id: Uuid, query: &PageQuery) -> Result<Page<Delivery>, ClientError> {
+        self.get(&format!("/v1/webhooks/{id}/deliveries"), query).await
+    }
+
+    /// Turns a disabled webhook back on.
+    pub async fn enable_webhook(&self, id: Uuid) -> Result<Webhook, ClientError> {
+        self.post(&format!("/v1/webhooks/{id}/enable"), &serde_json::json!({})).await
+    }
+
+    // ----- operator -----
+
+    /// Changes an agent's tier or verified identity. The client's key must be the server's
+    /// admin token.
+    pub async fn update_agent(&self, agent: Uuid, update: &ProfileUpdate) -> Result<Agent, ClientError> {
+        self.request(Method::PATCH, &format!("/v1/admin/agents/{agent}"), &(), Some(update), None).await
+    }
+
     // ----- plumbing -----
 
     async fn get<T: DeserializeOwned>(&self, path: &str, query: &impl Serialize) -> Result<T, ClientError> {
@@ -227,7 +288,9 @@ impl Client {
         wait: Option<Duration>,
     ) -> Result<T, ClientError> {
         let url = format!("{}{path}", self.base);
-        let idempotency_key = (method == Method::POST).then(|| Uuid::now_v7().to_string());
+        let idempotency_key = (method == Method::POST && self.idempotency_keys).then(|| Uuid::now_v7().to_string());
+        // A POST without a key is not safe to send twice.
+        let attempts = if method == Method::POST && !self.idempotency_keys { 1 } else { self.attempts };
         let timeout = REQUEST_TIMEOUT + wait.unwrap_or_default();
         let mut attempt = 1;
         loop {
@@ -246,7 +309,7 @@ impl Client {
                 Err(error) => Err(ClientError::Transport { method: method.to_string(), url: url.clone(), error }),
             };
             match outcome {
-                Err(error) if attempt < ATTEMPTS && error.is_retryable() => {
+                Err(error) if attempt < attempts && error.is_retryable() => {
                     tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
                     attempt += 1;
                 }

@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+pub use crate::db::webhooks::{Attempt, Delivery, Webhook};
 pub use crate::db::{Agent, Bid, Listing, Order, Thread};
 use crate::domain::strategy::Policy;
 use crate::domain::{ListingStatus, Party, ThreadStatus, Tier};
@@ -240,4 +241,46 @@ pub struct EventQuery {
     pub limit: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wait: Option<f64>,
+}
+
+/// `PATCH /v1/admin/agents/{id}`, the operator's change to an agent. Fields left `None` stay.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ProfileUpdate {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tier: Option<Tier>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agency_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advertiser_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seat_id: Option<String>,
+}
+
+impl ProfileUpdate {
+    pub fn tier(tier: Tier) -> ProfileUpdate {
+        ProfileUpdate { tier: Some(tier), ..ProfileUpdate::default() }
+    }
+}
+
+/// `POST /v1/webhooks`: where to send which events (`*` for all).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NewWebhook {
+    pub url: String,
+    pub events: Vec<String>,
+}
+
+/// A new webhook and its signing secret, shown this once.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct WebhookCreated {
+    pub webhook: Webhook,
+    pub secret: String,
+}
+
+/// Paging for the webhook lists.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PageQuery {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<Uuid>,
 }

@@ -159,7 +159,7 @@ pub struct Attempt {
 }
 
 /// One event on its way to one webhook, with every attempt made so far, oldest first.
-#[derive(Debug, Clone, PartialEq, Eq, FromRow, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, FromRow, Serialize, Deserialize)]
 pub struct Delivery {
     pub id: Uuid,
     pub webhook_id: Uuid,

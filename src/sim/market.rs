@@ -14,15 +14,19 @@
 //! agreement rate is deals on feasible pairs / feasible pairs; deals on infeasible pairs are
 //! counted apart and are 0 whenever every move keeps its side's limit.
 //!
-//! Every move goes through the domain's `simulate`, which refuses what the server refuses
-//! (a counter that is not a concession, a counter on a final bid, an opening above the ask);
-//! the market also checks each bid and deal against the two private limits.
+//! **Venues.** The strategies decide every move on this side; a [`Venue`] carries the moves out.
+//! In-process, every move goes through the domain's `simulate`, which refuses what the server
+//! refuses (a counter that is not a concession, a counter on a final bid, an opening above the
+//! ask); over HTTP (`remote`), every move is an API call and the server refuses. The draws, the
+//! order of the books and the accounting are the same for both, and the market checks each bid
+//! and deal against the two private limits either way.
 
+use futures::StreamExt as _;
 use serde::Serialize;
 
 use crate::domain::bid::Party;
 use crate::domain::strategy::{self, Setting, Transcript, simulate};
-use crate::domain::strategy::{Negotiator, PlacedBid};
+use crate::domain::strategy::{NegotiationState, Negotiator, PlacedBid};
 use crate::domain::tier::Tier;
 
 use super::rng::Rng;
@@ -110,6 +114,18 @@ pub struct Played {
     pub limit_violation: bool,
 }
 
+impl Played {
+    /// A negotiation's bids and ending, checked against both private limits.
+    pub fn checked(value: i64, cost: i64, bids: Vec<PlacedBid>, ending: Ending) -> Played {
+        let bid_past_limit = bids.iter().any(|bid| match bid.author {
+            Party::Buyer => bid.amount > value,
+            Party::Seller => bid.amount < cost,
+        });
+        let deal_past_limit = matches!(ending, Ending::Deal(price) if price > value || price < cost);
+        Played { bids, ending, limit_violation: bid_past_limit || deal_past_limit }
+    }
+}
+
 /// Plays one negotiation by the domain's rules and checks it against both limits.
 pub fn negotiate(setting: &Setting, value: i64, cost: i64, buyer: &dyn Negotiator, seller: &dyn Negotiator) -> Played {
     let Transcript { bids, ending } = simulate(setting, buyer, seller);
@@ -118,12 +134,24 @@ pub fn negotiate(setting: &Setting, value: i64, cost: i64, buyer: &dyn Negotiato
         strategy::Ending::Rejected { by, .. } | strategy::Ending::Stopped { by, .. } => Ending::NoDeal(by),
         strategy::Ending::Refused { by, .. } => Ending::Refused(by),
     };
-    let bid_past_limit = bids.iter().any(|bid| match bid.author {
-        Party::Buyer => bid.amount > value,
-        Party::Seller => bid.amount < cost,
-    });
-    let deal_past_limit = matches!(ending, Ending::Deal(price) if price > value || price < cost);
-    Played { bids, ending, limit_violation: bid_past_limit || deal_past_limit }
+    Played::checked(value, cost, bids, ending)
+}
+
+/// The thread as `mover` sees it after `bids`: the state the domain's `simulate` hands a
+/// negotiator at the same point, for a venue that keeps the thread elsewhere.
+pub fn state_of(setting: &Setting, bids: &[PlacedBid], mover: Party) -> NegotiationState {
+    let own_bids = bids.iter().filter(|bid| bid.author == mover).count();
+    NegotiationState {
+        mover,
+        ask: setting.ask,
+        max_rounds: setting.max_rounds,
+        buyer_tier: setting.buyer_tier,
+        bids: bids.iter().map(|bid| bid.amount).collect(),
+        pending_final: bids.last().is_some_and(|bid| bid.is_final),
+        // Counters only: the buyer's opening bid is not one.
+        auto_moves: u32::try_from(if mover == Party::Buyer { own_bids.saturating_sub(1) } else { own_bids })
+            .unwrap_or(u32::MAX),
+    }
 }
 
 /// The market's parameters.
@@ -136,42 +164,144 @@ pub struct Market {
     pub rounds: usize,
 }
 
-/// Runs every round of the market: all buyer × seller pairs, in order (round, buyer, seller).
-/// `progress` hears (rounds done, rounds) after every tenth of the rounds.
-pub fn run(market: &Market, tables: Tables<'_>, rng: &mut Rng, progress: &mut dyn FnMut(usize, usize)) -> Vec<Outcome> {
+/// One negotiation of the market: which buyer meets which seller in which round, with their
+/// private prices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Meeting {
+    pub round: usize,
+    pub buyer: usize,
+    pub seller: usize,
+    pub buyer_kind: Kind,
+    pub seller_kind: Kind,
+    pub value: i64,
+    pub cost: i64,
+    pub ask: i64,
+}
+
+impl Meeting {
+    pub fn setting(&self, market: &Market) -> Setting {
+        Setting { ask: self.ask, max_rounds: market.max_rounds, buyer_tier: market.ranges.tier }
+    }
+
+    /// The buyer's and the seller's negotiators, each holding its own private price.
+    pub fn negotiators<'a>(&self, tables: Tables<'a>) -> (Box<dyn Negotiator + 'a>, Box<dyn Negotiator + 'a>) {
+        (
+            roster::negotiator(Party::Buyer, self.buyer_kind, self.value, tables),
+            roster::negotiator(Party::Seller, self.seller_kind, self.cost, tables),
+        )
+    }
+
+    pub fn outcome(&self, played: Played) -> Outcome {
+        Outcome {
+            buyer: self.buyer,
+            seller: self.seller,
+            buyer_kind: self.buyer_kind,
+            seller_kind: self.seller_kind,
+            value: self.value,
+            cost: self.cost,
+            ask: self.ask,
+            bids: played.bids,
+            ending: played.ending,
+            limit_violation: played.limit_violation,
+        }
+    }
+}
+
+/// Every negotiation of the market in order (round, buyer, seller). In each round every buyer
+/// draws its value, then every seller its cost, from `rng`.
+pub fn meetings(market: &Market, rng: &mut Rng) -> Vec<Meeting> {
     let buyers = market.buyers.agents();
     let sellers = market.sellers.agents();
-    let mut outcomes = Vec::with_capacity(market.rounds * buyers.len() * sellers.len());
+    let mut meetings = Vec::with_capacity(market.rounds * buyers.len() * sellers.len());
     for round in 0..market.rounds {
         let values: Vec<i64> = buyers.iter().map(|_| market.ranges.draw_value(rng)).collect();
         let costs: Vec<i64> = sellers.iter().map(|_| market.ranges.draw_cost(rng)).collect();
-        for (b, &buyer_kind) in buyers.iter().enumerate() {
-            let buyer = roster::negotiator(Party::Buyer, buyer_kind, values[b], tables);
-            for (s, &seller_kind) in sellers.iter().enumerate() {
-                let ask = market.ranges.ask_for(costs[s]);
-                let seller = roster::negotiator(Party::Seller, seller_kind, costs[s], tables);
-                let setting = Setting { ask, max_rounds: market.max_rounds, buyer_tier: market.ranges.tier };
-                let played = negotiate(&setting, values[b], costs[s], buyer.as_ref(), seller.as_ref());
-                outcomes.push(Outcome {
-                    buyer: b,
-                    seller: s,
+        for (buyer, &buyer_kind) in buyers.iter().enumerate() {
+            for (seller, &seller_kind) in sellers.iter().enumerate() {
+                meetings.push(Meeting {
+                    round,
+                    buyer,
+                    seller,
                     buyer_kind,
                     seller_kind,
-                    value: values[b],
-                    cost: costs[s],
-                    ask,
-                    bids: played.bids,
-                    ending: played.ending,
-                    limit_violation: played.limit_violation,
+                    value: values[buyer],
+                    cost: costs[seller],
+                    ask: market.ranges.ask_for(costs[seller]),
                 });
             }
         }
-        let done = round + 1;
-        if market.rounds >= 10 && done % (market.rounds / 10) == 0 {
-            progress(done, market.rounds);
-        }
     }
-    outcomes
+    meetings
+}
+
+/// Where negotiations are played. The strategies decide every move on the caller's side either
+/// way; the venue carries each move out and says how the negotiation ended: in-process by the
+/// domain's rules ([`InProcess`]), or as API calls to a running server (`remote::Server`).
+pub trait Venue {
+    fn play(
+        &self,
+        meeting: &Meeting,
+        setting: &Setting,
+        buyer: &dyn Negotiator,
+        seller: &dyn Negotiator,
+    ) -> impl Future<Output = anyhow::Result<Played>>;
+}
+
+/// The domain's `simulate`, in memory.
+pub struct InProcess;
+
+impl Venue for InProcess {
+    fn play(
+        &self,
+        meeting: &Meeting,
+        setting: &Setting,
+        buyer: &dyn Negotiator,
+        seller: &dyn Negotiator,
+    ) -> impl Future<Output = anyhow::Result<Played>> {
+        std::future::ready(Ok(negotiate(setting, meeting.value, meeting.cost, buyer, seller)))
+    }
+}
+
+/// Plays `meetings` at `venue`, up to `concurrency` at a time, and returns their outcomes in the
+/// meetings' order, whatever order they finish in. `progress` hears (negotiations done,
+/// negotiations) after each one. The first failure of the venue ends the market.
+pub async fn play(
+    market: &Market,
+    meetings: &[Meeting],
+    tables: Tables<'_>,
+    venue: &impl Venue,
+    concurrency: usize,
+    progress: &mut dyn FnMut(usize, usize),
+) -> anyhow::Result<Vec<Outcome>> {
+    let mut played = futures::stream::iter(meetings)
+        .map(|meeting| async move {
+            let (buyer, seller) = meeting.negotiators(tables);
+            let played = venue.play(meeting, &meeting.setting(market), buyer.as_ref(), seller.as_ref()).await?;
+            Ok::<_, anyhow::Error>(meeting.outcome(played))
+        })
+        .buffered(concurrency.max(1));
+    let mut outcomes = Vec::with_capacity(meetings.len());
+    while let Some(outcome) = played.next().await {
+        outcomes.push(outcome?);
+        progress(outcomes.len(), meetings.len());
+    }
+    Ok(outcomes)
+}
+
+/// Runs every round of the market in-process: all buyer × seller pairs, in order (round, buyer,
+/// seller). `progress` hears (rounds done, rounds) after every tenth of the rounds.
+pub fn run(market: &Market, tables: Tables<'_>, rng: &mut Rng, progress: &mut dyn FnMut(usize, usize)) -> Vec<Outcome> {
+    let meetings = meetings(market, rng);
+    let per_round = (meetings.len() / market.rounds.max(1)).max(1);
+    let mut by_round = |done: usize, _total: usize| {
+        let round = done / per_round;
+        if done % per_round == 0 && market.rounds >= 10 && round % (market.rounds / 10) == 0 {
+            progress(round, market.rounds);
+        }
+    };
+    // Nothing in-process waits, so the future is done as soon as it is polled.
+    futures::executor::block_on(play(market, &meetings, tables, &InProcess, 1, &mut by_round))
+        .expect("the in-process venue does not fail")
 }
 
 /// The books of a set of negotiations. Sums are exact integers; the ratios are derived.
@@ -280,7 +410,7 @@ impl Books {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::strategy::{Decision, NegotiationState, Rationale};
+    use crate::domain::strategy::{Decision, Rationale};
 
     /// A side that plays a fixed script of decisions, one per own turn.
     struct Script(Vec<Decision>);
@@ -414,6 +544,102 @@ mod tests {
         // A buyer keeps its value within a round, and draws a new one in the next.
         assert_eq!(outcomes[0].value, outcomes[1].value);
         assert_eq!(outcomes[0].ask, outcomes[2].ask);
+    }
+
+    #[test]
+    fn a_thread_rebuilt_from_its_bids_gets_the_same_decisions() {
+        // What a venue that keeps the thread elsewhere does: it rebuilds the state from the bids
+        // so far and asks the mover. Each answer must be the move `simulate` recorded.
+        let none = Tables { buyer: None, seller: None };
+        for buyer_kind in Kind::BUYERS {
+            for seller_kind in Kind::SELLERS {
+                for (value, cost, max_rounds) in
+                    [(8_000, 6_000, 10), (9_000, 5_000, 3), (7_000, 6_900, 1), (5_000, 6_000, 6)]
+                {
+                    let buyer = roster::negotiator(Party::Buyer, buyer_kind, value, none);
+                    let seller = roster::negotiator(Party::Seller, seller_kind, cost, none);
+                    let side = |party: Party| match party {
+                        Party::Buyer => buyer.as_ref(),
+                        Party::Seller => seller.as_ref(),
+                    };
+                    let setting = Setting { ask: (cost * 3) / 2, max_rounds, buyer_tier: Tier::Agency };
+                    let Transcript { bids, ending } = simulate(&setting, buyer.as_ref(), seller.as_ref());
+                    let case = format!("{buyer_kind} vs {seller_kind}, {value}/{cost}, {max_rounds} rounds");
+                    for (i, bid) in bids.iter().enumerate() {
+                        let decision = side(bid.author).next(&state_of(&setting, &bids[..i], bid.author));
+                        let Decision::Counter { amount, is_final } = decision else {
+                            panic!("{case}: bid {i} replays as {decision:?}");
+                        };
+                        assert_eq!(amount, bid.amount, "{case}: bid {i}");
+                        assert_eq!(crate::domain::bid::is_final(i as i32 + 1, max_rounds, is_final), bid.is_final);
+                    }
+                    let mover = Party::author_of_round(bids.len() as i32 + 1);
+                    let last = side(mover).next(&state_of(&setting, &bids, mover));
+                    let agrees = match ending {
+                        strategy::Ending::Accepted { by, .. } => by == mover && matches!(last, Decision::Accept { .. }),
+                        strategy::Ending::Rejected { by, .. } => by == mover && matches!(last, Decision::Reject { .. }),
+                        strategy::Ending::Stopped { by, .. } => by == mover && matches!(last, Decision::Stop { .. }),
+                        strategy::Ending::Refused { .. } => true,
+                    };
+                    assert!(agrees, "{case}: ended {ending:?}, replays as {last:?}");
+                }
+            }
+        }
+    }
+
+    /// The in-process venue, finishing its negotiations out of order.
+    struct OutOfOrder;
+
+    impl Venue for OutOfOrder {
+        async fn play(
+            &self,
+            meeting: &Meeting,
+            setting: &Setting,
+            buyer: &dyn Negotiator,
+            seller: &dyn Negotiator,
+        ) -> anyhow::Result<Played> {
+            for _ in 0..(meeting.buyer * 7 + meeting.seller * 3) % 11 {
+                yield_once().await;
+            }
+            InProcess.play(meeting, setting, buyer, seller).await
+        }
+    }
+
+    /// Gives the executor back once, so that the other futures run first.
+    async fn yield_once() {
+        let mut yielded = false;
+        std::future::poll_fn(|cx| {
+            if yielded {
+                return std::task::Poll::Ready(());
+            }
+            yielded = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        })
+        .await
+    }
+
+    #[test]
+    fn concurrent_play_books_in_the_market_order() {
+        let market = Market {
+            buyers: Mix::parse(Party::Buyer, "balanced:3,tft:2").unwrap(),
+            sellers: Mix::parse(Party::Seller, "tier:2,time-boulware:2").unwrap(),
+            ranges: Ranges { values: (6_000, 14_000), costs: (4_000, 12_000), markup: 0.5, tier: Tier::Agency },
+            max_rounds: 10,
+            rounds: 3,
+        };
+        let none = Tables { buyer: None, seller: None };
+        let in_order = run(&market, none, &mut Rng::seed(4), &mut |_, _| {});
+        let meetings = meetings(&market, &mut Rng::seed(4));
+        let mut heard = Vec::new();
+        let shuffled =
+            futures::executor::block_on(play(&market, &meetings, none, &OutOfOrder, 8, &mut |done, total| {
+                heard.push((done, total))
+            }))
+            .unwrap();
+        assert_eq!(shuffled, in_order);
+        assert_eq!(heard.len(), 3 * 5 * 4);
+        assert_eq!(heard.last(), Some(&(60, 60)));
     }
 }
 

@@ -1,12 +1,15 @@
 //! `haggle sim`: a market of buyer and seller agents with private reservation prices, played
-//! in-process by the domain's bid rules, with the accounting of who gained what.
+//! in-process by the domain's bid rules or against a server, with the accounting of who gained
+//! what.
 //!
 //! See `market` for the pairing and the accounting, `roster` for the strategies, `learn` for the
-//! Q-learning agents. Everything is drawn from one seeded generator: the same flags and seed give
-//! the same report and byte-identical JSON and SVG files.
+//! Q-learning agents, `remote` for the same market played against a running server (`--http`).
+//! Everything is drawn from one seeded generator: the same flags and seed give the same report
+//! and byte-identical JSON and SVG files, in-process or over HTTP.
 
 mod learn;
 mod market;
+mod remote;
 mod report;
 mod rng;
 mod roster;
@@ -17,12 +20,15 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 
+use crate::client::DEFAULT_URL;
 use crate::domain::bid::Party;
 use crate::domain::listing::{DEFAULT_MAX_ROUNDS, MAX_ROUNDS};
+use crate::domain::money::MIN_AMOUNT;
 use crate::domain::tier::Tier;
 
-use learn::Learning;
+use learn::{Learning, Trained};
 use market::{Market, Ranges};
+pub use remote::AdminToken;
 use rng::Rng;
 use roster::{Kind, Mix, Tables};
 
@@ -89,6 +95,31 @@ pub struct SimArgs {
     /// The side trained first (the paper found the side trained first tends to come out ahead).
     #[arg(long, default_value = "buyer", value_parser = parse_party)]
     pub train_first: Party,
+    /// Play the market against the Haggle server at URL instead of in-process: every agent is
+    /// registered there and every move is an API call. `--http` alone takes HAGGLE_URL, else
+    /// http://127.0.0.1:8080. With --learn, training stays in-process; only the market runs there.
+    #[arg(long, value_name = "URL", num_args = 0..=1)]
+    pub http: Option<Option<String>>,
+    /// The server's operator token, with --http: it raises the buyers to --tier (not needed for
+    /// --tier PUBLIC).
+    #[arg(long, env = "HAGGLE_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<AdminToken>,
+    /// With --http, how many negotiations run at once. The report does not depend on it.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub concurrency: u16,
+}
+
+impl SimArgs {
+    /// The server to play against, with --http.
+    fn server_url(&self) -> Option<String> {
+        self.http.as_ref().map(|url| match url {
+            Some(url) => url.clone(),
+            None => std::env::var("HAGGLE_URL")
+                .ok()
+                .filter(|url| !url.trim().is_empty())
+                .unwrap_or_else(|| DEFAULT_URL.to_owned()),
+        })
+    }
 }
 
 fn parse_party(text: &str) -> Result<Party, String> {
@@ -124,12 +155,21 @@ Q-learning (--learn q): buyer and seller tables are trained concurrently, one si
 start, or (price level of the pending bid on a 5-point grid from half the ask to the ask) ×
 (5 time steps); actions: offer one of the 5 prices, accept, reject. Reward: own surplus / ask.
 
+Over HTTP (--http URL): the same market, draws and strategies, against a running server. Each
+agent is registered there (buyers raised to --tier with --admin-token or HAGGLE_ADMIN_TOKEN),
+each seller lists once per negotiation (ask, --max-rounds, quantity 1), and every move is an
+API call made by the strategy's own agent; bids, turns, deal prices and who ended each thread are
+read from the server's answers. The report is the one the in-process run gives for the same
+flags: where it is not, the server disagrees with the domain's rules. With --learn, training
+stays in-process and only the final market runs on the server.
+
 Progress goes to stderr; the report to stdout.
 
 Examples:
   haggle sim --seed 7
   haggle sim --buyers balanced:10,adaptive:10,tft:5 --sellers tier:5,split:5,time-boulware:5 --rounds 4 --json sim.json
-  haggle sim --learn q --episodes 20000 --svg charts";
+  haggle sim --learn q --episodes 20000 --svg charts
+  HAGGLE_ADMIN_TOKEN=... haggle sim --seed 7 --http http://127.0.0.1:8080 --concurrency 16";
 
 fn parse_range(text: &str) -> Result<(i64, i64), String> {
     let (low, high) = text.split_once("..").ok_or_else(|| format!("`{text}`: expected LOW..HIGH"))?;
@@ -145,7 +185,12 @@ fn parse_range(text: &str) -> Result<(i64, i64), String> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
     Training,
+    /// Rounds of the in-process market.
     Market,
+    /// Agents registered on the server, with --http.
+    Agents,
+    /// Negotiations played on the server, with --http.
+    Negotiations,
 }
 
 /// What `haggle sim` computes, before it is printed or written.
@@ -184,8 +229,29 @@ fn build_market(args: &SimArgs) -> anyhow::Result<Market> {
     })
 }
 
-/// Trains (with --learn), runs the market and summarises it. `progress` hears training progress.
-pub fn simulate_market(args: &SimArgs, progress: &mut dyn FnMut(Stage, usize, usize)) -> anyhow::Result<Run> {
+/// The market and, with --learn, the trained tables and how they were trained.
+struct Prepared {
+    market: Market,
+    trained: Option<(Trained, Learning)>,
+    root: Rng,
+}
+
+impl Prepared {
+    fn tables(&self) -> Tables<'_> {
+        match &self.trained {
+            Some((t, _)) => Tables { buyer: Some(&t.buyer), seller: Some(&t.seller) },
+            None => Tables { buyer: None, seller: None },
+        }
+    }
+
+    fn summarise(self, seed: u64, outcomes: &[market::Outcome]) -> Run {
+        let training = self.trained.map(|(t, parameters)| report::Training { parameters, curve: t.curve });
+        Run { summary: report::summarise(seed, &self.market, outcomes, training) }
+    }
+}
+
+/// Checks the flags and, with --learn, trains. `progress` hears training progress.
+fn prepare(args: &SimArgs, progress: &mut dyn FnMut(Stage, usize, usize)) -> anyhow::Result<Prepared> {
     let market = build_market(args)?;
     let root = Rng::seed(args.seed);
     let trained = match args.learn {
@@ -214,14 +280,53 @@ pub fn simulate_market(args: &SimArgs, progress: &mut dyn FnMut(Stage, usize, us
         }
         None => None,
     };
-    let tables = match &trained {
-        Some((t, _)) => Tables { buyer: Some(&t.buyer), seller: Some(&t.seller) },
-        None => Tables { buyer: None, seller: None },
-    };
+    Ok(Prepared { market, trained, root })
+}
+
+/// Trains (with --learn), runs the market in-process and summarises it. `progress` hears
+/// training progress.
+pub fn simulate_market(args: &SimArgs, progress: &mut dyn FnMut(Stage, usize, usize)) -> anyhow::Result<Run> {
+    let prepared = prepare(args, progress)?;
+    let outcomes = market::run(&prepared.market, prepared.tables(), &mut prepared.root.fork(1), &mut |done, total| {
+        progress(Stage::Market, done, total)
+    });
+    Ok(prepared.summarise(args.seed, &outcomes))
+}
+
+/// The smallest private price a market over HTTP may draw: the server refuses amounts below its
+/// minimum, and the lowest openings are 3/7 of the buyer's value (aggressive) or half the ask (q).
+const MIN_HTTP_PRICE: i64 = 3 * MIN_AMOUNT;
+
+/// Trains in-process (with --learn), then plays the same market as the in-process run against
+/// the server of `--http`, and summarises it the same way. `progress` hears training, agents
+/// registered, and every negotiation done.
+pub async fn simulate_over_http(args: &SimArgs, progress: &mut dyn FnMut(Stage, usize, usize)) -> anyhow::Result<Run> {
+    let url = args.server_url().context("simulate_over_http needs --http")?;
+    if args.values.0 < MIN_HTTP_PRICE || args.costs.0 < MIN_HTTP_PRICE {
+        bail!(
+            "with --http, --values and --costs must start at {MIN_HTTP_PRICE} or more: the server takes no amount \
+             below {MIN_AMOUNT} minor units, and buyers open well below their value"
+        );
+    }
+    let prepared = prepare(args, progress)?;
+    let meetings = market::meetings(&prepared.market, &mut prepared.root.fork(1));
+    let concurrency = usize::from(args.concurrency);
+    let server =
+        remote::Server::open(&url, args.admin_token.as_ref(), &prepared.market, concurrency, &mut |done, total| {
+            if done == total {
+                progress(Stage::Agents, done, total);
+            }
+        })
+        .await?;
     let outcomes =
-        market::run(&market, tables, &mut root.fork(1), &mut |done, total| progress(Stage::Market, done, total));
-    let training = trained.map(|(t, parameters)| report::Training { parameters, curve: t.curve });
-    Ok(Run { summary: report::summarise(args.seed, &market, &outcomes, training) })
+        market::play(&prepared.market, &meetings, prepared.tables(), &server, concurrency, &mut |done, total| {
+            // At every tenth crossed.
+            if done * 10 / total > (done - 1) * 10 / total {
+                progress(Stage::Negotiations, done, total);
+            }
+        })
+        .await?;
+    Ok(prepared.summarise(args.seed, &outcomes))
 }
 
 impl Run {
@@ -242,9 +347,14 @@ pub async fn run(args: SimArgs) -> anyhow::Result<()> {
         match stage {
             Stage::Training => eprintln!("training: {done}/{total} episodes ({percent}%)"),
             Stage::Market => eprintln!("market: {done}/{total} rounds ({percent}%)"),
+            Stage::Agents => eprintln!("registered {total} agents"),
+            Stage::Negotiations => eprintln!("market over HTTP: {done}/{total} negotiations ({percent}%)"),
         }
     };
-    let run = simulate_market(&args, &mut progress)?;
+    let run = match args.server_url() {
+        Some(_) => simulate_over_http(&args, &mut progress).await?,
+        None => simulate_market(&args, &mut progress)?,
+    };
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(run.text().as_bytes())?;
     if let Some(path) = &args.json {
@@ -313,6 +423,21 @@ mod tests {
         assert!(Command::try_parse_from(["sim", "--values", "10..5"]).is_err());
         assert!(Command::try_parse_from(["sim", "--values", "0..5"]).is_err());
         assert_eq!(args(&["--costs", "100..200"]).costs, (100, 200));
+    }
+
+    #[test]
+    fn the_http_flags_say_where_and_keep_the_token_secret() {
+        let remote = args(&["--http", "http://haggle.test:8080", "--admin-token", "s3cret-token"]);
+        assert_eq!(remote.server_url().as_deref(), Some("http://haggle.test:8080"));
+        assert!(!format!("{remote:?}").contains("s3cret-token"), "{remote:?}");
+        assert_eq!(args(&[]).server_url(), None, "in-process unless --http is given");
+        if std::env::var_os("HAGGLE_URL").is_none() {
+            assert_eq!(args(&["--http"]).server_url().as_deref(), Some(DEFAULT_URL));
+        }
+        // Amounts the server would refuse are caught before anything is sent.
+        let cheap = args(&["--http", "http://127.0.0.1:1", "--values", "100..9000"]);
+        let error = futures::executor::block_on(simulate_over_http(&cheap, &mut |_, _, _| {})).err().unwrap();
+        assert!(error.to_string().contains("--values and --costs must start at 300"), "{error}");
     }
 
     #[test]

@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+use haggle::client::{Client, ClientError, NewListing, Placement, PolicyScope, ProfileUpdate};
+use haggle::domain::strategy::{Policy, Strategy};
+use haggle::domain::{BidStatus, Party, Tier};
 use serde_json::{Value, json};
 
 use crate::support::{Agent, Deal, ServerProcess, TestApp, TestDb, eventually};
@@ -356,45 +359,21 @@ async fn nothing_the_counterparty_reads_carries_a_private_value() {
     }
 }
 
-/// Registers an agent on a server process and returns its key.
-async fn register(
-    client: &reqwest::Client,
-    base: &str,
-    name: &str,
-    admin: &str,
-    tier: Option<&str>,
-) -> (String, String) {
-    let body: Value = client
-        .post(format!("{base}/v1/agents"))
-        .json(&json!({ "name": name }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = body["agent"]["id"].as_str().unwrap().to_owned();
-    if let Some(tier) = tier {
-        let resp = client
-            .patch(format!("{base}/v1/admin/agents/{id}"))
-            .bearer_auth(admin)
-            .json(&json!({ "tier": tier }))
-            .send()
-            .await
-            .unwrap();
-        assert!(resp.status().is_success());
-    }
-    (id, body["api_key"].as_str().unwrap().to_owned())
+/// An anonymous client of a server process. It sends each request once, as a plain HTTP
+/// request would be: a failure to get an answer fails the test rather than being retried.
+fn client_of(base: &str) -> Client {
+    Client::new(base, None).unwrap().attempts(1)
 }
 
-async fn call(client: &reqwest::Client, method: reqwest::Method, url: String, key: &str, body: Value) -> (u16, Value) {
-    let mut request = client.request(method, url).bearer_auth(key);
-    if !body.is_null() {
-        request = request.json(&body);
+/// Registers an agent on a server process, raised to `tier` by the operator when given, and
+/// returns its key.
+async fn register(server: &Client, name: &str, admin: &str, tier: Option<Tier>) -> String {
+    let registered = server.register(name).await.unwrap();
+    if let Some(tier) = tier {
+        let operator = server.with_api_key(admin);
+        operator.update_agent(registered.agent.id, &ProfileUpdate::tier(tier)).await.unwrap();
     }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
+    registered.api_key
 }
 
 #[tokio::test]
@@ -404,35 +383,31 @@ async fn two_instances_answer_each_bid_exactly_once() {
     let env = [("DATABASE_URL", db.url.as_str()), ("HAGGLE_ADMIN_TOKEN", admin), ("HAGGLE_RATE_LIMIT", "0")];
     let first = ServerProcess::spawn(&env);
     let second = ServerProcess::spawn(&env);
-    let bases = [first.base.clone(), second.base.clone()];
-    let client = reqwest::Client::new();
-    let (_, seller) = register(&client, &bases[0], "seller", admin, None).await;
-    let seller_policy = json!({ "limit": 80000, "max_auto_rounds": 10, "counter": { "strategy": "split" } });
-    let url = format!("{}/v1/agents/me/policies/seller", bases[1]);
-    assert_eq!(call(&client, reqwest::Method::PUT, url, &seller, seller_policy).await.0, 200);
+    let servers = [client_of(&first.base), client_of(&second.base)];
+    let seller_key = register(&servers[0], "seller", admin, None).await;
+    let sellers = [servers[0].with_api_key(&seller_key), servers[1].with_api_key(&seller_key)];
+    let seller_policy = Policy { max_auto_rounds: 10, ..Policy::new(80000, Strategy::Split {}) };
+    sellers[1].set_policy(PolicyScope::Agent(Party::Seller), &seller_policy).await.unwrap();
 
     const N: usize = 100;
+    let buyer_policy =
+        Policy { max_auto_rounds: 10, ..Policy::new(90000, Strategy::Step { amount: Some(4000), fraction: None }) };
     let mut buyers = Vec::new();
     for i in 0..N {
-        let base = &bases[i % 2];
-        let (_, key) = register(&client, base, &format!("buyer-{i}"), admin, Some("AGENCY")).await;
-        let buyer_policy =
-            json!({ "limit": 90000, "max_auto_rounds": 10, "counter": { "strategy": "step", "amount": 4000 } });
-        let url = format!("{base}/v1/agents/me/policies/buyer");
-        assert_eq!(call(&client, reqwest::Method::PUT, url, &key, buyer_policy).await.0, 200);
-        let listing = json!({ "title": format!("Lot {i}"), "ask_amount": 100000, "max_rounds": 12 });
-        let (status, created) =
-            call(&client, reqwest::Method::POST, format!("{base}/v1/listings"), &seller, listing).await;
-        assert_eq!(status, 201);
-        buyers.push((key, created["id"].as_str().unwrap().to_owned()));
+        let server = &servers[i % 2];
+        let buyer = server.with_api_key(register(server, &format!("buyer-{i}"), admin, Some(Tier::Agency)).await);
+        buyer.set_policy(PolicyScope::Agent(Party::Buyer), &buyer_policy).await.unwrap();
+        let listing = NewListing { max_rounds: Some(12), ..NewListing::new(format!("Lot {i}"), 100000) };
+        let created = sellers[i % 2].create_listing(&listing).await.unwrap();
+        buyers.push((buyer, created.id));
     }
-    // All opening bids at once, half through each instance.
-    let opened = futures::future::join_all(buyers.iter().enumerate().map(|(i, (key, listing))| {
-        let url = format!("{}/v1/listings/{listing}/bids", bases[i % 2]);
-        call(&client, reqwest::Method::POST, url, key, json!({ "amount": 60000 }))
-    }))
-    .await;
-    assert!(opened.iter().all(|(status, _)| *status == 201));
+    // All opening bids at once, half through each instance (each buyer's client is of the
+    // instance it was registered on, alternately).
+    let opening = Placement::new(60000);
+    let opened =
+        futures::future::join_all(buyers.iter().map(|(buyer, listing)| buyer.place_bid(*listing, &opening))).await;
+    let refused: Vec<&ClientError> = opened.iter().filter_map(|placed| placed.as_ref().err()).collect();
+    assert!(refused.is_empty(), "{refused:?}");
 
     let pool = db.pool(2).await;
     let count = |sql: &'static str| {
@@ -474,21 +449,15 @@ async fn a_decision_cut_short_by_a_crash_is_made_after_restart() {
     // server's executor wait on a lock mid-decision, and kills it.
     let quiet = [("DATABASE_URL", db.url.as_str()), ("HAGGLE_ADMIN_TOKEN", admin), ("HAGGLE_AUTO_WORKERS", "0")];
     let first = ServerProcess::spawn(&quiet);
-    let client = reqwest::Client::new();
-    let (_, seller) = register(&client, &first.base, "seller", admin, None).await;
-    let (_, buyer) = register(&client, &first.base, "buyer", admin, Some("AGENCY")).await;
-    let listing = json!({ "title": "Lamp", "ask_amount": 100000 });
-    let (_, created) =
-        call(&client, reqwest::Method::POST, format!("{}/v1/listings", first.base), &seller, listing).await;
-    let listing = created["id"].as_str().unwrap().to_owned();
-    let policy = json!({ "limit": 80000, "counter": { "strategy": "split" } });
-    let url = format!("{}/v1/listings/{listing}/policy", first.base);
-    assert_eq!(call(&client, reqwest::Method::PUT, url, &seller, policy).await.0, 200);
-    let url = format!("{}/v1/listings/{listing}/bids", first.base);
-    let (status, placed) = call(&client, reqwest::Method::POST, url, &buyer, json!({ "amount": 60000 })).await;
-    assert_eq!(status, 201);
-    let bid = placed["bid"]["id"].as_str().unwrap().to_owned();
-    let thread_id = placed["thread"]["id"].as_str().unwrap().to_owned();
+    let server = client_of(&first.base);
+    let seller = server.with_api_key(register(&server, "seller", admin, None).await);
+    let buyer_key = register(&server, "buyer", admin, Some(Tier::Agency)).await;
+    let buyer = server.with_api_key(&buyer_key);
+    let listing = seller.create_listing(&NewListing::new("Lamp", 100000)).await.unwrap().id;
+    let policy = Policy::new(80000, Strategy::Split {});
+    seller.set_policy(PolicyScope::Listing(listing), &policy).await.unwrap();
+    let placed = buyer.place_bid(listing, &Placement::new(60000)).await.unwrap();
+    let (bid, thread_id) = (placed.bid.id, placed.thread.id);
 
     let pool = db.pool(4).await;
     eventually("the task to be queued", || async {
@@ -497,11 +466,7 @@ async fn a_decision_cut_short_by_a_crash_is_made_after_restart() {
     })
     .await;
     let mut blocker = pool.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM threads WHERE id = $1::uuid FOR UPDATE")
-        .bind(&thread_id)
-        .execute(&mut *blocker)
-        .await
-        .unwrap();
+    sqlx::query("SELECT 1 FROM threads WHERE id = $1 FOR UPDATE").bind(thread_id).execute(&mut *blocker).await.unwrap();
 
     let mut second = ServerProcess::spawn(&[("DATABASE_URL", db.url.as_str()), ("HAGGLE_ADMIN_TOKEN", admin)]);
     // The second executor has taken the task and waits for the bid's lock.
@@ -523,13 +488,12 @@ async fn a_decision_cut_short_by_a_crash_is_made_after_restart() {
     let decided: i64 = sqlx::query_scalar("SELECT count(*) FROM auto_decisions").fetch_one(&pool).await.unwrap();
     assert_eq!(decided, 0);
     let status: String =
-        sqlx::query_scalar("SELECT status FROM bids WHERE id = $1::uuid").bind(&bid).fetch_one(&pool).await.unwrap();
+        sqlx::query_scalar("SELECT status FROM bids WHERE id = $1").bind(bid).fetch_one(&pool).await.unwrap();
     assert_eq!(status, "PENDING");
 
     let third = ServerProcess::spawn(&[("DATABASE_URL", db.url.as_str()), ("HAGGLE_ADMIN_TOKEN", admin)]);
-    let url = format!("{}/v1/bids/{bid}?wait=10", third.base);
-    let (_, answered) = call(&client, reqwest::Method::GET, url, &buyer, Value::Null).await;
-    assert_eq!(answered["status"], "COUNTERED", "{answered}");
+    let answered = client_of(&third.base).with_api_key(&buyer_key).get_bid(bid, Some(10.0)).await.unwrap();
+    assert_eq!(answered.status, BidStatus::Countered, "{answered:?}");
     let decided: i64 = sqlx::query_scalar("SELECT count(*) FROM auto_decisions").fetch_one(&pool).await.unwrap();
     assert_eq!(decided, 1);
     drop(first);

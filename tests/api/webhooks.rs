@@ -10,6 +10,8 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
+use haggle::client::{Client, NewListing, NewWebhook, PageQuery};
+use haggle::webhooks::DeliveryStatus;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, watch};
 
@@ -536,20 +538,6 @@ async fn the_secret_is_shown_once_and_stored_sealed() {
     assert!(!stored.windows(secret.len()).any(|w| w == secret.as_bytes()));
 }
 
-/// A plain client of a server process (whose answers the other tests already hold to the spec).
-async fn call(client: &reqwest::Client, method: reqwest::Method, url: String, key: Option<&str>, body: Value) -> Value {
-    let mut request = client.request(method, url);
-    if let Some(key) = key {
-        request = request.bearer_auth(key);
-    }
-    if !body.is_null() {
-        request = request.json(&body);
-    }
-    let response = request.send().await.unwrap();
-    assert!(response.status().is_success(), "{}", response.status());
-    response.json().await.unwrap()
-}
-
 #[tokio::test]
 async fn a_delivery_cut_short_by_a_crash_is_made_by_the_next_server() {
     let db = TestDb::create().await;
@@ -568,41 +556,25 @@ async fn a_delivery_cut_short_by_a_crash_is_made_by_the_next_server() {
         ("HAGGLE_WEBHOOK_TIMEOUT", "2s"),
         ("HAGGLE_WEBHOOK_RETRY_SCHEDULE", "200ms,200ms"),
     ];
-    let client = reqwest::Client::new();
     let mut first = ServerProcess::spawn(&env);
-    let register = |base: String, name: &str| {
-        call(&client, reqwest::Method::POST, format!("{base}/v1/agents"), None, json!({ "name": name }))
-    };
-    let seller = register(first.base.clone(), "seller").await;
-    let seller_key = seller["api_key"].as_str().unwrap().to_owned();
-    let buyer = register(first.base.clone(), "buyer").await;
-    let buyer_key = buyer["api_key"].as_str().unwrap().to_owned();
-    let created = call(
-        &client,
-        reqwest::Method::POST,
-        format!("{}/v1/webhooks", first.base),
-        Some(&seller_key),
-        json!({ "url": receiver.url("seller"), "events": ["order.created"] }),
-    )
-    .await;
-    receiver.trust("seller", created["secret"].as_str().unwrap());
-    let webhook = created["webhook"]["id"].as_str().unwrap().to_owned();
-    let listing = call(
-        &client,
-        reqwest::Method::POST,
-        format!("{}/v1/listings", first.base),
-        Some(&seller_key),
-        json!({ "title": "Lamp", "ask_amount": 5000 }),
-    )
-    .await;
-    let purchase = format!("{}/v1/listings/{}/purchase", first.base, listing["id"].as_str().unwrap());
-    let order = call(&client, reqwest::Method::POST, purchase, Some(&buyer_key), Value::Null).await;
+    // Clients of the server processes send each request once, as a plain HTTP request would be:
+    // a failure to get an answer fails the test rather than being retried.
+    let server = Client::new(&first.base, None).unwrap().attempts(1);
+    let seller_key = server.register("seller").await.unwrap().api_key;
+    let seller = server.with_api_key(&seller_key);
+    let buyer = server.with_api_key(server.register("buyer").await.unwrap().api_key);
+    let hook = NewWebhook { url: receiver.url("seller"), events: vec!["order.created".to_owned()] };
+    let created = seller.create_webhook(&hook).await.unwrap();
+    receiver.trust("seller", &created.secret);
+    let webhook = created.webhook.id;
+    let listing = seller.create_listing(&NewListing::new("Lamp", 5000)).await.unwrap();
+    let order = buyer.purchase(listing.id).await.unwrap().order;
 
     // The server has committed the order and its event and is in the middle of delivering it
     // when it dies.
     let got = receiver.wait_until("the first attempt", |all| !all.is_empty()).await;
     first.kill();
-    assert_eq!(got[0].body["order_id"], order["order"]["id"]);
+    assert_eq!(got[0].body["order_id"], json!(order.id));
     answering.store(true, Ordering::SeqCst);
 
     let second = ServerProcess::spawn(&env);
@@ -611,14 +583,14 @@ async fn a_delivery_cut_short_by_a_crash_is_made_by_the_next_server() {
     assert_eq!(got[1].body, got[0].body);
     assert!(got.iter().all(|arrival| arrival.signed));
 
-    let url = &format!("{}/v1/webhooks/{webhook}/deliveries", second.base);
-    let (client, seller_key) = (&client, &seller_key);
+    let seller = &Client::new(&second.base, Some(seller_key)).unwrap().attempts(1);
     let delivery = eventually("the delivery to succeed", || async move {
-        let page = call(client, reqwest::Method::GET, url.clone(), Some(seller_key), Value::Null).await;
-        page["data"].as_array().unwrap().iter().find(|d| d["status"] == "SUCCEEDED").cloned()
+        let page = seller.webhook_deliveries(webhook, &PageQuery::default()).await.unwrap();
+        page.data.into_iter().find(|d| d.status == DeliveryStatus::Succeeded)
     })
     .await;
-    assert_eq!(delivery["attempts"], 1, "the attempt cut short by the crash was never recorded");
-    assert_eq!(logged_statuses(&delivery), [json!(200)]);
+    assert_eq!(delivery.attempts, 1, "the attempt cut short by the crash was never recorded");
+    let statuses: Vec<Option<i32>> = delivery.attempt_log.iter().map(|attempt| attempt.response_status).collect();
+    assert_eq!(statuses, [Some(200)]);
     assert_eq!(receiver.arrivals().len(), 2);
 }
