@@ -77,6 +77,7 @@ impl App {
             state.hub.clone(),
             deliveries_queued.clone(),
             tasks_queued.clone(),
+            state.keys.clone(),
             shutdown.clone(),
         ));
         workers.spawn(events::publisher::run(self.pool.clone(), publish.clone(), PUBLISH_TICK, shutdown.clone()));

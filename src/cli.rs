@@ -121,6 +121,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 request_timeout: args.request_timeout,
                 rate_limit: args.rate_limit,
                 heartbeat: args.stream_heartbeat,
+                key_cache_ttl: args.key_cache_ttl,
                 webhooks: WebhookSettings {
                     allow_private: args.webhook_allow_private,
                     retry_schedule: args.webhook_retry_schedule.to_vec(),

@@ -133,6 +133,12 @@ pub struct ServeArgs {
     /// How often an idle event stream (`/v1/events/stream`) sends a heartbeat.
     #[arg(long, env = "HAGGLE_STREAM_HEARTBEAT", default_value = "15s", value_parser = parse_positive_duration)]
     pub stream_heartbeat: Duration,
+    /// How long an API key's agent is remembered between requests. A revoked key or a changed
+    /// tier takes effect at once on every instance that hears of it (they announce it to each
+    /// other); this bounds how long one that missed the announcement keeps the old answer.
+    /// `0` looks the key up on every request.
+    #[arg(long, env = "HAGGLE_KEY_CACHE_TTL", default_value = "5s", value_parser = parse_duration)]
+    pub key_cache_ttl: Duration,
     /// Let webhooks point at loopback, private and link-local addresses (for development).
     #[arg(long, env = "HAGGLE_WEBHOOK_ALLOW_PRIVATE", default_value_t = false, action = ArgAction::Set)]
     pub webhook_allow_private: bool,
@@ -176,6 +182,7 @@ impl fmt::Debug for ServeArgs {
             .field("body_limit", &self.body_limit)
             .field("rate_limit", &self.rate_limit)
             .field("stream_heartbeat", &self.stream_heartbeat)
+            .field("key_cache_ttl", &self.key_cache_ttl)
             .field("webhook_allow_private", &self.webhook_allow_private)
             .field("webhook_retry_schedule", &self.webhook_retry_schedule)
             .field("webhook_timeout", &self.webhook_timeout)

@@ -20,6 +20,7 @@ pub mod embedded;
 pub mod events;
 pub mod http;
 pub mod jobs;
+pub mod keycache;
 pub mod market;
 pub mod secrets;
 pub mod sim;

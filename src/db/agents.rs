@@ -67,6 +67,17 @@ pub async fn caller_by_key_digest(executor: impl PgExecutor<'_>, digest: &[u8]) 
     .await
 }
 
+/// Tells every instance, at the commit, to forget what it remembers of the agent's keys
+/// ([`crate::keycache`]).
+pub async fn announce_authorization_change(conn: &mut PgConnection, agent_id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(crate::keycache::CHANNEL)
+        .bind(agent_id.to_string())
+        .execute(conn)
+        .await
+        .map(drop)
+}
+
 /// Sets the tier and verified identity. `None` leaves a field alone; `Some(None)` clears it.
 pub struct ProfileUpdate<'a> {
     pub tier: Option<Tier>,

@@ -1,6 +1,7 @@
 //! The listener: one connection per instance that LISTENs for published events and wakes the
 //! waiters of the agents concerned, for queued webhook deliveries and wakes the instance's
-//! delivery worker, and for bids queued for a policy and wakes the instance's executor.
+//! delivery worker, for bids queued for a policy and wakes the instance's executor, and for
+//! agents whose keys or tier changed and drops them from the instance's key cache.
 //!
 //! When its connection drops it reconnects with back-off, and once LISTEN is in place again it
 //! wakes every waiter: notifications sent while it was away are lost, so each waiter re-reads
@@ -17,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::publisher::Signal;
 use super::publisher::parse_payload;
 use super::{AUTO_CHANNEL, CHANNEL, DELIVERIES_CHANNEL, Hub};
+use crate::keycache::{self, KeyCache};
 
 /// The `application_name` of the listener's connection, to find it in `pg_stat_activity`.
 pub const APPLICATION_NAME: &str = "haggle-listener";
@@ -29,13 +31,20 @@ async fn connect(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
     let options = pool.connect_options().as_ref().clone().application_name(APPLICATION_NAME);
     let single = PgPoolOptions::new().max_connections(1).connect_lazy_with(options);
     let mut listener = PgListener::connect_with(&single).await?;
-    listener.listen_all([CHANNEL, DELIVERIES_CHANNEL, AUTO_CHANNEL]).await?;
+    listener.listen_all([CHANNEL, DELIVERIES_CHANNEL, AUTO_CHANNEL, keycache::CHANNEL]).await?;
     Ok(listener)
 }
 
-/// Runs until cancelled. `deliveries` is notified when webhook deliveries were queued, and
-/// `tasks` when bids were queued for a policy.
-pub async fn run(pool: PgPool, hub: Hub, deliveries: Arc<Notify>, tasks: Signal, shutdown: CancellationToken) {
+/// Runs until cancelled. `deliveries` is notified when webhook deliveries were queued, `tasks`
+/// when bids were queued for a policy, and `keys` forgets an agent whose authorization changed.
+pub async fn run(
+    pool: PgPool,
+    hub: Hub,
+    deliveries: Arc<Notify>,
+    tasks: Signal,
+    keys: Arc<KeyCache>,
+    shutdown: CancellationToken,
+) {
     let mut backoff = Duration::ZERO;
     loop {
         tokio::select! {
@@ -52,6 +61,7 @@ pub async fn run(pool: PgPool, hub: Hub, deliveries: Arc<Notify>, tasks: Signal,
         };
         tracing::info!("listening for events");
         // Anything committed before LISTEN took effect was announced to no one here.
+        keys.clear();
         hub.wake_all();
         deliveries.notify_one();
         tasks.notify();
@@ -73,6 +83,9 @@ pub async fn run(pool: PgPool, hub: Hub, deliveries: Arc<Notify>, tasks: Signal,
             match received {
                 Ok(Some(notification)) if notification.channel() == DELIVERIES_CHANNEL => deliveries.notify_one(),
                 Ok(Some(notification)) if notification.channel() == AUTO_CHANNEL => tasks.notify(),
+                Ok(Some(notification)) if notification.channel() == keycache::CHANNEL => {
+                    keys.on_notification(notification.payload())
+                }
                 Ok(Some(notification)) => match parse_payload(notification.payload()).inspect(|(last_id, _)| {
                     tracing::debug!(last_id, "events announced");
                 }) {

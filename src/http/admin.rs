@@ -22,5 +22,8 @@ async fn update_agent(
     let mut command = begin!(&state, uuid::Uuid::nil(), IdempotencyKey(None), body.digest);
     let outcome =
         agents::update_profile(command.conn(), id, body.value).await.map(|agent| Reply::json(StatusCode::OK, &agent));
-    command.finish(outcome).await
+    let response = command.finish(outcome).await;
+    // The next request here must read the new tier.
+    state.keys.forget_agent(id);
+    response
 }

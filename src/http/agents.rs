@@ -83,5 +83,8 @@ async fn revoke_key(State(state): State<AppState>, caller: Caller, Id(key_id): I
     let mut command = begin!(&state, caller.id, IdempotencyKey(None), [0; 32]);
     let outcome =
         agents::revoke_key(command.conn(), caller.id, key_id).await.map(|key| Reply::json(StatusCode::OK, &key));
-    command.finish(outcome).await
+    let response = command.finish(outcome).await;
+    // Committed (or not): either way the next request here must read the key afresh.
+    state.keys.forget_agent(caller.id);
+    response
 }

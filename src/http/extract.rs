@@ -215,7 +215,14 @@ impl FromRequestParts<AppState> for Caller {
             return Err(invalid());
         }
         let digest = secrets::sha256(token.as_bytes());
-        let caller = db::agents::caller_by_key_digest(&state.pool, &digest).await?.ok_or_else(invalid)?;
+        let caller = match state.keys.get(&digest) {
+            Ok(caller) => caller,
+            Err(ticket) => {
+                let caller = db::agents::caller_by_key_digest(&state.pool, &digest).await?.ok_or_else(invalid)?;
+                state.keys.store(ticket, digest, caller);
+                caller
+            }
+        };
         state.check_rate(super::ratelimit::Caller::Agent(caller.id))?;
         Ok(caller)
     }

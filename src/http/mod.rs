@@ -23,6 +23,7 @@ use uuid::Uuid;
 
 use crate::events::Hub;
 use crate::events::publisher::Signal;
+use crate::keycache::KeyCache;
 use crate::market::Rules;
 use crate::webhooks::{SealingKey, WebhookSettings};
 
@@ -71,6 +72,8 @@ pub struct AppState {
     pub sealing_key: SealingKey,
     /// Wakes this instance's auto-negotiation executor.
     pub auto: Signal,
+    /// The agents behind recently used API keys.
+    pub keys: Arc<KeyCache>,
 }
 
 impl AppState {
@@ -83,7 +86,18 @@ impl AppState {
         shutdown: CancellationToken,
     ) -> AppState {
         let limiter = ratelimit::RateLimiter::new(settings.rate_limit).map(Arc::new);
-        AppState { pool, settings: Arc::new(settings), limiter, hub: Hub::new(), publish, shutdown, sealing_key, auto }
+        let keys = Arc::new(KeyCache::new(settings.key_cache_ttl));
+        AppState {
+            pool,
+            settings: Arc::new(settings),
+            limiter,
+            hub: Hub::new(),
+            publish,
+            shutdown,
+            sealing_key,
+            auto,
+            keys,
+        }
     }
 
     /// Takes a token from the caller's bucket, or answers 429 with `Retry-After`.
@@ -107,6 +121,9 @@ pub struct Settings {
     pub rate_limit: u32,
     /// How often an idle event stream sends a heartbeat comment.
     pub heartbeat: Duration,
+    /// How long an API key's agent is remembered (see [`crate::keycache`]); zero looks every
+    /// key up.
+    pub key_cache_ttl: Duration,
     pub webhooks: WebhookSettings,
 }
 
@@ -120,6 +137,7 @@ impl std::fmt::Debug for Settings {
             .field("request_timeout", &self.request_timeout)
             .field("rate_limit", &self.rate_limit)
             .field("heartbeat", &self.heartbeat)
+            .field("key_cache_ttl", &self.key_cache_ttl)
             .field("webhooks", &self.webhooks)
             .finish()
     }

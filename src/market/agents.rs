@@ -57,8 +57,10 @@ pub async fn revoke_key(conn: &mut PgConnection, agent_id: Uuid, key_id: Uuid) -
         }
         .into());
     }
-    let revoked = agents::revoke_key(conn, agent_id, key_id).await?;
-    revoked.ok_or_else(|| Rejection::NotFound { what: "key" }.into())
+    let revoked = agents::revoke_key(&mut *conn, agent_id, key_id).await?;
+    let revoked = revoked.ok_or(Rejection::NotFound { what: "key" })?;
+    agents::announce_authorization_change(conn, agent_id).await?;
+    Ok(revoked)
 }
 
 /// `PATCH /v1/admin/agents/{id}`: the operator sets the tier and the verified identity.
@@ -91,6 +93,10 @@ pub async fn update_profile(conn: &mut PgConnection, agent_id: Uuid, patch: Prof
         advertiser_id: patch.advertiser_id.as_ref().map(Option::as_deref),
         seat_id: patch.seat_id.as_ref().map(Option::as_deref),
     };
-    let agent = agents::update_profile(conn, agent_id, &update).await?;
-    agent.ok_or_else(|| Rejection::NotFound { what: "agent" }.into())
+    let agent = agents::update_profile(&mut *conn, agent_id, &update).await?;
+    let agent = agent.ok_or(Rejection::NotFound { what: "agent" })?;
+    if patch.tier.is_some() {
+        agents::announce_authorization_change(conn, agent_id).await?;
+    }
+    Ok(agent)
 }

@@ -3,6 +3,8 @@
 use reqwest::Method;
 use serde_json::json;
 
+use std::time::{Duration, Instant};
+
 use crate::support::{ADMIN_TOKEN, Body, TestApp};
 
 #[tokio::test]
@@ -114,4 +116,58 @@ async fn agents_over_their_rate_are_told_when_to_retry() {
     app.get("/v1/agents/me", &agent.key).await.expect(200);
     let limited = app.get("/v1/agents/me", &agent.key).await.expect_problem(429, "rate_limited");
     assert_eq!(limited.header("retry-after"), Some("1"));
+}
+
+/// Instances remember which agent a key belongs to (HAGGLE_KEY_CACHE_TTL), and tell each other
+/// when a key is revoked or a tier changes: here the memory lasts a minute, and still the other
+/// instance refuses the revoked key, and answers to the new tier, within a couple of seconds.
+#[tokio::test]
+async fn a_revoked_key_and_a_new_tier_reach_every_instance_at_once() {
+    let remember_long = |config: &mut haggle::app::AppConfig| config.settings.key_cache_ttl = Duration::from_secs(60);
+    let first = TestApp::spawn_with(remember_long).await;
+    let second = first.another_instance_with(remember_long).await;
+    let seller = first.register("seller").await;
+    let buyer = first.register("buyer").await;
+    let listing = first
+        .post(
+            "/v1/listings",
+            &seller.key,
+            json!({ "title": "Lamp", "ask_amount": 10000, "min_negotiation_tier": "AGENCY" }),
+        )
+        .await
+        .expect(201);
+    let bids = format!("/v1/listings/{}/bids", listing.body["id"].as_str().unwrap());
+
+    // The second instance has both keys in memory, and the buyer's PUBLIC tier.
+    let added = second.post_empty("/v1/agents/me/keys", &buyer.key).await.expect(201);
+    let spare = added.body["api_key"].as_str().unwrap().to_owned();
+    let spare_id = added.body["key"]["id"].as_str().unwrap().to_owned();
+    second.get("/v1/agents/me", &spare).await.expect(200);
+    second.post(&bids, &buyer.key, json!({ "amount": 9000 })).await.expect_problem(403, "negotiation_not_allowed");
+
+    // Both changes are made through the first instance.
+    first
+        .send(Method::DELETE, format!("/v1/agents/me/keys/{spare_id}"), Some(&buyer.key), Body::None, &[])
+        .await
+        .expect(200);
+    first.patch(format!("/v1/admin/agents/{}", buyer.id), ADMIN_TOKEN, json!({ "tier": "AGENCY" })).await.expect(200);
+
+    let started = Instant::now();
+    loop {
+        let refused = second.get("/v1/agents/me", &spare).await.status == 401;
+        if refused {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(3), "the second instance still takes the revoked key");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    loop {
+        let placed = second.post(&bids, &buyer.key, json!({ "amount": 9000 })).await;
+        if placed.status == 201 {
+            break;
+        }
+        assert_eq!(placed.body["code"], "negotiation_not_allowed");
+        assert!(started.elapsed() < Duration::from_secs(3), "the second instance still holds the old tier");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

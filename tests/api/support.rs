@@ -96,6 +96,7 @@ pub fn test_config() -> AppConfig {
             request_timeout: Duration::from_secs(30),
             rate_limit: 0,
             heartbeat: Duration::from_secs(1),
+            key_cache_ttl: Duration::from_secs(5),
             webhooks: WebhookSettings {
                 allow_private: true,
                 retry_schedule: vec![Duration::from_millis(100); 5],
@@ -182,7 +183,12 @@ impl TestApp {
 
     /// A second server instance on the same database, with its own pool, listener and workers.
     pub async fn another_instance(&self) -> TestApp {
-        TestApp::start(self.db.clone(), |_| {}).await
+        self.another_instance_with(|_| {}).await
+    }
+
+    /// Another instance on the same database, configured differently.
+    pub async fn another_instance_with(&self, configure: impl FnOnce(&mut AppConfig)) -> TestApp {
+        TestApp::start(self.db.clone(), configure).await
     }
 
     /// The URL of this instance's database.
