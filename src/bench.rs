@@ -25,15 +25,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use reqwest::Method;
-use serde_json::json;
 use uuid::Uuid;
 
-use self::api::{Api, CallFailed, Created};
+use self::api::CallFailed;
 use self::report::{BenchReport, Conditions, LevelReport};
 use self::stats::Recorder;
 pub use self::workload::Workload;
 use self::workload::{ASK, Parties};
+use crate::client::{Client, NewListing};
 use crate::domain::listing::{MAX_QUANTITY, MAX_THREADS_PER_BUYER};
 
 #[derive(clap::Args)]
@@ -65,6 +64,10 @@ pub struct BenchArgs {
     /// How long one request may take before it counts as an error.
     #[arg(long, default_value = "30s", value_parser = crate::config::parse_duration)]
     pub timeout: Duration,
+    /// Send an `Idempotency-Key` with every POST, as a careful agent does. Off by default, as
+    /// the published figures were measured without.
+    #[arg(long)]
+    pub idempotency_keys: bool,
     /// For `--workload wake`: the instance the counters go through (default: `--url`, where the
     /// waiters are); give a second instance on the same database to measure cross-instance
     /// wake-ups.
@@ -97,6 +100,7 @@ impl fmt::Debug for BenchArgs {
             .field("warmup", &self.warmup)
             .field("json", &self.json)
             .field("timeout", &self.timeout)
+            .field("idempotency_keys", &self.idempotency_keys)
             .field("counter_url", &self.counter_url)
             .field("trials", &self.trials)
             .field("pgbench", &self.pgbench)
@@ -121,6 +125,9 @@ impl BenchArgs {
         if self.timeout != Duration::from_secs(30) {
             line.push_str(&format!(" --timeout {}ms", self.timeout.as_millis()));
         }
+        if self.idempotency_keys {
+            line.push_str(" --idempotency-keys");
+        }
         if self.pgbench {
             line.push_str(&format!(" --pgbench --pgbench-seconds {}", self.pgbench_seconds));
         }
@@ -135,21 +142,29 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
              pass --admin-token or set HAGGLE_ADMIN_TOKEN to the token the server was started with"
         );
     };
-    let api = Api::new(&args.url, args.timeout)?;
-    api.check_server().await?;
-    api.check_admin_token(&admin_token).await?;
+    let client = api::connect(&args.url, args.timeout, args.idempotency_keys)?;
+    api::check_server(&client, api::SERVER_FLAG).await?;
+    let admin = client.with_api_key(admin_token);
+    api::check_admin_token(&admin).await?;
+    let keys = args.idempotency_keys;
     if args.workload == Workload::Wake {
-        let movers = Api::new(args.counter_url.as_deref().unwrap_or(&args.url), args.timeout)?;
-        movers.check_server().await?;
-        return wake::run(&api, &movers, &admin_token, args.trials).await;
+        let movers = match &args.counter_url {
+            Some(url) => {
+                let movers = api::connect(url, args.timeout, keys)?;
+                api::check_server(&movers, "--counter-url").await?;
+                movers
+            }
+            None => client.clone(),
+        };
+        return wake::run(&client, &movers, &admin, args.trials, keys).await;
     }
     if args.workload == Workload::W3 {
         let concurrency = args.concurrency.first().copied().unwrap_or(16) as usize;
-        return auto::run(&api, &admin_token, concurrency, args.negotiations).await;
+        return auto::run(&client, &admin, concurrency, args.negotiations, keys).await;
     }
     if args.workload == Workload::Webhooks {
         let concurrency = args.concurrency.first().copied().unwrap_or(16) as usize;
-        return webhooks::run(&api, &admin_token, concurrency, args.negotiations).await;
+        return webhooks::run(&client, &admin, concurrency, args.negotiations, keys).await;
     }
     if cfg!(debug_assertions) {
         eprintln!(
@@ -168,7 +183,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let run_id = chrono::Utc::now().format("%Y%m%dT%H%M%S").to_string();
     let mut report = BenchReport::new(args.command_line(), args.workload);
     for &concurrency in &args.concurrency {
-        let mut level = run_level(&api, &args, &admin_token, &run_id, concurrency as usize).await?;
+        let mut level = run_level(&client, &admin, &args, &run_id, concurrency as usize).await?;
         if let Some(pgbench) = &pgbench {
             let calls = level.figures.row(stats::ALL_CALLS).map_or(0.0, |all| all.calls_per_second);
             level.pgbench = Some(pgbench.measure(concurrency as usize, calls).await?);
@@ -196,9 +211,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
 }
 
 async fn run_level(
-    api: &Api,
+    client: &Client,
+    admin: &Client,
     args: &BenchArgs,
-    admin_token: &str,
     run_id: &str,
     concurrency: usize,
 ) -> anyhow::Result<LevelReport> {
@@ -217,7 +232,7 @@ async fn run_level(
     let started = Instant::now();
     let names = format!("bench-{run_id}-c{concurrency}");
     let workers = futures::future::try_join_all(
-        (0..concurrency).map(|index| Worker::set_up(api, admin_token, &names, index, listings_per_worker)),
+        (0..concurrency).map(|index| Worker::set_up(client, admin, &names, index, listings_per_worker)),
     )
     .await
     .context("setting up the bench's agents and listings")?;
@@ -225,7 +240,7 @@ async fn run_level(
 
     let workers = if args.warmup > 0 {
         let started = Instant::now();
-        let (workers, warmup) = run_phase(api, workload, workers, args.warmup, None).await?;
+        let (workers, warmup) = run_phase(workload, workers, args.warmup, None).await?;
         eprintln!(
             "{label} warm-up: {} completed in {:.1} s, {}{}",
             report::count(warmup.completed, workload.unit().0),
@@ -241,12 +256,12 @@ async fn run_level(
     let date = chrono::Utc::now();
     let progress = Arc::new(Progress::new(label, workload.unit().1, args.negotiations));
     let started = Instant::now();
-    let (workers, recorder) = run_phase(api, workload, workers, args.negotiations, Some(progress)).await?;
+    let (workers, recorder) = run_phase(workload, workers, args.negotiations, Some(progress)).await?;
     let wall = started.elapsed();
     let created_mid_run: u64 = workers.iter().map(|worker| worker.listings_created_on_demand).sum();
 
     let conditions = Conditions {
-        url: api.base().to_owned(),
+        url: client.base_url().to_owned(),
         workload: workload.name(),
         concurrency,
         negotiations: args.negotiations,
@@ -257,6 +272,7 @@ async fn run_level(
         bench_build: if cfg!(debug_assertions) { "debug" } else { "release" },
         haggle_version: env!("CARGO_PKG_VERSION"),
         client_timeout_seconds: args.timeout.as_secs_f64(),
+        idempotency_keys: args.idempotency_keys,
         sellers: concurrency,
         buyers: concurrency,
         listings: listings_per_worker * concurrency as u64 + created_mid_run,
@@ -271,7 +287,6 @@ const THREADS_PER_LISTING: u64 = MAX_THREADS_PER_BUYER as u64;
 /// Runs `units` units of `workload` on the workers, which take them from a common pool until it
 /// is empty, and gives the workers back with what they recorded.
 async fn run_phase(
-    api: &Api,
     workload: Workload,
     workers: Vec<Worker>,
     units: u64,
@@ -281,14 +296,13 @@ async fn run_phase(
     let tasks: Vec<_> = workers
         .into_iter()
         .map(|mut worker| {
-            let api = api.clone();
             let tickets = Arc::clone(&tickets);
             let progress = progress.clone();
             tokio::spawn(async move {
                 let mut recorder = Recorder::default();
                 while tickets.fetch_add(1, Ordering::Relaxed) < units {
-                    match worker.next_listing(&api).await {
-                        Ok(listing) => match workload.run_once(&api, &worker.parties, listing, &mut recorder).await {
+                    match worker.next_listing().await {
+                        Ok(listing) => match workload.run_once(&worker.parties, listing, &mut recorder).await {
                             Ok(()) => recorder.completed += 1,
                             Err(CallFailed) => {
                                 // The failure may have left an active thread there.
@@ -334,46 +348,48 @@ struct Listing {
 }
 
 impl Worker {
-    async fn set_up(api: &Api, admin_token: &str, names: &str, index: usize, listings: u64) -> anyhow::Result<Worker> {
-        let seller = api.register(&format!("{names}-w{index}-seller")).await?;
-        let buyer = api.register_buyer(admin_token, &format!("{names}-w{index}-buyer")).await?;
+    async fn set_up(
+        client: &Client,
+        admin: &Client,
+        names: &str,
+        index: usize,
+        listings: u64,
+    ) -> anyhow::Result<Worker> {
+        let seller = client.with_api_key(api::register(client, &format!("{names}-w{index}-seller")).await?);
+        let buyer = client.with_api_key(api::register_buyer(client, admin, &format!("{names}-w{index}-buyer")).await?);
         let mut worker = Worker {
             index,
-            parties: Parties { seller_key: seller.api_key, buyer_key: buyer.api_key },
+            parties: Parties { seller, buyer },
             listings: VecDeque::new(),
             listings_created_on_demand: 0,
         };
         for _ in 0..listings {
-            worker.add_listing(api).await?;
+            worker.add_listing().await?;
         }
         Ok(worker)
     }
 
     /// A listing with room for a thread per unit of work: the most threads a buyer may open, and
     /// a quantity no run will sell out, so accepting never takes the sold-out path.
-    async fn add_listing(&mut self, api: &Api) -> anyhow::Result<()> {
-        let body = json!({
-            "title": format!("bench listing, worker {}", self.index),
-            "ask_amount": ASK,
-            "quantity": MAX_QUANTITY,
-            "max_threads_per_buyer": MAX_THREADS_PER_BUYER,
-        });
-        let listing: Created = api
-            .setup(Method::POST, "/v1/listings", Some(&self.parties.seller_key), &body)
-            .await
-            .context("creating a bench listing")?;
+    async fn add_listing(&mut self) -> anyhow::Result<()> {
+        let listing = NewListing {
+            quantity: Some(MAX_QUANTITY),
+            max_threads_per_buyer: Some(MAX_THREADS_PER_BUYER),
+            ..NewListing::new(format!("bench listing, worker {}", self.index), ASK)
+        };
+        let listing = self.parties.seller.create_listing(&listing).await.context("creating a bench listing")?;
         self.listings.push_back(Listing { id: listing.id, threads_left: THREADS_PER_LISTING });
         Ok(())
     }
 
     /// A listing on which the buyer may open one more thread (counted as opened), creating one
     /// when none is left.
-    async fn next_listing(&mut self, api: &Api) -> anyhow::Result<Uuid> {
+    async fn next_listing(&mut self) -> anyhow::Result<Uuid> {
         while self.listings.front().is_some_and(|listing| listing.threads_left == 0) {
             self.listings.pop_front();
         }
         if self.listings.is_empty() {
-            self.add_listing(api).await?;
+            self.add_listing().await?;
             self.listings_created_on_demand += 1;
         }
         let listing = self.listings.front_mut().expect("a listing was just ensured");

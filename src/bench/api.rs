@@ -1,222 +1,137 @@
-//! The bench's side of the HTTP API: timed calls for the measured work, plain calls for setup,
-//! and the checks that fail fast before any of it.
+//! The bench's side of the API: the typed client as the bench configures it, timed calls for
+//! the measured work, and the checks that fail fast before any of it.
 
-use std::error::Error as _;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
-use reqwest::{Client, Method, StatusCode};
-use serde::Deserialize;
-use serde::de::{DeserializeOwned, IgnoredAny};
-use serde_json::{Value, json};
-use uuid::Uuid;
 
 use super::stats::{Failure, Recorder};
 use super::workload::Call;
+use crate::client::{Client, ClientError, ProfileUpdate, Registered};
 use crate::domain::Tier;
 
-/// An agent the bench registered: its id and its API key.
-#[derive(Debug, Deserialize)]
-pub struct Registered {
-    pub agent: Created,
-    pub api_key: String,
-}
-
-/// The id of something the server created.
-#[derive(Debug, Deserialize)]
-pub struct Created {
-    pub id: Uuid,
-}
+/// The option that names the server, for the advice when it cannot be worked with.
+pub const SERVER_FLAG: &str = "--url / HAGGLE_URL";
 
 /// A timed call failed; it is already in the recorder.
 #[derive(Debug)]
 pub struct CallFailed;
 
-/// One connection pool (keep-alive) to one server, shared by every worker.
-#[derive(Debug, Clone)]
-pub struct Api {
-    client: Client,
-    base: String,
+/// The client every worker and agent of a run speaks through (their clones share one
+/// keep-alive connection pool). It sends each request once, so that an error is counted rather
+/// than hidden by a retry; gives up on a request after `timeout`; and sends an
+/// `Idempotency-Key` with each `POST` only when asked to, as the published figures were
+/// measured without.
+pub fn connect(url: &str, timeout: Duration, idempotency_keys: bool) -> anyhow::Result<Client> {
+    let client = Client::new(url, None).map_err(|error| anyhow!("{error}; pass --url http://HOST:PORT"))?;
+    Ok(client.attempts(1).idempotency_keys(idempotency_keys).timeout(timeout))
 }
 
-impl Api {
-    pub fn new(url: &str, timeout: Duration) -> anyhow::Result<Api> {
-        let parsed = url::Url::parse(url)
-            .map_err(|error| anyhow!("`{url}` is not a URL ({error}); pass --url http://HOST:PORT"))?;
-        if parsed.scheme() != "http" {
-            bail!("`{url}`: haggle is built without TLS, so the bench speaks plain http only; pass an http:// URL");
+/// A measured call: the latency of a success goes to `recorder`, any other outcome is counted
+/// there as an error of `call` with what the server said (or why it said nothing). The clock
+/// runs around the whole typed call, so besides the round trip it takes in the client's JSON
+/// encoding of the request and decoding of the answer, a few microseconds.
+pub async fn timed<T>(
+    recorder: &mut Recorder,
+    call: Call,
+    request: impl Future<Output = Result<T, ClientError>>,
+) -> Result<T, CallFailed> {
+    let started = Instant::now();
+    let outcome = request.await;
+    let latency = started.elapsed();
+    match outcome {
+        Ok(answer) => {
+            recorder.success(call, latency);
+            Ok(answer)
         }
-        let client = Client::builder()
-            .timeout(timeout)
-            .tcp_nodelay(true)
-            .user_agent(concat!("haggle-bench/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .context("building the HTTP client")?;
-        Ok(Api { client, base: url.trim_end_matches('/').to_owned() })
-    }
-
-    pub fn base(&self) -> &str {
-        &self.base
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    /// A measured POST: the latency of a 2xx answer, from sending to the last byte of the body,
-    /// goes to `recorder`; any other outcome is counted there as an error of `call`.
-    pub async fn post<T: DeserializeOwned>(
-        &self,
-        recorder: &mut Recorder,
-        call: Call,
-        path: &str,
-        api_key: &str,
-        body: Option<Value>,
-    ) -> Result<T, CallFailed> {
-        let mut request = self.client.post(self.url(path)).bearer_auth(api_key);
-        if let Some(body) = body {
-            // Serialized here, before the clock starts.
-            request = request.json(&body);
+        Err(error) => {
+            recorder.failure(call, failure_of(&error), &error.to_string());
+            Err(CallFailed)
         }
-        let started = Instant::now();
-        let answer = async {
-            let response = request.send().await?;
-            let status = response.status();
-            Ok::<_, reqwest::Error>((status, response.bytes().await?))
-        }
-        .await;
-        let latency = started.elapsed();
-        match answer {
-            Ok((status, bytes)) if status.is_success() => match serde_json::from_slice(&bytes) {
-                Ok(value) => {
-                    recorder.success(call, latency);
-                    Ok(value)
-                }
-                Err(error) => {
-                    recorder.failure(
-                        call,
-                        Failure::Unreadable,
-                        &format!("{error}: {}", String::from_utf8_lossy(&bytes)),
-                    );
-                    Err(CallFailed)
-                }
-            },
-            Ok((status, bytes)) => {
-                recorder.failure(call, Failure::Status(status.as_u16()), &String::from_utf8_lossy(&bytes));
-                Err(CallFailed)
-            }
-            Err(error) => {
-                recorder.failure(call, Failure::Transport, &error_chain(error));
-                Err(CallFailed)
-            }
-        }
-    }
-
-    /// Registers an agent (untimed).
-    pub async fn register(&self, name: &str) -> anyhow::Result<Registered> {
-        self.setup(Method::POST, "/v1/agents", None, &json!({ "name": name })).await.context(
-            "registering a bench agent (the server must allow open registration: HAGGLE_OPEN_REGISTRATION=true)",
-        )
-    }
-
-    /// Registers an agent and raises it to the AGENCY tier, which listings negotiate with by
-    /// default (untimed).
-    pub async fn register_buyer(&self, admin_token: &str, name: &str) -> anyhow::Result<Registered> {
-        let buyer = self.register(name).await?;
-        let _: IgnoredAny = self
-            .setup(
-                Method::PATCH,
-                &format!("/v1/admin/agents/{}", buyer.agent.id),
-                Some(admin_token),
-                &json!({ "tier": Tier::Agency.as_str() }),
-            )
-            .await
-            .context("raising a bench buyer to the AGENCY tier")?;
-        Ok(buyer)
-    }
-
-    /// An untimed call for setup; anything but a 2xx is an error naming the call and the answer.
-    pub async fn setup<T: DeserializeOwned>(
-        &self,
-        method: Method,
-        path: &str,
-        bearer: Option<&str>,
-        body: &Value,
-    ) -> anyhow::Result<T> {
-        let mut request = self.client.request(method.clone(), self.url(path)).json(body);
-        if let Some(bearer) = bearer {
-            request = request.bearer_auth(bearer);
-        }
-        let response = request.send().await.map_err(|error| anyhow!("{method} {path}: {}", error_chain(error)))?;
-        let status = response.status();
-        let bytes = response.bytes().await.map_err(|error| anyhow!("{method} {path}: {}", error_chain(error)))?;
-        if !status.is_success() {
-            bail!("{method} {path} answered {status}: {}", problem_detail(&bytes));
-        }
-        serde_json::from_slice(&bytes)
-            .with_context(|| format!("{method} {path} answered {status} with an unexpected body"))
-    }
-
-    /// Fails unless a Haggle server answers at the URL with its database ready.
-    pub async fn check_server(&self) -> anyhow::Result<()> {
-        let response = self.client.get(self.url("/readyz")).send().await.map_err(|error| {
-            anyhow!(
-                "cannot reach a Haggle server at {} ({}). Start one with `haggle serve` (it listens on HAGGLE_BIND), \
-                 or point --url / HAGGLE_URL at the one you have",
-                self.base,
-                error_chain(error)
-            )
-        })?;
-        match response.status() {
-            status if status.is_success() => Ok(()),
-            StatusCode::SERVICE_UNAVAILABLE => {
-                bail!("the server at {} is up but not ready (its database does not answer); fix that first", self.base)
-            }
-            status => bail!("{}/readyz answered {status}; is --url pointing at a Haggle server?", self.base),
-        }
-    }
-
-    /// Fails unless the server takes `token` on its operator routes. The probe patches an agent
-    /// that cannot exist, so with a good token it is a harmless 404.
-    pub async fn check_admin_token(&self, token: &str) -> anyhow::Result<()> {
-        let path = format!("/v1/admin/agents/{}", Uuid::nil());
-        let response = self
-            .client
-            .patch(self.url(&path))
-            .bearer_auth(token)
-            .json(&json!({}))
-            .send()
-            .await
-            .map_err(|error| anyhow!("PATCH {path}: {}", error_chain(error)))?;
-        let status = response.status();
-        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
-            let detail = problem_detail(&response.bytes().await.unwrap_or_default());
-            bail!(
-                "the server refused the admin token ({status}: {detail}). Pass --admin-token or set HAGGLE_ADMIN_TOKEN \
-                 to the token the server was started with; the bench needs it to raise its buyers to the AGENCY tier"
-            );
-        }
-        Ok(())
     }
 }
 
-/// The `detail` of a problem+json body, or the body itself.
-fn problem_detail(bytes: &[u8]) -> String {
-    let detail = serde_json::from_slice::<Value>(bytes)
-        .ok()
-        .and_then(|problem| Some(format!("{} ({})", problem.get("detail")?.as_str()?, problem.get("code")?.as_str()?)));
-    detail.unwrap_or_else(|| String::from_utf8_lossy(bytes).chars().take(400).collect())
+fn failure_of(error: &ClientError) -> Failure {
+    match error {
+        ClientError::Api(problem) => Failure::Status(problem.status),
+        ClientError::UnexpectedResponse { status, .. } if (200..300).contains(status) => Failure::Unreadable,
+        ClientError::UnexpectedResponse { status, .. } => Failure::Status(*status),
+        // A client that was built has a valid URL; no request of it fails on one.
+        ClientError::Transport { .. } | ClientError::InvalidUrl { .. } => Failure::Transport,
+    }
 }
 
-/// reqwest's message with its causes, which say what actually went wrong (refused, reset, timed out).
-fn error_chain(error: reqwest::Error) -> String {
-    let error = error.without_url();
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
+/// Fails unless a Haggle server answers at the client's URL with its database ready.
+pub async fn check_server(client: &Client, flag: &str) -> anyhow::Result<()> {
+    client.ready().await.map_err(|error| error.first_contact(client.base_url(), flag))
+}
+
+/// Fails unless the server takes `admin`'s key as its operator token.
+pub async fn check_admin_token(admin: &Client) -> anyhow::Result<()> {
+    match admin.check_admin_token().await {
+        Ok(()) => Ok(()),
+        Err(error) if matches!(error.status(), Some(401 | 403)) => bail!(
+            "the server refused the admin token ({error}). Pass --admin-token or set HAGGLE_ADMIN_TOKEN to the \
+             token the server was started with; the bench needs it to raise its buyers to the AGENCY tier"
+        ),
+        Err(error) => Err(error.first_contact(admin.base_url(), SERVER_FLAG)),
     }
-    message
+}
+
+/// Registers an agent (untimed) and gives its API key.
+pub async fn register(client: &Client, name: &str) -> anyhow::Result<String> {
+    Ok(registered(client, name).await?.api_key)
+}
+
+/// Registers an agent and raises it to the AGENCY tier, which listings negotiate with by
+/// default (untimed), and gives its API key.
+pub async fn register_buyer(client: &Client, admin: &Client, name: &str) -> anyhow::Result<String> {
+    let buyer = registered(client, name).await?;
+    admin
+        .update_agent(buyer.agent.id, &ProfileUpdate::tier(Tier::Agency))
+        .await
+        .context("raising a bench buyer to the AGENCY tier")?;
+    Ok(buyer.api_key)
+}
+
+async fn registered(client: &Client, name: &str) -> anyhow::Result<Registered> {
+    client
+        .register(name)
+        .await
+        .context("registering a bench agent (the server must allow open registration: HAGGLE_OPEN_REGISTRATION=true)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_are_counted_by_what_the_server_answered() {
+        let problem: crate::client::Problem =
+            serde_json::from_value(serde_json::json!({ "status": 409, "code": "thread_active" })).unwrap();
+        let unexpected = |status| ClientError::UnexpectedResponse { status, detail: String::new() };
+        assert_eq!(failure_of(&ClientError::Api(Box::new(problem))), Failure::Status(409));
+        assert_eq!(failure_of(&unexpected(502)), Failure::Status(502));
+        assert_eq!(failure_of(&unexpected(200)), Failure::Unreadable);
+    }
+
+    #[tokio::test]
+    async fn a_timed_call_records_its_failure_with_the_detail() {
+        let mut recorder = Recorder::default();
+        let failed: Result<(), _> = timed(&mut recorder, Call::Place, async { Err(unexpected_html()) }).await;
+        assert!(failed.is_err());
+        assert_eq!(recorder.error_count(), 1);
+        let first = recorder.first_problem().unwrap();
+        assert!(first.starts_with("place 502: ") && first.contains("Bad Gateway"), "{first}");
+
+        let answered = timed(&mut recorder, Call::Place, async { Ok::<_, ClientError>(7) }).await;
+        assert_eq!(answered.unwrap(), 7);
+        let figures = recorder.summarize(&[Call::Place], Duration::from_secs(1));
+        let place = figures.row("place").unwrap();
+        assert_eq!((place.ok, place.errors), (1, 1));
+    }
+
+    fn unexpected_html() -> ClientError {
+        ClientError::UnexpectedResponse { status: 502, detail: "<h1>502 Bad Gateway</h1>".to_owned() }
+    }
 }

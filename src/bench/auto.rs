@@ -18,54 +18,32 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use chrono::{DateTime, Utc};
-use reqwest::Method;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use uuid::Uuid;
 
-use super::api::{Api, Created, Registered};
+use super::api;
+use super::report::yes_no;
 use super::stats::percentile;
+use crate::client::{Client, EventQuery, NewListing, Placement, PolicyScope};
+use crate::domain::Party;
+use crate::domain::strategy::{Policy, Strategy};
 
 const ASK: i64 = 100_000;
 const OPENING: i64 = 70_000;
-const MAX_ROUNDS: i32 = 12;
+const MAX_ROUNDS: i64 = 12;
 /// How long a negotiation may take before the bench counts it as stuck.
 const PATIENCE: Duration = Duration::from_secs(30);
 
-fn seller_policy() -> Value {
-    json!({ "limit": 82_000, "max_auto_rounds": 10, "counter": { "strategy": "tier" } })
+fn seller_policy() -> Policy {
+    Policy { max_auto_rounds: 10, ..Policy::new(82_000, Strategy::Tier {}) }
 }
 
-fn buyer_policy() -> Value {
-    json!({ "limit": 92_000, "max_auto_rounds": 10, "counter": { "strategy": "step", "amount": 2_500 } })
-}
-
-#[derive(Deserialize)]
-struct Placed {
-    thread: Created,
-}
-
-#[derive(Deserialize)]
-struct EventPage {
-    data: Vec<Value>,
-    next_cursor: String,
-}
-
-#[derive(Deserialize)]
-struct ThreadRead {
-    status: String,
-    updated_at: DateTime<Utc>,
-    bids: Vec<BidRead>,
-}
-
-#[derive(Deserialize)]
-struct BidRead {
-    created_at: DateTime<Utc>,
+fn buyer_policy() -> Policy {
+    Policy { max_auto_rounds: 10, ..Policy::new(92_000, Strategy::Step { amount: Some(2_500), fraction: None }) }
 }
 
 /// One negotiation's figures.
 struct Outcome {
-    status: String,
+    status: &'static str,
     rounds: usize,
     db_ms: f64,
     observed_ms: f64,
@@ -74,63 +52,61 @@ struct Outcome {
 const ENDINGS: [&str; 4] = ["bid.accepted", "bid.rejected", "bid.expired", "thread.closed"];
 
 struct Worker {
-    buyer: Registered,
-    listings: Vec<Created>,
-    cursor: String,
+    buyer: Client,
+    listings: Vec<Uuid>,
+    cursor: i64,
 }
 
-async fn set_up(api: &Api, admin_token: &str, run_id: &str, index: usize, listings: u64) -> anyhow::Result<Worker> {
-    let seller = api.register(&format!("w3-{run_id}-seller-{index}")).await?;
-    let buyer = api.register_buyer(admin_token, &format!("w3-{run_id}-buyer-{index}")).await?;
-    let _: Value = api
-        .setup(Method::PUT, "/v1/agents/me/policies/seller", Some(&seller.api_key), &seller_policy())
+async fn set_up(client: &Client, admin: &Client, run_id: &str, index: usize, listings: u64) -> anyhow::Result<Worker> {
+    let seller = client.with_api_key(api::register(client, &format!("w3-{run_id}-seller-{index}")).await?);
+    let buyer = client.with_api_key(api::register_buyer(client, admin, &format!("w3-{run_id}-buyer-{index}")).await?);
+    seller
+        .set_policy(PolicyScope::Agent(Party::Seller), &seller_policy())
         .await
         .context("setting the seller's policy")?;
-    let _: Value = api
-        .setup(Method::PUT, "/v1/agents/me/policies/buyer", Some(&buyer.api_key), &buyer_policy())
-        .await
-        .context("setting the buyer's policy")?;
+    buyer.set_policy(PolicyScope::Agent(Party::Buyer), &buyer_policy()).await.context("setting the buyer's policy")?;
     let mut created = Vec::with_capacity(listings as usize);
     for n in 0..listings {
-        let listing = json!({ "title": format!("w3 lot {n}"), "ask_amount": ASK, "max_rounds": MAX_ROUNDS });
-        created.push(api.setup(Method::POST, "/v1/listings", Some(&seller.api_key), &listing).await?);
+        let listing = NewListing { max_rounds: Some(MAX_ROUNDS), ..NewListing::new(format!("w3 lot {n}"), ASK) };
+        created.push(seller.create_listing(&listing).await?.id);
     }
-    let page: EventPage = api.setup(Method::GET, "/v1/events?limit=1", Some(&buyer.api_key), &json!(null)).await?;
+    let page = buyer.events(&EventQuery { after: 0, limit: Some(1), wait: None }).await?;
     Ok(Worker { buyer, listings: created, cursor: page.next_cursor })
 }
 
 /// Opens a thread on the worker's next listing and follows it to its end.
-async fn negotiate(api: &Api, worker: &mut Worker) -> anyhow::Result<Outcome> {
+async fn negotiate(worker: &mut Worker) -> anyhow::Result<Outcome> {
     let listing = worker.listings.pop().context("the worker ran out of listings")?;
-    let key = worker.buyer.api_key.clone();
-    let placed: Placed = api
-        .setup(Method::POST, &format!("/v1/listings/{}/bids", listing.id), Some(&key), &json!({ "amount": OPENING }))
-        .await?;
+    let buyer = &worker.buyer;
+    let placed = buyer.place_bid(listing, &Placement::new(OPENING)).await?;
     let committed = Instant::now();
-    let thread_id = placed.thread.id.to_string();
+    let thread_id = placed.thread.id;
     loop {
         if committed.elapsed() > PATIENCE {
             bail!("thread {thread_id} did not end within {PATIENCE:?}");
         }
-        let path = format!("/v1/events?after={}&limit=200&wait=10", worker.cursor);
-        let page: EventPage = api.setup(Method::GET, &path, Some(&key), &json!(null)).await?;
+        let page = buyer.events(&EventQuery { after: worker.cursor, limit: Some(200), wait: Some(10.0) }).await?;
         worker.cursor = page.next_cursor;
-        let ended = page.data.iter().any(|event| {
-            event["thread_id"] == thread_id.as_str() && ENDINGS.contains(&event["type"].as_str().unwrap_or(""))
-        });
+        let ended =
+            page.data.iter().any(|event| event.thread_id == Some(thread_id) && ENDINGS.contains(&event.kind.as_str()));
         if ended {
             break;
         }
     }
     let observed_ms = committed.elapsed().as_secs_f64() * 1e3;
-    let thread: ThreadRead =
-        api.setup(Method::GET, &format!("/v1/threads/{thread_id}"), Some(&key), &json!(null)).await?;
-    let opened = thread.bids.first().context("a thread without bids")?.created_at;
-    let db_ms = (thread.updated_at - opened).num_microseconds().unwrap_or(0) as f64 / 1e3;
-    Ok(Outcome { status: thread.status, rounds: thread.bids.len(), db_ms, observed_ms })
+    let read = buyer.get_thread(thread_id).await?;
+    let opened = read.bids.first().context("a thread without bids")?.created_at;
+    let db_ms = (read.thread.updated_at - opened).num_microseconds().unwrap_or(0) as f64 / 1e3;
+    Ok(Outcome { status: read.thread.status.as_str(), rounds: read.bids.len(), db_ms, observed_ms })
 }
 
-pub async fn run(api: &Api, admin_token: &str, concurrency: usize, negotiations: u64) -> anyhow::Result<()> {
+pub async fn run(
+    client: &Client,
+    admin: &Client,
+    concurrency: usize,
+    negotiations: u64,
+    idempotency_keys: bool,
+) -> anyhow::Result<()> {
     let run_id = chrono::Utc::now().format("%Y%m%dT%H%M%S").to_string();
     let per_worker = negotiations.div_ceil(concurrency as u64);
     eprintln!(
@@ -138,11 +114,10 @@ pub async fn run(api: &Api, admin_token: &str, concurrency: usize, negotiations:
         per_worker * concurrency as u64
     );
     let started = Instant::now();
-    let workers = futures::future::try_join_all(
-        (0..concurrency).map(|index| set_up(api, admin_token, &run_id, index, per_worker)),
-    )
-    .await
-    .context("setting up the bench's agents, policies and listings")?;
+    let workers =
+        futures::future::try_join_all((0..concurrency).map(|index| set_up(client, admin, &run_id, index, per_worker)))
+            .await
+            .context("setting up the bench's agents, policies and listings")?;
     eprintln!("[w3] setup done in {:.1} s; running {negotiations} negotiations", started.elapsed().as_secs_f64());
 
     // Each worker runs its own share, on listings of its own.
@@ -154,7 +129,7 @@ pub async fn run(api: &Api, admin_token: &str, concurrency: usize, negotiations:
         async move {
             let mut outcomes = Vec::new();
             for _ in 0..share {
-                outcomes.push(negotiate(api, &mut worker).await?);
+                outcomes.push(negotiate(&mut worker).await?);
                 let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
                 if finished % 200 == 0 {
                     eprintln!("[w3] {finished} of {negotiations} done");
@@ -165,11 +140,11 @@ pub async fn run(api: &Api, admin_token: &str, concurrency: usize, negotiations:
     });
     let outcomes: Vec<Outcome> = futures::future::try_join_all(runs).await?.into_iter().flatten().collect();
     let wall = started.elapsed();
-    report(&outcomes, wall, concurrency);
+    report(&outcomes, wall, concurrency, idempotency_keys);
     Ok(())
 }
 
-fn report(outcomes: &[Outcome], wall: Duration, concurrency: usize) {
+fn report(outcomes: &[Outcome], wall: Duration, concurrency: usize, idempotency_keys: bool) {
     let sorted = |pick: fn(&Outcome) -> f64| {
         let mut values: Vec<f64> = outcomes.iter().map(pick).collect();
         values.sort_by(f64::total_cmp);
@@ -180,10 +155,11 @@ fn report(outcomes: &[Outcome], wall: Duration, concurrency: usize) {
     let rounds = sorted(|o| o.rounds as f64);
     let mut statuses = BTreeMap::new();
     for outcome in outcomes {
-        *statuses.entry(outcome.status.as_str()).or_insert(0u64) += 1;
+        *statuses.entry(outcome.status).or_insert(0u64) += 1;
     }
     let ms = |values: &[f64], p: f64| percentile(values, p).map_or("-".to_owned(), |v| format!("{v:.2} ms"));
     println!("w3: {} auto-negotiations, {concurrency} at a time, in {:.2} s", outcomes.len(), wall.as_secs_f64());
+    println!("  idempotency keys: {}", yes_no(idempotency_keys));
     println!("  negotiations/s: {:.1}", outcomes.len() as f64 / wall.as_secs_f64());
     println!(
         "  opening commit -> end, database clock:  p50 {}  p95 {}  p99 {}  max {}",

@@ -11,7 +11,7 @@ use super::stats::{ALL_CALLS, Figures, Row};
 use super::workload::Workload;
 
 /// What a latency figure is a figure of.
-const LATENCY_MEANS: &str = "latency of 2xx answers, from sending the request to the last byte of the answer";
+const LATENCY_MEANS: &str = "latency of 2xx answers, from the client call to its decoded answer: encoding, sending, the whole answer, decoding";
 
 #[derive(Debug, Serialize)]
 pub struct BenchReport {
@@ -67,6 +67,8 @@ pub struct Conditions {
     pub bench_build: &'static str,
     pub haggle_version: &'static str,
     pub client_timeout_seconds: f64,
+    /// Whether every POST carried an `Idempotency-Key` (`--idempotency-keys`).
+    pub idempotency_keys: bool,
     pub sellers: usize,
     pub buyers: usize,
     pub listings: u64,
@@ -87,6 +89,12 @@ pub fn level_table(level: &LevelReport, workload: Workload) -> String {
         out,
         "client       {} CPUs (available_parallelism), {} build of haggle {}",
         c.cpus, c.bench_build, c.haggle_version
+    );
+    let _ = writeln!(
+        out,
+        "requests     idempotency keys: {}; sent once each, {} s timeout",
+        yes_no(c.idempotency_keys),
+        c.client_timeout_seconds
     );
     let _ = writeln!(
         out,
@@ -199,6 +207,11 @@ pub fn sweep_table(levels: &[LevelReport], workload: Workload) -> String {
 /// `1 worker`, `2 workers`.
 pub fn count(n: u64, noun: &str) -> String {
     if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
+}
+
+/// How a switch of the run's conditions reads in its reports.
+pub fn yes_no(on: bool) -> &'static str {
+    if on { "yes" } else { "no" }
 }
 
 fn ms(value: Option<f64>) -> String {

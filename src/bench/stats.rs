@@ -181,7 +181,7 @@ impl Figures {
     }
 }
 
-/// Latency (of 2xx answers, from sending the request to the last byte of the answer) and
+/// Latency (of 2xx answers, from the client call to its decoded answer) and
 /// throughput of one call type.
 #[derive(Debug, Serialize)]
 pub struct Row {

@@ -12,34 +12,20 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use reqwest::Method;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use uuid::Uuid;
 
-use super::api::{Api, Created};
+use super::api;
+use super::report::yes_no;
 use super::stats::percentile;
+use crate::client::{Client, CounterOffer, EventQuery, NewListing, Placement};
+use crate::domain::BidStatus;
 
 /// The listing's round limit: a thread carries this many bids before a new one is needed.
 const MAX_ROUNDS: u64 = 100;
+/// How long, in seconds, a waiter asks the server to wait.
+const WAIT: f64 = 10.0;
 /// How long a waiter is given to reach the server and subscribe before the counter is sent.
 const SETTLE: Duration = Duration::from_millis(20);
-
-#[derive(Deserialize)]
-struct Bid {
-    id: String,
-    status: String,
-}
-
-#[derive(Deserialize)]
-struct Placed {
-    bid: Bid,
-}
-
-#[derive(Deserialize)]
-struct EventPage {
-    data: Vec<Value>,
-    next_cursor: String,
-}
 
 /// Picks one measurement out of a trial.
 type Measure = fn(&Trial) -> f64;
@@ -54,92 +40,78 @@ struct Trial {
 
 /// Moves the buyer's cursor past the event of its own bid, so that the next waiter waits for
 /// the seller's move only.
-async fn catch_up(api: &Api, key: &str, mut cursor: String, bid_id: &str) -> anyhow::Result<String> {
+async fn catch_up(buyer: &Client, mut cursor: i64, bid_id: Uuid) -> anyhow::Result<i64> {
     loop {
-        let page: EventPage =
-            api.setup(Method::GET, &format!("/v1/events?after={cursor}&wait=5"), Some(key), &json!(null)).await?;
+        let page = buyer.events(&EventQuery { after: cursor, limit: None, wait: Some(5.0) }).await?;
         if page.data.is_empty() {
             bail!("the event of the buyer's own bid {bid_id} did not arrive within 5 s");
         }
         cursor = page.next_cursor;
-        if page.data.iter().any(|event| event["bid_id"] == bid_id) {
+        if page.data.iter().any(|event| event.bid_id == Some(bid_id)) {
             return Ok(cursor);
         }
     }
 }
 
-pub async fn run(waiters: &Api, movers: &Api, admin_token: &str, trials: u64) -> anyhow::Result<()> {
+/// Runs the trials: `waiters` and `movers` are clients of the two instances (or of one), and
+/// `admin` the operator's.
+pub async fn run(
+    waiters: &Client,
+    movers: &Client,
+    admin: &Client,
+    trials: u64,
+    idempotency_keys: bool,
+) -> anyhow::Result<()> {
     let run_id = chrono::Utc::now().format("%Y%m%dT%H%M%S").to_string();
-    let seller = movers.register(&format!("wake-{run_id}-seller")).await?;
-    let buyer = movers.register_buyer(admin_token, &format!("wake-{run_id}-buyer")).await?;
-    let cursor_page: EventPage =
-        waiters.setup(Method::GET, "/v1/events?limit=1", Some(&buyer.api_key), &json!(null)).await?;
-    let mut cursor = cursor_page.next_cursor;
-    eprintln!("[wake] {trials} trials: waiters on {}, counters through {}", waiters.base(), movers.base());
+    let seller = movers.with_api_key(api::register(movers, &format!("wake-{run_id}-seller")).await?);
+    let buyer_key = api::register_buyer(movers, admin, &format!("wake-{run_id}-buyer")).await?;
+    // The buyer moves through the movers' instance and waits on the waiters'.
+    let (buyer, waiter) = (movers.with_api_key(buyer_key.clone()), waiters.with_api_key(buyer_key));
+    let mut cursor = waiter.events(&EventQuery { after: 0, limit: Some(1), wait: None }).await?.next_cursor;
+    eprintln!("[wake] {trials} trials: waiters on {}, counters through {}", waiters.base_url(), movers.base_url());
 
     let mut results = Vec::with_capacity(trials as usize);
-    let mut pending: Option<(String, u64)> = None;
+    let mut pending: Option<(Uuid, u64)> = None;
     let started = Instant::now();
     for trial in 0..trials {
         // A fresh thread when the current one nears its round limit.
         let (bid_id, round) = match pending.take() {
             Some((bid, round)) if round + 2 < MAX_ROUNDS => (bid, round),
             _ => {
-                let listing: Created = movers
-                    .setup(
-                        Method::POST,
-                        "/v1/listings",
-                        Some(&seller.api_key),
-                        &json!({ "title": "wake-up trial", "ask_amount": 10_000_000, "max_rounds": MAX_ROUNDS }),
-                    )
-                    .await?;
-                let placed: Placed = movers
-                    .setup(
-                        Method::POST,
-                        &format!("/v1/listings/{}/bids", listing.id),
-                        Some(&buyer.api_key),
-                        &json!({ "amount": 1_000_000 }),
-                    )
-                    .await?;
-                cursor = catch_up(waiters, &buyer.api_key, cursor, &placed.bid.id).await?;
+                let listing =
+                    NewListing { max_rounds: Some(MAX_ROUNDS as i64), ..NewListing::new("wake-up trial", 10_000_000) };
+                let listing = seller.create_listing(&listing).await?;
+                let placed = buyer.place_bid(listing.id, &Placement::new(1_000_000)).await?;
+                cursor = catch_up(&waiter, cursor, placed.bid.id).await?;
                 (placed.bid.id, 1)
             }
         };
         // Waiters first.
         let bid_waiter = {
-            let api = waiters.clone();
-            let (key, path) = (buyer.api_key.clone(), format!("/v1/bids/{bid_id}?wait=10"));
+            let waiter = waiter.clone();
             tokio::spawn(async move {
-                let bid: anyhow::Result<Bid> = api.setup(Method::GET, &path, Some(&key), &json!(null)).await;
+                let bid = waiter.get_bid(bid_id, Some(WAIT)).await;
                 (Instant::now(), bid)
             })
         };
         let events_waiter = {
-            let api = waiters.clone();
-            let (key, path) = (buyer.api_key.clone(), format!("/v1/events?after={cursor}&wait=10"));
+            let waiter = waiter.clone();
             tokio::spawn(async move {
-                let page: anyhow::Result<EventPage> = api.setup(Method::GET, &path, Some(&key), &json!(null)).await;
+                let page = waiter.events(&EventQuery { after: cursor, limit: None, wait: Some(WAIT) }).await;
                 (Instant::now(), page)
             })
         };
         tokio::time::sleep(SETTLE).await;
         let sent = Instant::now();
         let seller_amount = 10_000_000 - 10_000 * round as i64;
-        let countered: Placed = movers
-            .setup(
-                Method::POST,
-                &format!("/v1/bids/{bid_id}/counter"),
-                Some(&seller.api_key),
-                &json!({ "amount": seller_amount }),
-            )
-            .await?;
+        let countered = seller.counter(bid_id, &CounterOffer::new(seller_amount, false)).await?;
         let committed = Instant::now();
         let (bid_at, bid) = bid_waiter.await.context("the bid waiter")?;
         let (events_at, page) = events_waiter.await.context("the events waiter")?;
         let bid = bid?;
         let page = page?;
-        if bid.status != "COUNTERED" {
-            bail!("trial {trial}: the bid waiter answered with the bid {}", bid.status);
+        if bid.status != BidStatus::Countered {
+            bail!("trial {trial}: the bid waiter answered with the bid {}", bid.status.as_str());
         }
         if page.data.is_empty() {
             bail!("trial {trial}: the events waiter ran to its timeout without the counter");
@@ -157,15 +129,8 @@ pub async fn run(waiters: &Api, movers: &Api, admin_token: &str, trials: u64) ->
         });
         // The buyer answers, untimed, so that the next trial has a pending bid to wait on.
         let buyer_amount = 1_000_000 + 10_000 * round as i64;
-        let answered: Placed = movers
-            .setup(
-                Method::POST,
-                &format!("/v1/bids/{}/counter", countered.bid.id),
-                Some(&buyer.api_key),
-                &json!({ "amount": buyer_amount }),
-            )
-            .await?;
-        cursor = catch_up(waiters, &buyer.api_key, cursor, &answered.bid.id).await?;
+        let answered = buyer.counter(countered.bid.id, &CounterOffer::new(buyer_amount, false)).await?;
+        cursor = catch_up(&waiter, cursor, answered.bid.id).await?;
         pending = Some((answered.bid.id, round + 2));
         if (trial + 1) % 50 == 0 {
             eprintln!("[wake] {} of {trials} trials, {:.1} s", trial + 1, started.elapsed().as_secs_f64());
@@ -173,10 +138,11 @@ pub async fn run(waiters: &Api, movers: &Api, admin_token: &str, trials: u64) ->
     }
 
     println!(
-        "wake-up latency over {} trials (waiters on {}, counters through {})",
+        "wake-up latency over {} trials (waiters on {}, counters through {}; idempotency keys: {})",
         results.len(),
-        waiters.base(),
-        movers.base()
+        waiters.base_url(),
+        movers.base_url(),
+        yes_no(idempotency_keys)
     );
     println!("{:<34} {:>9} {:>9} {:>9} {:>9}", "waiter, measured from", "p50 ms", "p90 ms", "p99 ms", "max ms");
     let rows: [(&str, Measure); 4] = [

@@ -17,24 +17,13 @@ use anyhow::{Context, bail};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use reqwest::Method;
-use serde::Deserialize;
-use serde_json::{Value, json};
 
-use super::api::{Api, Created};
+use super::api;
+use super::report::yes_no;
+use crate::client::{Client, NewListing, NewWebhook, Placement};
 
 /// Threads a buyer may open on one listing before the bench gives it a new one.
-const THREADS_PER_LISTING: u64 = 100;
-
-#[derive(Deserialize)]
-struct Placed {
-    bid: Created,
-}
-
-#[derive(Deserialize)]
-struct NewWebhook {
-    secret: String,
-}
+const THREADS_PER_LISTING: i64 = 100;
 
 #[derive(Default)]
 struct Received {
@@ -63,24 +52,22 @@ async fn receive(State(receiver): State<Receiver>, headers: HeaderMap, body: Byt
     StatusCode::NO_CONTENT
 }
 
-async fn new_listing(api: &Api, seller_key: &str) -> anyhow::Result<uuid::Uuid> {
-    let listing: Created = api
-        .setup(
-            Method::POST,
-            "/v1/listings",
-            Some(seller_key),
-            &json!({
-                "title": "webhook bench",
-                "ask_amount": 100_000,
-                "quantity": 1000,
-                "max_threads_per_buyer": THREADS_PER_LISTING,
-            }),
-        )
-        .await?;
-    Ok(listing.id)
+async fn new_listing(seller: &Client) -> anyhow::Result<uuid::Uuid> {
+    let listing = NewListing {
+        quantity: Some(1000),
+        max_threads_per_buyer: Some(THREADS_PER_LISTING),
+        ..NewListing::new("webhook bench", 100_000)
+    };
+    Ok(seller.create_listing(&listing).await?.id)
 }
 
-pub async fn run(api: &Api, admin_token: &str, concurrency: usize, deliveries: u64) -> anyhow::Result<()> {
+pub async fn run(
+    client: &Client,
+    admin: &Client,
+    concurrency: usize,
+    deliveries: u64,
+    idempotency_keys: bool,
+) -> anyhow::Result<()> {
     let run_id = chrono::Utc::now().format("%Y%m%dT%H%M%S").to_string();
     let receiver = Receiver { secret: Default::default(), received: Default::default() };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.context("binding the bench's receiver")?;
@@ -88,49 +75,36 @@ pub async fn run(api: &Api, admin_token: &str, concurrency: usize, deliveries: u
     let app = axum::Router::new().route("/hook", axum::routing::post(receive)).with_state(receiver.clone());
     tokio::spawn(async move { axum::serve(listener, app).await });
 
-    let seller = api.register(&format!("webhooks-{run_id}-seller")).await?;
-    let created: NewWebhook = api
-        .setup(
-            Method::POST,
-            "/v1/webhooks",
-            Some(&seller.api_key),
-            &json!({ "url": format!("http://{address}/hook"), "events": ["*"] }),
-        )
+    let seller = client.with_api_key(api::register(client, &format!("webhooks-{run_id}-seller")).await?);
+    let webhook = NewWebhook { url: format!("http://{address}/hook"), events: vec!["*".to_owned()] };
+    let created = seller
+        .create_webhook(&webhook)
         .await
         .context("subscribing the bench's receiver (the server must run with HAGGLE_WEBHOOK_ALLOW_PRIVATE=true)")?;
     *receiver.secret.lock().expect("secret") = created.secret;
     let mut buyers = Vec::new();
     for index in 0..concurrency {
-        let buyer = api.register_buyer(admin_token, &format!("webhooks-{run_id}-buyer{index}")).await?;
-        buyers.push(buyer.api_key);
+        let key = api::register_buyer(client, admin, &format!("webhooks-{run_id}-buyer{index}")).await?;
+        buyers.push(client.with_api_key(key));
     }
     let units = deliveries.div_ceil(2);
     eprintln!("[webhooks] {concurrency} buyers make {} events for one seller's webhook at {address}", units * 2);
 
     let next = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
-    let workers = buyers.into_iter().map(|buyer_key| {
-        let (api, next, seller_key) = (api.clone(), next.clone(), seller.api_key.clone());
+    let workers = buyers.into_iter().map(|buyer| {
+        let (next, seller) = (next.clone(), seller.clone());
         tokio::spawn(async move {
-            let mut listing = new_listing(&api, &seller_key).await?;
+            let mut listing = new_listing(&seller).await?;
             let mut threads = 0;
             while next.fetch_add(1, Ordering::Relaxed) < units {
                 if threads == THREADS_PER_LISTING {
-                    listing = new_listing(&api, &seller_key).await?;
+                    listing = new_listing(&seller).await?;
                     threads = 0;
                 }
-                let placed: Placed = api
-                    .setup(
-                        Method::POST,
-                        &format!("/v1/listings/{listing}/bids"),
-                        Some(&buyer_key),
-                        &json!({ "amount": 50_000 }),
-                    )
-                    .await?;
+                let placed = buyer.place_bid(listing, &Placement::new(50_000)).await?;
                 threads += 1;
-                let _: Value = api
-                    .setup(Method::POST, &format!("/v1/bids/{}/withdraw", placed.bid.id), Some(&buyer_key), &json!({}))
-                    .await?;
+                buyer.withdraw(placed.bid.id).await?;
             }
             anyhow::Ok(())
         })
@@ -164,7 +138,12 @@ pub async fn run(api: &Api, admin_token: &str, concurrency: usize, deliveries: u
     let first = received.arrivals.iter().map(|(at, _)| *at).min().expect("deliveries arrived");
     let last = received.arrivals.iter().map(|(at, _)| *at).max().expect("deliveries arrived");
     let delivering = last.duration_since(first);
-    println!("webhook deliveries from {} ({} buyers making events)", api.base(), concurrency);
+    println!(
+        "webhook deliveries from {} ({} buyers making events; idempotency keys: {})",
+        client.base_url(),
+        concurrency,
+        yes_no(idempotency_keys)
+    );
     println!(
         "events made:        {expected} in {:.2} s = {:.0} events/s",
         made.as_secs_f64(),

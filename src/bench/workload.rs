@@ -3,13 +3,11 @@
 //! A new workload is a new `Workload` variant; the exhaustive matches below then say what else it
 //! must decide (its calls, its unit, the call it is about, and how one unit runs).
 
-use serde::Deserialize;
-use serde::de::IgnoredAny;
-use serde_json::json;
 use uuid::Uuid;
 
-use super::api::{Api, CallFailed};
+use super::api::{CallFailed, timed};
 use super::stats::Recorder;
+use crate::client::{Client, CounterOffer, Placement};
 
 /// The ask of every bench listing, and the positions the two sides take under it.
 pub const ASK: i64 = 100_000;
@@ -56,21 +54,11 @@ impl Call {
     }
 }
 
-/// The two sides of one worker's negotiations: their API keys.
+/// The two sides of one worker's negotiations, each a client acting as it.
 #[derive(Debug, Clone)]
 pub struct Parties {
-    pub seller_key: String,
-    pub buyer_key: String,
-}
-
-#[derive(Deserialize)]
-struct BidAnswer {
-    bid: BidId,
-}
-
-#[derive(Deserialize)]
-struct BidId {
-    id: Uuid,
+    pub seller: Client,
+    pub buyer: Client,
 }
 
 impl Workload {
@@ -131,60 +119,22 @@ impl Workload {
     /// Runs one unit on `listing`, on which the buyer has no active thread. Every call is timed
     /// into `recorder`; the first failure ends the unit (it is already recorded), and may leave
     /// an active thread behind, so the caller should move to another listing.
-    pub async fn run_once(
-        self,
-        api: &Api,
-        parties: &Parties,
-        listing: Uuid,
-        recorder: &mut Recorder,
-    ) -> Result<(), CallFailed> {
-        let bids = format!("/v1/listings/{listing}/bids");
+    pub async fn run_once(self, parties: &Parties, listing: Uuid, recorder: &mut Recorder) -> Result<(), CallFailed> {
+        let (buyer, seller) = (&parties.buyer, &parties.seller);
         match self {
             Workload::W1 => {
-                let placed: BidAnswer = api
-                    .post(recorder, Call::Place, &bids, &parties.buyer_key, Some(json!({"amount": OPENING_BID})))
-                    .await?;
-                let seller: BidAnswer = api
-                    .post(
-                        recorder,
-                        Call::Counter,
-                        &format!("/v1/bids/{}/counter", placed.bid.id),
-                        &parties.seller_key,
-                        Some(json!({"amount": SELLER_COUNTER})),
-                    )
-                    .await?;
-                let buyer: BidAnswer = api
-                    .post(
-                        recorder,
-                        Call::Counter,
-                        &format!("/v1/bids/{}/counter", seller.bid.id),
-                        &parties.buyer_key,
-                        Some(json!({"amount": BUYER_COUNTER})),
-                    )
-                    .await?;
-                let _: IgnoredAny = api
-                    .post(
-                        recorder,
-                        Call::Accept,
-                        &format!("/v1/bids/{}/accept", buyer.bid.id),
-                        &parties.seller_key,
-                        None,
-                    )
-                    .await?;
+                let opening = Placement::new(OPENING_BID);
+                let placed = timed(recorder, Call::Place, buyer.place_bid(listing, &opening)).await?;
+                let offer = CounterOffer::new(SELLER_COUNTER, false);
+                let countered = timed(recorder, Call::Counter, seller.counter(placed.bid.id, &offer)).await?;
+                let offer = CounterOffer::new(BUYER_COUNTER, false);
+                let answered = timed(recorder, Call::Counter, buyer.counter(countered.bid.id, &offer)).await?;
+                timed(recorder, Call::Accept, seller.accept(answered.bid.id)).await?;
             }
             Workload::W2 => {
-                let placed: BidAnswer = api
-                    .post(recorder, Call::Place, &bids, &parties.buyer_key, Some(json!({"amount": OPENING_BID})))
-                    .await?;
-                let _: IgnoredAny = api
-                    .post(
-                        recorder,
-                        Call::Withdraw,
-                        &format!("/v1/bids/{}/withdraw", placed.bid.id),
-                        &parties.buyer_key,
-                        None,
-                    )
-                    .await?;
+                let opening = Placement::new(OPENING_BID);
+                let placed = timed(recorder, Call::Place, buyer.place_bid(listing, &opening)).await?;
+                timed(recorder, Call::Withdraw, buyer.withdraw(placed.bid.id)).await?;
             }
             Workload::Wake | Workload::Webhooks | Workload::W3 => {
                 unreachable!("the wake, webhooks and w3 workloads have their own drivers")

@@ -85,6 +85,27 @@ impl ClientError {
         }
     }
 
+    /// What this error, from one of the first calls to the server at `url`, says about the
+    /// server, in words for the user of a command whose option `flag` names the server (say
+    /// `--url`). An error that says nothing about the server comes back as it is.
+    pub fn first_contact(self, url: &str, flag: &str) -> anyhow::Error {
+        match &self {
+            ClientError::Transport { .. } => anyhow::anyhow!(
+                "cannot reach a Haggle server at {url} ({self}). Start one with `haggle serve` (it listens on \
+                 HAGGLE_BIND), or point {flag} at the one you have"
+            ),
+            ClientError::Api(problem) if problem.code == "unavailable" => {
+                anyhow::anyhow!(
+                    "the server at {url} is up but not ready (its database does not answer); fix that first"
+                )
+            }
+            ClientError::UnexpectedResponse { .. } => {
+                anyhow::anyhow!("{url} does not answer as a Haggle server ({self}); is {flag} pointing at one?")
+            }
+            ClientError::Api(_) | ClientError::InvalidUrl { .. } => anyhow::Error::new(self),
+        }
+    }
+
     /// Whether sending the same request again (with the same idempotency key) may succeed.
     pub(crate) fn is_retryable(&self) -> bool {
         match self {

@@ -36,8 +36,9 @@ use crate::domain::strategy::Policy;
 
 /// How many times a request is sent, by default, before its transport failure is returned.
 pub const ATTEMPTS: u32 = 3;
-/// How long a request may take beyond the time it asks the server to wait.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a request may take beyond the time it asks the server to wait, unless the client
+/// was given another [`Client::timeout`].
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The URL a client uses when none is given.
@@ -52,6 +53,7 @@ pub struct Client {
     api_key: Option<String>,
     attempts: u32,
     idempotency_keys: bool,
+    timeout: Duration,
 }
 
 impl std::fmt::Debug for Client {
@@ -61,6 +63,7 @@ impl std::fmt::Debug for Client {
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("attempts", &self.attempts)
             .field("idempotency_keys", &self.idempotency_keys)
+            .field("timeout", &self.timeout)
             .finish()
     }
 }
@@ -87,6 +90,7 @@ impl Client {
             api_key,
             attempts: ATTEMPTS,
             idempotency_keys: true,
+            timeout: REQUEST_TIMEOUT,
         })
     }
 
@@ -107,8 +111,48 @@ impl Client {
         Client { idempotency_keys: on, ..self }
     }
 
+    /// Gives up on a request that has not been answered within `timeout` (by default
+    /// [`REQUEST_TIMEOUT`]) and returns it as a transport failure. A request that asks the server
+    /// to wait (`get_bid` with `wait`, `events` with `query.wait`) is given that wait on top.
+    pub fn timeout(self, timeout: Duration) -> Client {
+        Client { timeout, ..self }
+    }
+
     pub fn base_url(&self) -> &str {
         &self.base
+    }
+
+    // ----- the server -----
+
+    /// Checks that a Haggle server answers at the base URL and can serve (`GET /readyz`). A
+    /// server that is up while its database does not answer is refused with `unavailable`; see
+    /// [`ClientError::first_contact`] for telling a user what the failure means.
+    pub async fn ready(&self) -> Result<(), ClientError> {
+        #[derive(serde::Deserialize)]
+        struct Readiness {
+            status: String,
+        }
+        let url = format!("{}/readyz", self.base);
+        let readiness: Readiness = self.get("/readyz", &()).await?;
+        if readiness.status != "ready" {
+            return Err(ClientError::UnexpectedResponse {
+                status: 200,
+                detail: format!("GET {url}: the status is `{}`, not `ready`", readiness.status),
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks that the server takes this client's key as its operator token. The probe changes
+    /// an agent that cannot exist, so with a good token it is a harmless `404 not_found`, which
+    /// is `Ok`; a refused token is an `Api` error with status 401 (not the server's token) or
+    /// 403 (an agent's key).
+    pub async fn check_admin_token(&self) -> Result<(), ClientError> {
+        match self.update_agent(Uuid::nil(), &ProfileUpdate::default()).await {
+            Ok(_) => Ok(()),
+            Err(ClientError::Api(problem)) if problem.code == "not_found" => Ok(()),
+            Err(error) => Err(error),
+        }
     }
 
     // ----- agents -----
@@ -291,7 +335,7 @@ impl Client {
         let idempotency_key = (method == Method::POST && self.idempotency_keys).then(|| Uuid::now_v7().to_string());
         // A POST without a key is not safe to send twice.
         let attempts = if method == Method::POST && !self.idempotency_keys { 1 } else { self.attempts };
-        let timeout = REQUEST_TIMEOUT + wait.unwrap_or_default();
+        let timeout = self.timeout + wait.unwrap_or_default();
         let mut attempt = 1;
         loop {
             let mut request: RequestBuilder = self.http.request(method.clone(), &url).query(query).timeout(timeout);

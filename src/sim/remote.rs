@@ -17,7 +17,6 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 use futures::{StreamExt as _, TryStreamExt as _};
-use uuid::Uuid;
 
 use crate::client::{Bid, BidAndThread, Client, ClientError, CounterOffer, NewListing, Placement, ProfileUpdate};
 use crate::domain::bid::Party;
@@ -49,6 +48,9 @@ impl fmt::Debug for AdminToken {
 /// move as a broken strategy's; so does this one.
 const RULE_CODES: [&str; 5] =
     ["not_a_concession", "final_offer", "validation_failed", "not_your_turn", "invalid_transition"];
+
+/// The option that names the server, for the advice when it cannot be worked with.
+const SERVER_FLAG: &str = "--http";
 
 /// How many times in all a call is sent while the server answers that it is busy.
 const PATIENCE: u32 = 8;
@@ -90,6 +92,7 @@ impl Server {
         registered: &mut dyn FnMut(usize, usize),
     ) -> anyhow::Result<Server> {
         let anonymous = Client::new(url, None).context("--http")?;
+        anonymous.ready().await.map_err(|error| error.first_contact(anonymous.base_url(), SERVER_FLAG))?;
         let tier = market.ranges.tier;
         let admin = match tier {
             Tier::Public => None,
@@ -102,7 +105,15 @@ impl Server {
                     );
                 };
                 let admin = anonymous.with_api_key(token);
-                check_admin_token(&admin, tier).await?;
+                match admin.check_admin_token().await {
+                    Ok(()) => {}
+                    Err(error) if matches!(error.status(), Some(401 | 403)) => bail!(
+                        "the server refused the admin token ({error}). Pass --admin-token or set HAGGLE_ADMIN_TOKEN \
+                         to the token the server was started with; the sim needs it to raise its buyers to the \
+                         {tier} tier"
+                    ),
+                    Err(error) => return Err(error.first_contact(anonymous.base_url(), SERVER_FLAG)),
+                }
                 Some(admin)
             }
         };
@@ -123,7 +134,7 @@ impl Server {
                             anonymous.base_url(),
                             error.problem().map_or("", |problem| problem.detail.as_str())
                         ),
-                        _ => first_contact(anonymous.base_url(), error),
+                        _ => error.first_contact(anonymous.base_url(), SERVER_FLAG),
                     })?;
                     if let (Party::Buyer, Some(admin)) = (side, admin) {
                         let update = ProfileUpdate::tier(tier);
@@ -239,36 +250,5 @@ impl Venue for Server {
         seller: &dyn Negotiator,
     ) -> impl Future<Output = anyhow::Result<Played>> {
         self.negotiate(meeting, setting, buyer, seller)
-    }
-}
-
-/// Fails unless the server takes `admin`'s key on its operator routes. The probe patches an agent
-/// that cannot exist, so with a good token it is a harmless 404.
-async fn check_admin_token(admin: &Client, tier: Tier) -> anyhow::Result<()> {
-    match admin.update_agent(Uuid::nil(), &ProfileUpdate::default()).await {
-        Ok(_) => Ok(()),
-        Err(error) if matches!(error.status(), Some(401 | 403)) => bail!(
-            "the server refused the admin token ({error}). Pass --admin-token or set HAGGLE_ADMIN_TOKEN to the \
-             token the server was started with; the sim needs it to raise its buyers to the {tier} tier"
-        ),
-        Err(ClientError::Api(problem)) if problem.code != "unavailable" => Ok(()),
-        Err(error) => Err(first_contact(admin.base_url(), error)),
-    }
-}
-
-/// What the first call to the server says about the server itself.
-fn first_contact(url: &str, error: ClientError) -> anyhow::Error {
-    match &error {
-        ClientError::Transport { .. } => anyhow!(
-            "cannot reach a Haggle server at {url} ({error}). Start one with `haggle serve` (it listens on \
-             HAGGLE_BIND), or point --http at the one you have"
-        ),
-        ClientError::Api(problem) if problem.code == "unavailable" => {
-            anyhow!("the server at {url} is up but not ready (its database does not answer); fix that first")
-        }
-        ClientError::UnexpectedResponse { .. } => {
-            anyhow!("{url} does not answer as a Haggle server ({error}); is --http pointing at one?")
-        }
-        ClientError::Api(_) | ClientError::InvalidUrl { .. } => anyhow::Error::new(error),
     }
 }

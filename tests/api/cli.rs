@@ -104,3 +104,54 @@ async fn the_bench_measures_negotiations_and_sets_them_against_pgbench() {
     assert!(printed.contains("outcomes: ACCEPTED 10"), "{printed}");
     assert!(printed.contains("w3: 10 auto-negotiations, 2 at a time"), "{printed}");
 }
+
+#[tokio::test]
+async fn the_bench_sends_idempotency_keys_only_when_asked() {
+    let app = TestApp::spawn().await;
+    let w2 = ["--workload", "w2", "--concurrency", "2", "--negotiations", "6", "--warmup", "0"];
+
+    let printed = bench(&app, &w2).await;
+    assert!(printed.contains("errors       none"), "{printed}");
+    assert!(printed.contains("idempotency keys: no"), "{printed}");
+    assert_eq!(app.count("SELECT count(*) FROM idempotency_keys").await, 0);
+
+    let dir = crate::support::scratch_dir();
+    let json = dir.path().join("w2.json");
+    let printed = bench(&app, &[&w2[..], &["--idempotency-keys", "--json", json.to_str().unwrap()]].concat()).await;
+    assert!(printed.contains("errors       none"), "{printed}");
+    assert!(printed.contains("idempotency keys: yes"), "{printed}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["levels"][0]["conditions"]["idempotency_keys"], true);
+    assert!(report["command"].as_str().unwrap().contains("--idempotency-keys"), "{report}");
+    // Each measured placement and withdrawal, at the least, was made under a key of its own.
+    let keys = app.count("SELECT count(*) FROM idempotency_keys").await;
+    assert!(keys >= 12, "{keys} idempotency keys");
+}
+
+#[tokio::test]
+async fn the_bench_says_what_it_lacks_before_it_starts() {
+    let app = TestApp::spawn().await;
+    let run = |url: String, token: &'static str| async move {
+        let output = tokio::process::Command::new(haggle_bin())
+            .args(["bench", "--url", &url, "--admin-token", token, "--negotiations", "1"])
+            .output()
+            .await
+            .unwrap();
+        assert!(!output.status.success());
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+
+    let stderr = run(app.base.clone(), "not-the-token").await;
+    assert!(
+        stderr.contains("the server refused the admin token")
+            && stderr.contains("HAGGLE_ADMIN_TOKEN")
+            && stderr.contains("AGENCY tier"),
+        "{stderr}"
+    );
+    assert_eq!(app.count("SELECT count(*) FROM agents").await, 0);
+
+    // Nobody listening (a port just freed).
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let stderr = run(format!("http://127.0.0.1:{port}"), ADMIN_TOKEN).await;
+    assert!(stderr.contains("cannot reach a Haggle server at") && stderr.contains("--url"), "{stderr}");
+}
