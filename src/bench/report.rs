@@ -11,7 +11,8 @@ use super::stats::{ALL_CALLS, Figures, Row};
 use super::workload::Workload;
 
 /// What a latency figure is a figure of.
-const LATENCY_MEANS: &str = "latency of 2xx answers, from the client call to its decoded answer: encoding, sending, the whole answer, decoding";
+const LATENCY_MEANS: &str =
+    "latency of 2xx answers, from the client call to its decoded answer: encoding, sending, the whole answer, decoding";
 
 #[derive(Debug, Serialize)]
 pub struct BenchReport {
