@@ -26,7 +26,7 @@ use serde::Serialize;
 
 use crate::domain::bid::Party;
 use crate::domain::strategy::{self, Setting, Transcript, simulate};
-use crate::domain::strategy::{NegotiationState, Negotiator, PlacedBid};
+use crate::domain::strategy::{Negotiator, PlacedBid};
 use crate::domain::tier::Tier;
 
 use super::rng::Rng;
@@ -135,23 +135,6 @@ pub fn negotiate(setting: &Setting, value: i64, cost: i64, buyer: &dyn Negotiato
         strategy::Ending::Refused { by, .. } => Ending::Refused(by),
     };
     Played::checked(value, cost, bids, ending)
-}
-
-/// The thread as `mover` sees it after `bids`: the state the domain's `simulate` hands a
-/// negotiator at the same point, for a venue that keeps the thread elsewhere.
-pub fn state_of(setting: &Setting, bids: &[PlacedBid], mover: Party) -> NegotiationState {
-    let own_bids = bids.iter().filter(|bid| bid.author == mover).count();
-    NegotiationState {
-        mover,
-        ask: setting.ask,
-        max_rounds: setting.max_rounds,
-        buyer_tier: setting.buyer_tier,
-        bids: bids.iter().map(|bid| bid.amount).collect(),
-        pending_final: bids.last().is_some_and(|bid| bid.is_final),
-        // Counters only: the buyer's opening bid is not one.
-        auto_moves: u32::try_from(if mover == Party::Buyer { own_bids.saturating_sub(1) } else { own_bids })
-            .unwrap_or(u32::MAX),
-    }
 }
 
 /// The market's parameters.
@@ -410,7 +393,7 @@ impl Books {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::strategy::{Decision, Rationale};
+    use crate::domain::strategy::{Decision, NegotiationState, Rationale, state_after};
 
     /// A side that plays a fixed script of decisions, one per own turn.
     struct Script(Vec<Decision>);
@@ -566,7 +549,7 @@ mod tests {
                     let Transcript { bids, ending } = simulate(&setting, buyer.as_ref(), seller.as_ref());
                     let case = format!("{buyer_kind} vs {seller_kind}, {value}/{cost}, {max_rounds} rounds");
                     for (i, bid) in bids.iter().enumerate() {
-                        let decision = side(bid.author).next(&state_of(&setting, &bids[..i], bid.author));
+                        let decision = side(bid.author).next(&state_after(&setting, &bids[..i], bid.author));
                         let Decision::Counter { amount, is_final } = decision else {
                             panic!("{case}: bid {i} replays as {decision:?}");
                         };
@@ -574,7 +557,7 @@ mod tests {
                         assert_eq!(crate::domain::bid::is_final(i as i32 + 1, max_rounds, is_final), bid.is_final);
                     }
                     let mover = Party::author_of_round(bids.len() as i32 + 1);
-                    let last = side(mover).next(&state_of(&setting, &bids, mover));
+                    let last = side(mover).next(&state_after(&setting, &bids, mover));
                     let agrees = match ending {
                         strategy::Ending::Accepted { by, .. } => by == mover && matches!(last, Decision::Accept { .. }),
                         strategy::Ending::Rejected { by, .. } => by == mover && matches!(last, Decision::Reject { .. }),

@@ -23,8 +23,9 @@ use crate::domain::bid::Party;
 use crate::domain::strategy::{Decision, Negotiator, PlacedBid, Setting};
 use crate::domain::tier::Tier;
 
-use super::market::{Ending, Market, Meeting, Played, Venue, state_of};
+use super::market::{Ending, Market, Meeting, Played, Venue};
 use super::roster::Mix;
+use crate::domain::strategy::state_after;
 
 /// The server's operator token, from `--admin-token` or `HAGGLE_ADMIN_TOKEN`; never printed.
 #[derive(Clone)]
@@ -199,7 +200,7 @@ impl Server {
         let mut mover = Party::Buyer;
         let ending = loop {
             let (negotiator, client) = agents(mover);
-            let decision = negotiator.next(&state_of(setting, &bids, mover));
+            let decision = negotiator.next(&state_after(setting, &bids, mover));
             let moved = match (decision, &pending) {
                 (Decision::Accept { .. }, Some(bid)) => match patiently(|| client.accept(bid.id)).await {
                     Ok(answer) => {

@@ -29,7 +29,7 @@ use super::tier::Tier;
 pub use buyer::{Adaptive, Competitive, Profile, SimpleThreshold};
 pub use counter::{Proposal, Strategy};
 pub use policy::{DEFAULT_MAX_AUTO_ROUNDS, MAX_AUTO_ROUNDS, Policy, decide};
-pub use simulate::{Ending, PlacedBid, Setting, Transcript, simulate};
+pub use simulate::{Ending, PlacedBid, Setting, Transcript, simulate, state_after};
 pub use tier_engine::TierTerms;
 
 /// Amounts beyond this are not amounts of this marketplace (the configurable maximum is far

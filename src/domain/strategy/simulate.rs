@@ -51,24 +51,30 @@ pub struct Transcript {
     pub ending: Ending,
 }
 
+/// The thread as `mover` sees it after `bids`: what a negotiator is handed to decide its move,
+/// here and by any venue that keeps the thread elsewhere (a server).
+pub fn state_after(setting: &Setting, bids: &[PlacedBid], mover: Party) -> NegotiationState {
+    let own_bids = bids.iter().filter(|bid| bid.author == mover).count();
+    NegotiationState {
+        mover,
+        ask: setting.ask,
+        max_rounds: setting.max_rounds,
+        buyer_tier: setting.buyer_tier,
+        bids: bids.iter().map(|bid| bid.amount).collect(),
+        pending_final: bids.last().is_some_and(|bid| bid.is_final),
+        // Counters only: the buyer's opening bid is not one.
+        auto_moves: u32::try_from(if mover == Party::Buyer { own_bids.saturating_sub(1) } else { own_bids })
+            .unwrap_or(u32::MAX),
+    }
+}
+
 /// Plays `buyer` against `seller` until one accepts, rejects, stops, or breaks a rule.
 pub fn simulate(setting: &Setting, buyer: &dyn Negotiator, seller: &dyn Negotiator) -> Transcript {
     let mut bids: Vec<PlacedBid> = Vec::new();
     loop {
         let round = i32::try_from(bids.len()).map_or(i32::MAX, |n| n.saturating_add(1));
         let mover = Party::author_of_round(round);
-        let own_bids = bids.iter().filter(|bid| bid.author == mover).count();
-        let state = NegotiationState {
-            mover,
-            ask: setting.ask,
-            max_rounds: setting.max_rounds,
-            buyer_tier: setting.buyer_tier,
-            bids: bids.iter().map(|bid| bid.amount).collect(),
-            pending_final: bids.last().is_some_and(|bid| bid.is_final),
-            // Counters only: the buyer's opening bid is not one.
-            auto_moves: u32::try_from(if mover == Party::Buyer { own_bids.saturating_sub(1) } else { own_bids })
-                .unwrap_or(u32::MAX),
-        };
+        let state = state_after(setting, &bids, mover);
         let negotiator = match mover {
             Party::Buyer => buyer,
             Party::Seller => seller,
