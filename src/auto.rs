@@ -27,7 +27,7 @@ use crate::events::publisher::Signal;
 use crate::events::{EventType, NewEvent, Outbox};
 use crate::http::error::ApiError;
 use crate::market::negotiation::{self, Answer, CounterOffer};
-use crate::market::{self, Rules};
+use crate::market::{self, Access, Rules};
 
 /// How often each worker looks for tasks nobody announced (those left by a stopped instance,
 /// or due for a retry).
@@ -186,15 +186,16 @@ async fn act(conn: &mut PgConnection, events: &mut Outbox, task: Task, rules: Ru
                 is_final: Some(is_final),
                 terms: None,
             };
-            let countered = negotiation::counter(conn, events, caller, task.bid_id, offer, rules).await;
+            let countered =
+                negotiation::counter(conn, events, Access::Locked, caller, task.bid_id, &offer, rules).await;
             ("counter", "strategy", countered.map(|(bid, _)| Some(bid.id)))
         }
         Decision::Accept { rationale } => {
-            let accepted = negotiation::answer(conn, events, caller, task.bid_id, Answer::Accept).await;
+            let accepted = negotiation::answer(conn, events, Access::Locked, caller, task.bid_id, Answer::Accept).await;
             ("accept", rationale.as_str(), accepted.map(|_| None))
         }
         Decision::Reject { rationale } => {
-            let rejected = negotiation::answer(conn, events, caller, task.bid_id, Answer::Reject).await;
+            let rejected = negotiation::answer(conn, events, Access::Locked, caller, task.bid_id, Answer::Reject).await;
             ("reject", rationale.as_str(), rejected.map(|_| None))
         }
         Decision::Stop { rationale } => {
@@ -227,6 +228,7 @@ async fn act(conn: &mut PgConnection, events: &mut Outbox, task: Task, rules: Ru
             Ok(Outcome::Stopped("refused"))
         }
         Err(market::Error::Database(error)) => Err(error),
+        Err(market::Error::NeedsLocks) => unreachable!("a locked move never asks for locks"),
     }
 }
 

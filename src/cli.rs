@@ -3,12 +3,13 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use sqlx::PgPool;
 use sqlx::postgres::PgConnectOptions;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::{App, AppConfig};
+use crate::client::Client;
 use crate::config::{AdminCommand, Command, DatabaseArgs, ServeArgs, redact_url};
 use crate::db;
 use crate::domain::money::AmountLimits;
@@ -196,14 +197,15 @@ fn describe(error: market::Error) -> anyhow::Error {
             anyhow::anyhow!(message)
         }
         market::Error::Database(error) => anyhow::Error::new(error),
+        market::Error::NeedsLocks => anyhow::anyhow!(market::Error::NeedsLocks.to_string()),
     }
 }
 
+/// Checks readiness through the typed client, once, within 5 s. `url` is the readiness URL
+/// (`…/readyz`, as container health checks give it) or the server's base URL.
 async fn healthcheck(url: &str) -> anyhow::Result<()> {
-    let client = reqwest::Client::builder().timeout(Duration::from_secs(5)).build()?;
-    let response = client.get(url).send().await.with_context(|| format!("reaching {url}"))?;
-    if !response.status().is_success() {
-        bail!("{url} answered {}", response.status());
-    }
-    Ok(())
+    let trimmed = url.trim_end_matches('/');
+    let base = trimmed.strip_suffix("/readyz").unwrap_or(trimmed);
+    let client = Client::new(base, None)?.attempts(1).timeout(Duration::from_secs(5));
+    client.ready().await.map_err(|error| error.first_contact(base, "--url / HAGGLE_HEALTHCHECK_URL"))
 }

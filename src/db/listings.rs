@@ -141,6 +141,42 @@ fn placement_lock_key(listing_id: Uuid, buyer_id: Uuid) -> i32 {
     i32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]])
 }
 
+/// A listing and the buyer's threads on it, read together without locks, for a placement made
+/// in one statement (which locks the listing and checks what could have changed).
+#[derive(Debug, FromRow)]
+pub struct PlacementContext {
+    #[sqlx(flatten)]
+    pub listing: Listing,
+    pub db_now: DateTime<Utc>,
+    #[sqlx(flatten)]
+    pub mine: BuyerThreads,
+}
+
+pub async fn read_for_placement(
+    conn: &mut PgConnection,
+    listing_id: Uuid,
+    buyer_id: Uuid,
+) -> Result<Option<PlacementContext>, sqlx::Error> {
+    sqlx::query_as(concat!(
+        "SELECT ",
+        listing_columns!(),
+        ", now() AS db_now, m.*
+         FROM listings
+         CROSS JOIN LATERAL (
+             SELECT count(*) AS thread_count,
+                    (array_agg(t.id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_thread_id,
+                    max(t.expires_at) FILTER (WHERE t.status = 'ACTIVE') AS active_expires_at,
+                    (array_agg(t.last_bid_id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_last_bid_id
+             FROM threads t WHERE t.listing_id = listings.id AND t.buyer_id = $2
+         ) m
+         WHERE listings.id = $1"
+    ))
+    .bind(listing_id)
+    .bind(buyer_id)
+    .fetch_optional(conn)
+    .await
+}
+
 /// The buyer's threads on a listing, as placing a bid must know them.
 #[derive(Debug, FromRow)]
 pub struct BuyerThreads {

@@ -14,6 +14,7 @@ use super::{Listing, Order, Page};
 use crate::domain::bid::{self, Transition};
 use crate::domain::thread;
 use crate::domain::{BidStatus, Currency, ListingStatus, Party, Reason, ThreadStatus};
+use crate::events::NewEvent;
 
 #[derive(Debug, Clone, PartialEq, Eq, FromRow, Serialize, Deserialize)]
 pub struct Thread {
@@ -168,7 +169,8 @@ struct BidAndThreadRow {
     thread: Json<Thread>,
 }
 
-/// Everything a bid action decides on, read with the thread locked.
+/// Everything a bid action decides on, read with the thread locked or, for a single-statement
+/// move, without locks (the move's compare-and-set then refuses anything that changed since).
 ///
 /// The bid's columns may be one version old if another action committed while this one waited
 /// for the thread; the compare-and-set on the bid's status then refuses the write.
@@ -197,6 +199,10 @@ pub struct BidContext {
     pub ask_amount: i64,
     pub max_rounds: i32,
     pub bid_ttl_seconds: i32,
+    /// The rows as read, from which a move works out the rows it will write (and their events).
+    pub bid: Json<Bid>,
+    pub thread: Json<Thread>,
+    pub listing: Json<Listing>,
     pub db_now: DateTime<Utc>,
 }
 
@@ -223,27 +229,40 @@ impl BidContext {
     }
 }
 
+macro_rules! bid_context_query {
+    ($lock:literal) => {
+        concat!(
+            "SELECT t.id AS thread_id, t.status AS thread_status, t.listing_id, t.buyer_id, t.seller_id,
+                    b.status, b.author, b.final, b.expires_at, b.amount, b.currency, b.round, b.terms,
+                    p.amount AS parent_amount, l.ask_amount, l.max_rounds, l.bid_ttl_seconds,
+                    row_to_json(b) AS bid, row_to_json(t) AS thread, row_to_json(l) AS listing, now() AS db_now
+             FROM bids b
+             JOIN threads t ON t.id = b.thread_id
+             JOIN listings l ON l.id = t.listing_id
+             LEFT JOIN bids p ON p.id = b.parent_bid_id
+             WHERE b.id = $1 AND $2 IN (t.buyer_id, t.seller_id)",
+            $lock
+        )
+    };
+}
+
 /// Locks the thread of a bid the agent is party to, and reads what an action on the bid needs.
 pub async fn lock_bid_context(
     conn: &mut PgConnection,
     bid_id: Uuid,
     agent_id: Uuid,
 ) -> Result<Option<BidContext>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT t.id AS thread_id, t.status AS thread_status, t.listing_id, t.buyer_id, t.seller_id,
-                b.status, b.author, b.final, b.expires_at, b.amount, b.currency, b.round, b.terms,
-                p.amount AS parent_amount, l.ask_amount, l.max_rounds, l.bid_ttl_seconds, now() AS db_now
-         FROM bids b
-         JOIN threads t ON t.id = b.thread_id
-         JOIN listings l ON l.id = t.listing_id
-         LEFT JOIN bids p ON p.id = b.parent_bid_id
-         WHERE b.id = $1 AND $2 IN (t.buyer_id, t.seller_id)
-         FOR UPDATE OF t",
-    )
-    .bind(bid_id)
-    .bind(agent_id)
-    .fetch_optional(conn)
-    .await
+    sqlx::query_as(bid_context_query!(" FOR UPDATE OF t")).bind(bid_id).bind(agent_id).fetch_optional(conn).await
+}
+
+/// Reads what an action on a bid the agent is party to needs, taking no lock: for a move made in
+/// one statement, whose compare-and-set refuses it if anything it decided on has changed.
+pub async fn read_bid_context(
+    conn: &mut PgConnection,
+    bid_id: Uuid,
+    agent_id: Uuid,
+) -> Result<Option<BidContext>, sqlx::Error> {
+    sqlx::query_as(bid_context_query!("")).bind(bid_id).bind(agent_id).fetch_optional(conn).await
 }
 
 /// Locks the listing of a bid the agent is party to; taken before the thread when an action
@@ -290,87 +309,270 @@ pub struct NewBid<'a> {
     pub expires_in: i32,
 }
 
-/// Opens a thread with the buyer's first bid. `None` if the buyer already has an ACTIVE
-/// thread on the listing (a concurrent placement came first); the transaction stays usable.
-pub async fn insert_opening(
-    conn: &mut PgConnection,
+impl NewBid<'_> {
+    /// The deadline of a bid made at `now`.
+    pub fn expires_at(&self, now: DateTime<Utc>) -> DateTime<Utc> {
+        now + chrono::Duration::seconds(self.expires_in.into())
+    }
+
+    /// The row this bid is stored as when it is made at `now` as the pending bid of `round`.
+    pub fn row(&self, thread_id: Uuid, parent_bid_id: Option<Uuid>, round: i32, now: DateTime<Utc>) -> Bid {
+        Bid {
+            id: self.id,
+            thread_id,
+            author: Party::author_of_round(round),
+            author_id: self.author_id,
+            amount: self.amount,
+            currency: self.currency,
+            message: self.message.map(str::to_owned),
+            terms: self.terms.cloned(),
+            is_final: self.is_final,
+            status: BidStatus::Pending,
+            reason: None,
+            parent_bid_id,
+            round,
+            expires_at: self.expires_at(now),
+            responded_at: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+}
+
+/// The last part of a statement that makes moves: it writes the events (`$1`, each with the
+/// index of its move in `move`) of the moves that were made (`made`: a condition on `e.move`),
+/// queues the new pending bids (the CTE `new_pending`: bid, thread, listing, responder and its
+/// role) whose responder has a policy covering them, and announces those on `haggle_auto`. The
+/// statement's SELECT must read `announced` for the announcement to be made.
+macro_rules! move_events {
+    ($made:literal) => {
+        concat!(
+            "written AS (
+                 INSERT INTO outbox (type, audience, listing_id, thread_id, bid_id, order_id, data)
+                 SELECT e.type, e.audience, e.listing_id, e.thread_id, e.bid_id, e.order_id, e.data
+                 FROM jsonb_to_recordset($1) AS e(move int, type text, audience uuid[], listing_id uuid, thread_id uuid,
+                                                  bid_id uuid, order_id uuid, data jsonb)
+                 WHERE ",
+            $made,
+            "
+                 RETURNING 1
+             ), queued AS (
+                 INSERT INTO auto_tasks (bid_id, thread_id, agent_id)
+                 SELECT n.bid_id, n.thread_id, n.agent_id FROM new_pending n
+                 WHERE policy_covers(n.agent_id, n.role, n.listing_id, n.thread_id)
+                 ON CONFLICT (bid_id) DO NOTHING
+                 RETURNING bid_id
+             ), announced AS (
+                 SELECT pg_notify('haggle_auto', count(*)::text) FROM queued HAVING count(*) > 0
+             )"
+        )
+    };
+}
+
+/// An event of the move at `index` in a statement's batch.
+#[derive(Serialize)]
+pub struct MoveEvent<'a> {
+    #[serde(rename = "move")]
+    pub index: usize,
+    #[serde(flatten)]
+    pub event: &'a NewEvent,
+}
+
+/// A counter to make: the pending bid it answers, and the counter's row as worked out at `now`,
+/// the time it was decided at (written as its timestamps).
+#[derive(Debug, Clone, Serialize)]
+pub struct CounterMove {
+    pub thread_id: Uuid,
+    pub bid_id: Uuid,
+    pub now: DateTime<Utc>,
+    pub counter: Bid,
+}
+
+#[derive(Serialize)]
+struct CounterInput<'a> {
+    index: usize,
     thread_id: Uuid,
-    listing_id: Uuid,
-    seller_id: Uuid,
-    opening: &NewBid<'_>,
-) -> Result<Option<(Bid, Thread)>, sqlx::Error> {
-    let row: Option<BidAndThreadRow> = sqlx::query_as(
-        "WITH thread AS (
-             INSERT INTO threads (id, listing_id, buyer_id, seller_id, status, rounds, last_bid_id, expires_at)
-             VALUES ($1, $2, $3, $4, 'ACTIVE', 1, $5, now() + $6 * interval '1 second')
+    bid_id: Uuid,
+    now: DateTime<Utc>,
+    counter: &'a Bid,
+}
+
+/// A move made: its rows as stored, and whether a task was queued for a policy.
+#[derive(Debug)]
+pub struct Made<T> {
+    pub rows: T,
+    pub queued: bool,
+}
+
+/// A thread to open with the buyer's first bid, worked out at `now` (the time it was decided
+/// at, written as its timestamps) from the listing as it was when last updated at
+/// `listing_updated_at`.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlaceMove {
+    pub listing_id: Uuid,
+    pub listing_updated_at: DateTime<Utc>,
+    pub seller_id: Uuid,
+    pub max_threads_per_buyer: i32,
+    pub now: DateTime<Utc>,
+    pub opening: Bid,
+}
+
+#[derive(Serialize)]
+struct PlaceInput<'a> {
+    index: usize,
+    #[serde(flatten)]
+    place: &'a PlaceMove,
+}
+
+/// Opens threads with their buyers' first bids in one statement, each for its own buyer and
+/// listing: locks the listings in share mode (each still ACTIVE and unchanged since the move
+/// was decided), checks each buyer's count of threads on the listing against its limit, inserts
+/// each thread unless its buyer already has an ACTIVE one there, and its opening bid, and writes
+/// the events of the threads opened with their tasks for policies. Each move comes back `None`
+/// if it was not made (a concurrent placement by the same buyer came first, the listing changed,
+/// or the limit was reached); then nothing of it is written.
+pub async fn place(
+    conn: &mut PgConnection,
+    moves: &[PlaceMove],
+    events: &[MoveEvent<'_>],
+) -> Result<Vec<Option<Made<(Bid, Thread)>>>, sqlx::Error> {
+    let input: Vec<PlaceInput> = moves.iter().enumerate().map(|(index, place)| PlaceInput { index, place }).collect();
+    let rows: Vec<MadeRow> = sqlx::query_as(concat!(
+        "WITH input AS (
+             SELECT i.index, i.listing_id, i.listing_updated_at, i.seller_id, i.max_threads_per_buyer, i.now, o.*
+             FROM jsonb_to_recordset($2) AS i(index int, listing_id uuid, listing_updated_at timestamptz, seller_id uuid,
+                                              max_threads_per_buyer int, now timestamptz, opening jsonb)
+             CROSS JOIN LATERAL jsonb_to_record(i.opening) AS o(id uuid, thread_id uuid, author_id uuid, amount bigint,
+                 currency text, message text, terms jsonb, final boolean, expires_at timestamptz)
+         ), locked_listing AS (
+             SELECT l.id FROM listings l JOIN input i ON i.listing_id = l.id
+             WHERE l.status = 'ACTIVE' AND l.updated_at = i.listing_updated_at
+             ORDER BY l.id FOR SHARE OF l
+         ), allowed AS (
+             SELECT i.* FROM input i
+             WHERE i.listing_id IN (SELECT id FROM locked_listing)
+               AND (SELECT count(*) FROM threads t WHERE t.listing_id = i.listing_id AND t.buyer_id = i.author_id)
+                   < i.max_threads_per_buyer
+         ), thread AS (
+             INSERT INTO threads (id, listing_id, buyer_id, seller_id, status, rounds, last_bid_id, expires_at,
+                                  created_at, updated_at)
+             SELECT thread_id, listing_id, author_id, seller_id, 'ACTIVE', 1, id, expires_at, now, now FROM allowed
              ON CONFLICT (listing_id, buyer_id) WHERE status = 'ACTIVE' DO NOTHING
              RETURNING *
          ), bid AS (
-             INSERT INTO bids (id, thread_id, author, author_id, amount, currency, message, terms, final, status, round, expires_at)
-             SELECT $5, thread.id, 'buyer', $3, $7, $8, $9, $10, $11, 'PENDING', 1, thread.expires_at FROM thread
+             INSERT INTO bids (id, thread_id, author, author_id, amount, currency, message, terms, final, status, round,
+                               expires_at, created_at, updated_at)
+             SELECT i.id, thread.id, 'buyer', i.author_id, i.amount, i.currency, i.message,
+                    CASE WHEN jsonb_typeof(i.terms) = 'null' THEN NULL ELSE i.terms END, i.final, 'PENDING', 1,
+                    i.expires_at, i.now, i.now
+             FROM thread JOIN input i ON i.thread_id = thread.id
              RETURNING *
-         )
-         SELECT row_to_json(bid) AS bid, row_to_json(thread) AS thread FROM bid, thread",
-    )
-    .bind(thread_id)
-    .bind(listing_id)
-    .bind(opening.author_id)
-    .bind(seller_id)
-    .bind(opening.id)
-    .bind(opening.expires_in)
-    .bind(opening.amount)
-    .bind(opening.currency.as_str())
-    .bind(opening.message)
-    .bind(opening.terms)
-    .bind(opening.is_final)
-    .fetch_optional(conn)
+         ), new_pending AS (
+             SELECT bid.id AS bid_id, bid.thread_id, thread.listing_id, thread.seller_id AS agent_id, 'seller' AS role
+             FROM bid JOIN thread ON thread.id = bid.thread_id
+         ), ",
+        move_events!("e.move IN (SELECT i.index FROM thread JOIN input i ON i.thread_id = thread.id)"),
+        "
+         SELECT i.index, row_to_json(bid) AS bid, row_to_json(thread) AS thread,
+                EXISTS (SELECT 1 FROM queued q WHERE q.bid_id = bid.id) AS queued,
+                (SELECT count(*) FROM announced) AS announced
+         FROM bid JOIN thread ON thread.id = bid.thread_id JOIN input i ON i.thread_id = thread.id"
+    ))
+    .bind(Json(events))
+    .bind(Json(&input))
+    .fetch_all(conn)
     .await?;
-    Ok(row.map(|row| (row.bid.0, row.thread.0)))
+    Ok(by_move(moves.len(), rows))
 }
 
-/// Marks the pending bid COUNTERED and adds the counter as the thread's new pending bid.
-/// `None` if the bid was no longer PENDING, or its deadline passed while this transaction
-/// waited for its locks (the compare-and-set reads the clock, not the transaction's start).
-pub async fn insert_counter(
+/// A row of a statement that made moves of a bid and its thread.
+#[derive(Debug, FromRow)]
+struct MadeRow {
+    index: i32,
+    bid: Json<Bid>,
+    thread: Json<Thread>,
+    queued: bool,
+}
+
+/// Each move's outcome, in the order of the moves, from the rows of those that were made.
+fn by_move(moves: usize, rows: Vec<MadeRow>) -> Vec<Option<Made<(Bid, Thread)>>> {
+    let mut made: Vec<Option<Made<(Bid, Thread)>>> = (0..moves).map(|_| None).collect();
+    for row in rows {
+        if let Some(slot) = usize::try_from(row.index).ok().and_then(|index| made.get_mut(index)) {
+            *slot = Some(Made { rows: (row.bid.0, row.thread.0), queued: row.queued });
+        }
+    }
+    made
+}
+
+/// Makes counters in one statement, each on its own thread: locks the threads (in id order),
+/// marks each answered bid COUNTERED (a compare-and-set on its status and deadline), adds its
+/// counter as the thread's new pending bid, moves the thread on, and writes the events of the
+/// counters made with their tasks for policies. Each move comes back `None` if its
+/// compare-and-set failed (the bid no longer PENDING, past its deadline, or its thread no longer
+/// ACTIVE); then nothing of it is written.
+pub async fn counter(
     conn: &mut PgConnection,
-    answered_bid_id: Uuid,
-    author: Party,
-    round: i32,
-    counter: &NewBid<'_>,
-) -> Result<Option<(Bid, Thread)>, sqlx::Error> {
-    let row: Option<BidAndThreadRow> = sqlx::query_as(
-        "WITH answered AS (
-             UPDATE bids SET status = 'COUNTERED', reason = 'countered', responded_at = now(), updated_at = now()
-             WHERE id = $1 AND status = 'PENDING' AND expires_at > clock_timestamp()
-             RETURNING id, thread_id
+    moves: &[CounterMove],
+    events: &[MoveEvent<'_>],
+) -> Result<Vec<Option<Made<(Bid, Thread)>>>, sqlx::Error> {
+    let input: Vec<CounterInput> = moves
+        .iter()
+        .enumerate()
+        .map(|(index, m)| CounterInput {
+            index,
+            thread_id: m.thread_id,
+            bid_id: m.bid_id,
+            now: m.now,
+            counter: &m.counter,
+        })
+        .collect();
+    let rows: Vec<MadeRow> = sqlx::query_as(concat!(
+        "WITH input AS (
+             SELECT i.index, i.thread_id, i.bid_id, i.now, c.*
+             FROM jsonb_to_recordset($2) AS i(index int, thread_id uuid, bid_id uuid, now timestamptz, counter jsonb)
+             CROSS JOIN LATERAL jsonb_to_record(i.counter) AS c(id uuid, author text, author_id uuid, amount bigint,
+                 currency text, message text, terms jsonb, final boolean, round int, expires_at timestamptz)
+         ), locked AS (
+             SELECT id FROM threads WHERE id IN (SELECT thread_id FROM input) AND status = 'ACTIVE'
+             ORDER BY id FOR UPDATE
+         ), answered AS (
+             UPDATE bids b SET status = 'COUNTERED', reason = 'countered', responded_at = i.now, updated_at = i.now
+             FROM input i
+             WHERE b.id = i.bid_id AND b.thread_id = i.thread_id AND i.thread_id IN (SELECT id FROM locked)
+               AND b.status = 'PENDING' AND b.expires_at > clock_timestamp()
+             RETURNING b.id, b.thread_id, i.index
          ), bid AS (
              INSERT INTO bids (id, thread_id, author, author_id, amount, currency, message, terms, final, status,
-                               parent_bid_id, round, expires_at)
-             SELECT $2, answered.thread_id, $3, $4, $5, $6, $7, $8, $9, 'PENDING', answered.id, $10,
-                    now() + $11 * interval '1 second'
-             FROM answered
+                               parent_bid_id, round, expires_at, created_at, updated_at)
+             SELECT i.id, a.thread_id, i.author, i.author_id, i.amount, i.currency, i.message,
+                    CASE WHEN jsonb_typeof(i.terms) = 'null' THEN NULL ELSE i.terms END, i.final, 'PENDING', a.id,
+                    i.round, i.expires_at, i.now, i.now
+             FROM answered a JOIN input i ON i.index = a.index
              RETURNING *
          ), thread AS (
-             UPDATE threads SET rounds = bid.round, last_bid_id = bid.id, expires_at = bid.expires_at, updated_at = now()
+             UPDATE threads SET rounds = bid.round, last_bid_id = bid.id, expires_at = bid.expires_at,
+                    updated_at = bid.updated_at
              FROM bid WHERE threads.id = bid.thread_id
              RETURNING threads.*
-         )
-         SELECT row_to_json(bid) AS bid, row_to_json(thread) AS thread FROM bid, thread",
-    )
-    .bind(answered_bid_id)
-    .bind(counter.id)
-    .bind(author.as_str())
-    .bind(counter.author_id)
-    .bind(counter.amount)
-    .bind(counter.currency.as_str())
-    .bind(counter.message)
-    .bind(counter.terms)
-    .bind(counter.is_final)
-    .bind(round)
-    .bind(counter.expires_in)
-    .fetch_optional(conn)
+         ), new_pending AS (
+             SELECT bid.id AS bid_id, bid.thread_id, thread.listing_id,
+                    CASE bid.author WHEN 'buyer' THEN thread.seller_id ELSE thread.buyer_id END AS agent_id,
+                    CASE bid.author WHEN 'buyer' THEN 'seller' ELSE 'buyer' END AS role
+             FROM bid JOIN thread ON thread.id = bid.thread_id
+         ), ",
+        move_events!("e.move IN (SELECT index FROM answered)"),
+        "
+         SELECT a.index, row_to_json(bid) AS bid, row_to_json(thread) AS thread,
+                EXISTS (SELECT 1 FROM queued q WHERE q.bid_id = bid.id) AS queued,
+                (SELECT count(*) FROM announced) AS announced
+         FROM answered a JOIN bid ON bid.parent_bid_id = a.id JOIN thread ON thread.id = bid.thread_id"
+    ))
+    .bind(Json(events))
+    .bind(Json(&input))
+    .fetch_all(conn)
     .await?;
-    Ok(row.map(|row| (row.bid.0, row.thread.0)))
+    Ok(by_move(moves.len(), rows))
 }
 
 /// Ends a thread through its pending bid: a rejection, a withdrawal or an expiry. The caller
@@ -404,8 +606,28 @@ pub async fn end_with_bid(
     Ok(row.map(|row| (row.bid.0, row.thread.0)))
 }
 
+/// An acceptance to make: the pending bid, its thread and listing, the new order's id, how many
+/// units the listing must still have, and `now`, the time it was decided at.
+#[derive(Debug, Clone, Serialize)]
+pub struct AcceptMove {
+    pub listing_id: Uuid,
+    pub thread_id: Uuid,
+    pub bid_id: Uuid,
+    pub order_id: Uuid,
+    pub min_available: i32,
+    pub now: DateTime<Utc>,
+}
+
+#[derive(Serialize)]
+struct AcceptInput<'a> {
+    index: usize,
+    #[serde(flatten)]
+    accept: &'a AcceptMove,
+}
+
 #[derive(Debug, FromRow)]
 struct AcceptedRow {
+    index: i32,
     bid: Json<Bid>,
     thread: Json<Thread>,
     order: Json<Order>,
@@ -420,41 +642,79 @@ pub struct Accepted {
     pub listing: Listing,
 }
 
-/// Accepts the pending bid: bid and thread ACCEPTED, an order at the bid's amount and terms,
-/// one unit fewer on the listing (SOLD at zero). The listing must already be locked.
-/// `None` if the bid was no longer PENDING or its deadline has passed.
-pub async fn accept(conn: &mut PgConnection, bid_id: Uuid, order_id: Uuid) -> Result<Option<Accepted>, sqlx::Error> {
-    let row: Option<AcceptedRow> = sqlx::query_as(
-        r#"WITH bid AS (
-             UPDATE bids SET status = 'ACCEPTED', reason = 'accepted', responded_at = now(), updated_at = now()
-             WHERE id = $1 AND status = 'PENDING' AND expires_at > clock_timestamp()
-             RETURNING *
+/// Makes acceptances in one statement, each on its own listing: locks the listings (each ACTIVE
+/// with at least its move's `min_available` units) and then the threads, in id order, marks
+/// each bid and thread ACCEPTED (a compare-and-set on the bid's status and deadline), creates
+/// the order at the bid's amount and terms, takes one unit off the listing (SOLD at zero), and
+/// writes the events of the acceptances made. Each move comes back `None` if its
+/// compare-and-set or its listing's condition failed; then nothing of it is written.
+pub async fn accept(
+    conn: &mut PgConnection,
+    moves: &[AcceptMove],
+    events: &[MoveEvent<'_>],
+) -> Result<Vec<Option<Made<Accepted>>>, sqlx::Error> {
+    let input: Vec<AcceptInput> =
+        moves.iter().enumerate().map(|(index, accept)| AcceptInput { index, accept }).collect();
+    let rows: Vec<AcceptedRow> = sqlx::query_as(concat!(
+        r#"WITH input AS (
+             SELECT * FROM jsonb_to_recordset($2) AS i(index int, listing_id uuid, thread_id uuid, bid_id uuid,
+                                                       order_id uuid, min_available int, now timestamptz)
+         ), locked_listing AS (
+             SELECT l.id FROM listings l JOIN input i ON i.listing_id = l.id
+             WHERE l.status = 'ACTIVE' AND l.quantity_available >= i.min_available
+             ORDER BY l.id FOR UPDATE OF l
+         ), locked AS (
+             SELECT t.id FROM threads t JOIN input i ON i.thread_id = t.id
+             WHERE t.status = 'ACTIVE' AND i.listing_id IN (SELECT id FROM locked_listing)
+             ORDER BY t.id FOR UPDATE OF t
+         ), bid AS (
+             UPDATE bids b SET status = 'ACCEPTED', reason = 'accepted', responded_at = i.now, updated_at = i.now
+             FROM input i
+             WHERE b.id = i.bid_id AND b.thread_id = i.thread_id AND i.thread_id IN (SELECT id FROM locked)
+               AND b.status = 'PENDING' AND b.expires_at > clock_timestamp()
+             RETURNING b.*
          ), thread AS (
-             UPDATE threads SET status = 'ACCEPTED', closed_reason = 'accepted', expires_at = NULL, updated_at = now()
+             UPDATE threads SET status = 'ACCEPTED', closed_reason = 'accepted', expires_at = NULL,
+                    updated_at = bid.updated_at
              FROM bid WHERE threads.id = bid.thread_id
              RETURNING threads.*
          ), ordered AS (
-             INSERT INTO orders (id, listing_id, thread_id, bid_id, buyer_id, seller_id, amount, currency, terms, status)
-             SELECT $2, thread.listing_id, thread.id, bid.id, thread.buyer_id, thread.seller_id, bid.amount, bid.currency,
-                    bid.terms, 'CONFIRMED'
-             FROM bid, thread
+             INSERT INTO orders (id, listing_id, thread_id, bid_id, buyer_id, seller_id, amount, currency, terms, status,
+                                 created_at, updated_at)
+             SELECT i.order_id, thread.listing_id, thread.id, bid.id, thread.buyer_id, thread.seller_id, bid.amount,
+                    bid.currency, bid.terms, 'CONFIRMED', i.now, i.now
+             FROM bid JOIN thread ON thread.id = bid.thread_id JOIN input i ON i.bid_id = bid.id
              RETURNING *
          ), listing AS (
              UPDATE listings SET quantity_available = listings.quantity_available - 1,
                     status = CASE WHEN listings.quantity_available = 1 THEN 'SOLD' ELSE listings.status END,
-                    updated_at = now()
+                    updated_at = ordered.created_at
              FROM ordered WHERE listings.id = ordered.listing_id
              RETURNING listings.*
-         )
-         SELECT row_to_json(bid) AS bid, row_to_json(thread) AS thread, row_to_json(ordered) AS "order",
-                row_to_json(listing) AS listing
-         FROM bid, thread, ordered, listing"#,
-    )
-    .bind(bid_id)
-    .bind(order_id)
-    .fetch_optional(conn)
+         ), new_pending AS (
+             SELECT NULL::uuid AS bid_id, NULL::uuid AS thread_id, NULL::uuid AS listing_id, NULL::uuid AS agent_id,
+                    NULL::text AS role
+             WHERE false
+         ), "#,
+        move_events!("e.move IN (SELECT i.index FROM bid JOIN input i ON i.bid_id = bid.id)"),
+        r#"
+         SELECT i.index, row_to_json(bid) AS bid, row_to_json(thread) AS thread, row_to_json(ordered) AS "order",
+                row_to_json(listing) AS listing, (SELECT count(*) FROM announced) AS announced
+         FROM bid JOIN input i ON i.bid_id = bid.id JOIN thread ON thread.id = bid.thread_id
+         JOIN ordered ON ordered.bid_id = bid.id JOIN listing ON listing.id = ordered.listing_id"#
+    ))
+    .bind(Json(events))
+    .bind(Json(&input))
+    .fetch_all(conn)
     .await?;
-    Ok(row.map(|row| Accepted { bid: row.bid.0, thread: row.thread.0, order: row.order.0, listing: row.listing.0 }))
+    let mut made: Vec<Option<Made<Accepted>>> = moves.iter().map(|_| None).collect();
+    for row in rows {
+        if let Some(slot) = usize::try_from(row.index).ok().and_then(|index| made.get_mut(index)) {
+            let rows = Accepted { bid: row.bid.0, thread: row.thread.0, order: row.order.0, listing: row.listing.0 };
+            *slot = Some(Made { rows, queued: false });
+        }
+    }
+    Ok(made)
 }
 
 /// Ends every live thread of a listing that sold out or was withdrawn, rejecting their pending

@@ -166,10 +166,13 @@ impl NewEvent {
     }
 }
 
-/// The events of one transaction, written just before it commits.
+/// The events of one transaction: written just before it commits, or by the statement that
+/// makes a move, together with the move ([`pending`](Outbox::pending), then
+/// [`wrote`](Outbox::wrote)).
 #[derive(Debug, Default)]
 pub struct Outbox {
     events: Vec<NewEvent>,
+    written: Written,
 }
 
 impl Outbox {
@@ -181,17 +184,38 @@ impl Outbox {
         self.events.push(event);
     }
 
-    /// Writes the events in one statement, inside the caller's transaction, and empties the box.
+    /// The events not written yet.
+    pub fn pending(&self) -> &[NewEvent] {
+        &self.events
+    }
+
+    /// Forgets the events pushed after the first `len`: the move they described did not happen.
+    pub fn truncate(&mut self, len: usize) {
+        self.events.truncate(len);
+    }
+
+    /// Records that a statement wrote every pending event (and queued `written.tasks`).
+    pub fn wrote(&mut self, written: Written) {
+        self.events.clear();
+        self.written.events += written.events;
+        self.written.tasks += written.tasks;
+    }
+
+    /// Everything written so far, by [`flush`](Outbox::flush) and by moves.
+    pub fn written(&self) -> Written {
+        self.written
+    }
+
+    /// Writes the pending events in one statement, inside the caller's transaction.
     ///
     /// New pending bids whose responder has a policy are queued for the executor in the same
     /// statement ([`Written::tasks`]).
     pub async fn flush(&mut self, conn: &mut PgConnection) -> Result<Written, sqlx::Error> {
-        if self.events.is_empty() {
-            return Ok(Written::default());
+        if !self.events.is_empty() {
+            let written = crate::db::events::insert_outbox(conn, &self.events).await?;
+            self.wrote(written);
         }
-        let written = crate::db::events::insert_outbox(conn, &self.events).await?;
-        self.events.clear();
-        Ok(written)
+        Ok(self.written)
     }
 }
 

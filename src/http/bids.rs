@@ -96,9 +96,17 @@ async fn counter(
     key: IdempotencyKey,
     body: JsonBody<negotiation::CounterOffer>,
 ) -> Response {
-    let mut command = begin!(&state, caller.id, key, body.digest);
-    let (conn, events) = command.parts();
-    let outcome = negotiation::counter(conn, events, caller, id, body.value, state.settings.rules).await;
+    let mut command = begin_unlocked!(&state, caller.id, key, body.digest);
+    let rules = state.settings.rules;
+    let outcome = run_move!(command, |conn, events, access| negotiation::counter(
+        conn,
+        events,
+        access,
+        caller,
+        id,
+        &body.value,
+        rules
+    ));
     let now = Utc::now();
     command
         .finish(
@@ -116,9 +124,14 @@ async fn answer(
     body: ActionBody,
     answer: Answer,
 ) -> Response {
-    let mut command = begin!(&state, caller.id, key, body.digest);
-    let (conn, events) = command.parts();
-    let outcome = negotiation::answer(conn, events, caller, id, answer).await;
+    // Only an acceptance is tried unlocked; rejecting and withdrawing are rarer, and end the
+    // thread in the transaction that records any expiry found on the way.
+    let mut command = match answer {
+        Answer::Accept => begin_unlocked!(&state, caller.id, key, body.digest),
+        Answer::Reject | Answer::Withdraw => begin!(&state, caller.id, key, body.digest),
+    };
+    let outcome =
+        run_move!(command, |conn, events, access| negotiation::answer(conn, events, access, caller, id, answer));
     let now = Utc::now();
     command
         .finish(outcome.map(|Answered { bid, thread, order }| {

@@ -1,5 +1,12 @@
 //! One state-changing request = one transaction, with its `Idempotency-Key` honoured inside it.
 //!
+//! The common moves may first be tried without a transaction ([`Command::begin_unlocked`]): an
+//! unlocked read, then one statement that is its own transaction and makes the move only if
+//! nothing it was decided on has changed. If it cannot ([`market::Error::NeedsLocks`]), nothing
+//! was written, and the request runs again in a transaction ([`Command::take_locks`]). With an
+//! `Idempotency-Key` the answer must be stored with the effect, so such a request always runs in
+//! a transaction.
+//!
 //! With a key, the transaction first takes an advisory lock on (agent, key): a concurrent
 //! duplicate finds it taken and gets 409 `idempotency_key_in_use`. Then it looks for a stored
 //! response: the same request replays it, a different one gets 422 `idempotency_key_reused`.
@@ -11,6 +18,7 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, PgPool, Postgres, Transaction};
 use uuid::Uuid;
 
@@ -20,7 +28,7 @@ use super::extract::IdempotencyKey;
 use crate::db::idempotency::{self, Saved};
 use crate::events::Outbox;
 use crate::events::publisher::Signal;
-use crate::market;
+use crate::market::{self, Access, Batcher};
 use crate::secrets;
 
 const JSON: &str = "application/json";
@@ -119,9 +127,20 @@ impl Claim {
     }
 }
 
+/// Where a request's statements go.
+enum Connection {
+    /// Each statement is its own transaction.
+    Unlocked(PoolConnection<Postgres>),
+    Transaction(Transaction<'static, Postgres>),
+    /// Between the two, while a transaction is being opened.
+    Opening,
+}
+
 /// A state-changing request in progress.
 pub struct Command {
-    tx: Transaction<'static, Postgres>,
+    tx: Connection,
+    /// Where unlocked moves are made.
+    moves: Batcher,
     claim: Option<Claim>,
     events: Outbox,
     publish: Signal,
@@ -151,7 +170,8 @@ impl Command {
         let mut tx = state.pool.begin().await?;
         let Some(key) = key.0 else {
             return Ok(Ok(Command {
-                tx,
+                tx: Connection::Transaction(tx),
+                moves: state.moves.clone(),
                 claim: None,
                 events: Outbox::new(),
                 publish: state.publish.clone(),
@@ -181,7 +201,8 @@ impl Command {
             return Ok(Err(claim.replay(saved)?));
         }
         Ok(Ok(Command {
-            tx,
+            tx: Connection::Transaction(tx),
+            moves: state.moves.clone(),
             claim: Some(claim),
             events: Outbox::new(),
             publish: state.publish.clone(),
@@ -189,13 +210,64 @@ impl Command {
         }))
     }
 
-    pub fn conn(&mut self) -> &mut PgConnection {
-        &mut self.tx
+    /// Opens the request without a transaction when it has no `Idempotency-Key` (a move then
+    /// tries [`Access::Unlocked`] first), else as [`begin`](Self::begin) does.
+    pub async fn begin_unlocked(
+        state: &AppState,
+        scope: Uuid,
+        key: IdempotencyKey,
+        request_digest: [u8; 32],
+    ) -> Result<Command, Response> {
+        if key.0.is_some() {
+            return Self::begin(state, scope, key, request_digest).await;
+        }
+        match state.pool.acquire().await {
+            Ok(conn) => Ok(Command {
+                tx: Connection::Unlocked(conn),
+                moves: state.moves.clone(),
+                claim: None,
+                events: Outbox::new(),
+                publish: state.publish.clone(),
+                auto: state.auto.clone(),
+            }),
+            Err(error) => Err(ApiError::from(error).into_response()),
+        }
     }
 
-    /// The transaction, and the outbox its events go to.
+    /// How the request's operations read: unlocked until [`take_locks`](Self::take_locks).
+    pub fn access(&self) -> Access {
+        match self.tx {
+            Connection::Unlocked(_) => Access::Unlocked(self.moves.clone()),
+            Connection::Transaction(_) | Connection::Opening => Access::Locked,
+        }
+    }
+
+    /// Opens a transaction for an operation that could not be made unlocked. Nothing was written
+    /// by the unlocked attempt, so its events are dropped.
+    pub async fn take_locks(&mut self) -> Result<(), market::Error> {
+        if let Connection::Unlocked(conn) = std::mem::replace(&mut self.tx, Connection::Opening) {
+            self.events = Outbox::new();
+            self.tx = Connection::Transaction(Transaction::begin(conn, None).await?);
+        }
+        Ok(())
+    }
+
+    pub fn conn(&mut self) -> &mut PgConnection {
+        match &mut self.tx {
+            Connection::Unlocked(conn) => conn,
+            Connection::Transaction(tx) => tx,
+            Connection::Opening => unreachable!("a transaction is opened before the request goes on"),
+        }
+    }
+
+    /// The connection, and the outbox its events go to.
     pub fn parts(&mut self) -> (&mut PgConnection, &mut Outbox) {
-        (&mut self.tx, &mut self.events)
+        let conn = match &mut self.tx {
+            Connection::Unlocked(conn) => &mut **conn,
+            Connection::Transaction(tx) => &mut **tx,
+            Connection::Opening => unreachable!("a transaction is opened before the request goes on"),
+        };
+        (conn, &mut self.events)
     }
 
     /// Stores the answer and the events with the effect and commits, or rolls back on a database
@@ -223,18 +295,36 @@ impl Command {
                 // Dropping the transaction rolls it back.
                 return Err(error.into());
             }
-        };
-        if let Some(claim) = &self.claim {
-            let saved = Saved { in_progress: running, ..claim.record(&reply) };
-            if !idempotency::save(&mut self.tx, claim.scope, &claim.key_digest, &saved).await? {
-                return Err(ApiError::new(
-                    Code::IdempotencyKeyInUse,
-                    "a concurrent request with this Idempotency-Key came first",
-                ));
+            Err(market::Error::NeedsLocks) => {
+                tracing::error!("an unlocked move asking for locks reached the end of its request");
+                return Err(ApiError::internal());
             }
-        }
-        let written = self.events.flush(&mut self.tx).await?;
-        self.tx.commit().await?;
+        };
+        let written = match &mut self.tx {
+            Connection::Transaction(tx) => {
+                if let Some(claim) = &self.claim {
+                    let saved = Saved { in_progress: running, ..claim.record(&reply) };
+                    if !idempotency::save(tx, claim.scope, &claim.key_digest, &saved).await? {
+                        return Err(ApiError::new(
+                            Code::IdempotencyKeyInUse,
+                            "a concurrent request with this Idempotency-Key came first",
+                        ));
+                    }
+                }
+                let written = self.events.flush(tx).await?;
+                match std::mem::replace(&mut self.tx, Connection::Opening) {
+                    Connection::Transaction(tx) => tx.commit().await?,
+                    Connection::Unlocked(_) | Connection::Opening => unreachable!("matched above"),
+                }
+                written
+            }
+            // Every statement committed on its own, the move with its events.
+            Connection::Unlocked(conn) => {
+                debug_assert!(self.events.pending().is_empty(), "an unlocked move left events unwritten");
+                self.events.flush(conn).await?
+            }
+            Connection::Opening => unreachable!("a transaction is opened before the request goes on"),
+        };
         if written.events > 0 {
             self.publish.notify();
         }

@@ -35,8 +35,8 @@ use crate::db::agents::Caller;
 use crate::db::{self, Bid, Thread};
 use crate::domain::money::{self, RawAmount};
 use crate::domain::{BidStatus, Currency, FieldError, Party, Reason, Rejection, ThreadStatus, bid};
-use crate::market;
 use crate::market::negotiation::{self, Answer, CounterOffer, Placement};
+use crate::market::{self, Access};
 
 /// How long a buyer's move waits for the seller's answer before answering `202`.
 pub const SELLER_WAIT: Duration = Duration::from_secs(5);
@@ -213,15 +213,19 @@ async fn play(
                     is_final: Some(is_final),
                     terms: None,
                 };
-                negotiation::counter(conn, events, caller, pending, offer, state.settings.rules).await.map(drop)?;
+                negotiation::counter(conn, events, Access::Locked, caller, pending, &offer, state.settings.rules)
+                    .await
+                    .map(drop)?;
             }
-            Play::Accept => negotiation::answer(conn, events, caller, pending, Answer::Accept).await.map(drop)?,
+            Play::Accept => {
+                negotiation::answer(conn, events, Access::Locked, caller, pending, Answer::Accept).await.map(drop)?
+            }
             Play::Decline => {
                 let answer = match Party::author_of_round(thread.rounds) {
                     Party::Seller => Answer::Reject,
                     Party::Buyer => Answer::Withdraw,
                 };
-                negotiation::answer(conn, events, caller, pending, answer).await.map(drop)?;
+                negotiation::answer(conn, events, Access::Locked, caller, pending, answer).await.map(drop)?;
             }
         }
         View::read(conn, caller, thread_id).await
@@ -296,10 +300,13 @@ async fn open_proposal(
     let (conn, events) = command.parts();
     let placement =
         Placement { amount: RawAmount::Integer(amount.into()), message: None, expires_in: None, terms: None };
-    let outcome = match negotiation::place(conn, events, caller, listing_id, placement, state.settings.rules).await {
-        Ok((_, thread)) => View::read(conn, caller, thread.id).await,
-        Err(error) => Err(renamed(error, LEGACY.names)),
-    };
+    let outcome =
+        match negotiation::place(conn, events, Access::Locked, caller, listing_id, &placement, state.settings.rules)
+            .await
+        {
+            Ok((_, thread)) => View::read(conn, caller, thread.id).await,
+            Err(error) => Err(renamed(error, LEGACY.names)),
+        };
     conclude(&state, caller, command, outcome, render_proposal).await
 }
 

@@ -334,6 +334,10 @@ impl From<market::Error> for ApiError {
         match error {
             market::Error::Rejected(rejection) => rejection.into(),
             market::Error::Database(error) => error.into(),
+            market::Error::NeedsLocks => {
+                tracing::error!("an unlocked move asking for locks reached the end of its request");
+                ApiError::internal()
+            }
         }
     }
 }

@@ -121,9 +121,17 @@ async fn place_bid(
     key: IdempotencyKey,
     body: JsonBody<negotiation::Placement>,
 ) -> Response {
-    let mut command = begin!(&state, caller.id, key, body.digest);
-    let (conn, events) = command.parts();
-    let outcome = negotiation::place(conn, events, caller, id, body.value, state.settings.rules).await;
+    let mut command = begin_unlocked!(&state, caller.id, key, body.digest);
+    let rules = state.settings.rules;
+    let outcome = run_move!(command, |conn, events, access| negotiation::place(
+        conn,
+        events,
+        access,
+        caller,
+        id,
+        &body.value,
+        rules
+    ));
     let now = Utc::now();
     command
         .finish(

@@ -24,7 +24,7 @@ use uuid::Uuid;
 use crate::events::Hub;
 use crate::events::publisher::Signal;
 use crate::keycache::KeyCache;
-use crate::market::Rules;
+use crate::market::{Batcher, Rules};
 use crate::webhooks::{SealingKey, WebhookSettings};
 
 /// Opens a [`Command`] or returns from the handler with the answer that made it unnecessary.
@@ -33,6 +33,38 @@ macro_rules! begin {
         match $crate::http::Command::begin($state, $scope, $key, $digest).await {
             Ok(command) => command,
             Err(response) => return response,
+        }
+    };
+}
+
+/// [`begin!`], for a request whose move may be made without a transaction
+/// ([`Command::begin_unlocked`]).
+macro_rules! begin_unlocked {
+    ($state:expr, $scope:expr, $key:expr, $digest:expr) => {
+        match $crate::http::Command::begin_unlocked($state, $scope, $key, $digest).await {
+            Ok(command) => command,
+            Err(response) => return response,
+        }
+    };
+}
+
+/// Runs a move as a request's operation: unlocked first if the command was begun so
+/// ([`begin_unlocked!`]), and again in a transaction if that asks for locks. The expression sees
+/// the connection, the outbox and the [`Access`](crate::market::Access) under the given names.
+macro_rules! run_move {
+    ($command:ident, |$conn:ident, $events:ident, $access:ident| $op:expr) => {
+        loop {
+            let $access = $command.access();
+            let locked = $access.is_locked();
+            let ($conn, $events) = $command.parts();
+            match $op.await {
+                Err($crate::market::Error::NeedsLocks) if !locked => {
+                    if let Err(error) = $command.take_locks().await {
+                        break Err(error);
+                    }
+                }
+                outcome => break outcome,
+            }
         }
     };
 }
@@ -74,7 +106,12 @@ pub struct AppState {
     pub auto: Signal,
     /// The agents behind recently used API keys.
     pub keys: Arc<KeyCache>,
+    /// Makes the moves that requests decided on without locks.
+    pub moves: Batcher,
 }
+
+/// How many statements of unlocked moves run at once (each on a connection of its own).
+const MOVE_WORKERS: usize = 2;
 
 impl AppState {
     pub fn new(
@@ -87,7 +124,14 @@ impl AppState {
     ) -> AppState {
         let limiter = ratelimit::RateLimiter::new(settings.rate_limit).map(Arc::new);
         let keys = Arc::new(KeyCache::new(settings.key_cache_ttl));
+        // The batcher's connections are its own: a request waiting for its move holds one of
+        // the pool's.
+        let batcher_pool = crate::db::pool_options(MOVE_WORKERS as u32)
+            .min_connections(0)
+            .connect_lazy_with((*pool.connect_options()).clone());
+        let moves = Batcher::start(batcher_pool, MOVE_WORKERS);
         AppState {
+            moves,
             pool,
             settings: Arc::new(settings),
             limiter,

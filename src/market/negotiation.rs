@@ -4,18 +4,18 @@ use serde::Deserialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::{Error, Result, Rules, double_option};
+use super::{Access, Error, Result, Rules, double_option};
 use crate::db::agents::Caller;
-use crate::db::negotiation::{self, BidContext, NewBid};
-use crate::db::{self, Bid, Order, Thread};
+use crate::db::negotiation::{self, AcceptMove, BidContext, CounterMove, MoveEvent, NewBid, PlaceMove};
+use crate::db::{self, Bid, Listing, Order, Thread};
 use crate::domain::bid::{self, Action, Actor, Transition};
 use crate::domain::money::RawAmount;
 use crate::domain::rejection::Validator;
-use crate::domain::{BidStatus, ListingStatus, Party, Reason, Rejection};
-use crate::events::{EventType, NewEvent, Outbox};
+use crate::domain::{BidStatus, ListingStatus, Party, Reason, Rejection, ThreadStatus};
+use crate::events::{EventType, NewEvent, Outbox, Written};
 
 /// `POST /v1/listings/{id}/bids`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Placement {
     pub amount: RawAmount,
@@ -29,7 +29,7 @@ pub struct Placement {
 
 /// `POST /v1/bids/{id}/counter`. Terms left out carry over from the bid being answered;
 /// `"terms": null` drops them.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CounterOffer {
     pub amount: RawAmount,
@@ -61,6 +61,7 @@ impl Answer {
     }
 }
 
+#[derive(Debug)]
 pub struct Answered {
     pub bid: Bid,
     pub thread: Thread,
@@ -89,13 +90,15 @@ fn not_found() -> Rejection {
     Rejection::NotFound { what: "bid" }
 }
 
-/// Opens a thread on a listing with the buyer's first bid.
+/// Opens a thread on a listing with the buyer's first bid. Unlocked, a placement that finds the
+/// buyer's last thread there past its deadline (which must be ended first) is made under locks.
 pub async fn place(
     conn: &mut PgConnection,
     events: &mut Outbox,
+    access: Access,
     caller: Caller,
     listing_id: Uuid,
-    input: Placement,
+    input: &Placement,
     rules: Rules,
 ) -> Result<(Bid, Thread)> {
     let mut v = Validator::new();
@@ -104,10 +107,106 @@ pub async fn place(
     v.finish()?;
     let amount = amount.expect("validated");
 
-    let locked = db::listings::lock_for_placement(conn, listing_id, caller.id)
-        .await?
-        .ok_or(Rejection::NotFound { what: "listing" })?;
-    let listing = &locked.listing;
+    let not_found = || Rejection::NotFound { what: "listing" };
+    let (listing, now, mine) = match access {
+        Access::Locked => {
+            let locked = db::listings::lock_for_placement(conn, listing_id, caller.id).await?.ok_or_else(not_found)?;
+            // Read in a statement of its own, after the locks: it sees every thread committed
+            // while they were awaited.
+            let mine = db::listings::buyer_threads(conn, listing_id, caller.id).await?;
+            (locked.listing, locked.db_now, mine)
+        }
+        Access::Unlocked(_) => {
+            let read = db::listings::read_for_placement(conn, listing_id, caller.id).await?.ok_or_else(not_found)?;
+            (read.listing, read.db_now, read.mine)
+        }
+    };
+    check_negotiable(&listing, caller)?;
+    if let (Some(thread_id), Some(deadline), Some(pending)) =
+        (mine.active_thread_id, mine.active_expires_at, mine.active_last_bid_id)
+    {
+        if deadline > now {
+            return Err(Rejection::ThreadActive { thread_id: Some(thread_id) }.into());
+        }
+        if !access.is_locked() {
+            return Err(Error::NeedsLocks);
+        }
+        // The buyer's live thread ran out of time before the sweeper saw it: it ends now.
+        negotiation::lock_thread(conn, thread_id).await?;
+        if let Some((bid, thread)) = negotiation::end_with_bid(conn, pending, Transition::Expire).await? {
+            events.push(NewEvent::bid(&bid, &thread));
+        }
+    }
+    if mine.thread_count >= i64::from(listing.max_threads_per_buyer) {
+        return Err(Rejection::OfferLimitReached { limit: listing.max_threads_per_buyer }.into());
+    }
+    bid::check_opening(amount, listing.ask_amount)?;
+    let expires_in =
+        bid::expires_in(input.expires_in, listing.bid_ttl_seconds).map_err(|m| Rejection::invalid("expires_in", m))?;
+    let opening = NewBid {
+        id: Uuid::now_v7(),
+        author_id: caller.id,
+        amount,
+        currency: listing.currency,
+        message: input.message.as_deref(),
+        terms: input.terms.as_ref().filter(|terms| !terms.is_null()),
+        is_final: bid::is_final(1, listing.max_rounds, false),
+        expires_in,
+    };
+    // The rows the move writes, decided at `now`, and so its event.
+    let bid = opening.row(Uuid::now_v7(), None, 1, now);
+    let thread = Thread {
+        id: bid.thread_id,
+        listing_id: listing.id,
+        buyer_id: caller.id,
+        seller_id: listing.seller_id,
+        status: ThreadStatus::Active,
+        rounds: 1,
+        turn: None,
+        last_bid_id: bid.id,
+        expires_at: Some(bid.expires_at),
+        closed_reason: None,
+        created_at: now,
+        updated_at: now,
+    };
+    let event = NewEvent::bid(&bid, &thread);
+    let place = PlaceMove {
+        listing_id: listing.id,
+        listing_updated_at: listing.updated_at,
+        seller_id: listing.seller_id,
+        max_threads_per_buyer: listing.max_threads_per_buyer,
+        now,
+        opening: bid.clone(),
+    };
+    let made = match access {
+        Access::Unlocked(batcher) => {
+            let made = batcher.place(place, vec![event]).await.ok_or(Error::NeedsLocks)?;
+            events.wrote(Written { events: 1, tasks: made.queued.into() });
+            made
+        }
+        Access::Locked => {
+            let before = events.pending().len();
+            events.push(event);
+            let moved = as_moves(events.pending());
+            let made = negotiation::place(conn, std::slice::from_ref(&place), &moved).await?.pop().flatten();
+            let written = moved.len() as i64;
+            let Some(made) = made else {
+                // Under the locks, only a concurrent placement by the same buyer can have come first.
+                events.truncate(before);
+                return Err(Rejection::ThreadActive { thread_id: None }.into());
+            };
+            events.wrote(Written { events: written, tasks: made.queued.into() });
+            made
+        }
+    };
+    let (stored_bid, stored_thread) = made.rows;
+    check_foreseen("placement", &(&bid, &thread), &(&stored_bid, &stored_thread));
+    Ok((stored_bid, stored_thread))
+}
+
+/// Whether the caller may negotiate on the listing: someone else's, ACTIVE, negotiable, and open
+/// to the caller's tier.
+fn check_negotiable(listing: &Listing, caller: Caller) -> Result<()> {
     if listing.seller_id == caller.id {
         return Err(Rejection::OwnListing.into());
     }
@@ -139,55 +238,24 @@ pub async fn place(
         }
         .into());
     }
-    let mine = db::listings::buyer_threads(conn, listing.id, caller.id).await?;
-    if let (Some(thread_id), Some(deadline), Some(pending)) =
-        (mine.active_thread_id, mine.active_expires_at, mine.active_last_bid_id)
-    {
-        if deadline > locked.db_now {
-            return Err(Rejection::ThreadActive { thread_id: Some(thread_id) }.into());
-        }
-        // The buyer's live thread ran out of time before the sweeper saw it: it ends now.
-        negotiation::lock_thread(conn, thread_id).await?;
-        if let Some((bid, thread)) = negotiation::end_with_bid(conn, pending, Transition::Expire).await? {
-            events.push(NewEvent::bid(&bid, &thread));
-        }
-    }
-    if mine.thread_count >= i64::from(listing.max_threads_per_buyer) {
-        return Err(Rejection::OfferLimitReached { limit: listing.max_threads_per_buyer }.into());
-    }
-    bid::check_opening(amount, listing.ask_amount)?;
-    let expires_in =
-        bid::expires_in(input.expires_in, listing.bid_ttl_seconds).map_err(|m| Rejection::invalid("expires_in", m))?;
-    let opening = NewBid {
-        id: Uuid::now_v7(),
-        author_id: caller.id,
-        amount,
-        currency: listing.currency,
-        message: input.message.as_deref(),
-        terms: input.terms.as_ref().filter(|terms| !terms.is_null()),
-        is_final: bid::is_final(1, listing.max_rounds, false),
-        expires_in,
-    };
-    let opened = negotiation::insert_opening(conn, Uuid::now_v7(), listing.id, listing.seller_id, &opening).await?;
-    // None: a concurrent placement by the same buyer on the same listing came first.
-    let (bid, thread) = opened.ok_or(Rejection::ThreadActive { thread_id: None })?;
-    events.push(NewEvent::bid(&bid, &thread));
-    Ok((bid, thread))
+    Ok(())
 }
 
-/// Decides `action` on the bid in `context`, recording the expiry if the bid ran out of time.
+/// Decides `action` on the bid in `context`, recording the expiry if the bid ran out of time
+/// (under locks; an unlocked move leaves that to its locked retry).
 async fn decide(
     conn: &mut PgConnection,
     events: &mut Outbox,
-    bid_id: Uuid,
+    access: &Access,
     context: &BidContext,
     action: Action,
     party: Party,
 ) -> Result<Transition> {
     match bid::apply(&context.state(), action, Actor::Party(party), context.db_now) {
         Ok(transition) => Ok(transition),
+        Err(Rejection::BidExpired) if !access.is_locked() => Err(Error::NeedsLocks),
         Err(Rejection::BidExpired) => {
-            record_expiry(conn, events, bid_id).await?;
+            record_expiry(conn, events, context.bid.id).await?;
             Err(Rejection::BidExpired.into())
         }
         Err(rejection) => Err(rejection.into()),
@@ -228,20 +296,40 @@ async fn lost_race(conn: &mut PgConnection, events: &mut Outbox, bid_id: Uuid) -
     }
 }
 
-async fn lock_context(conn: &mut PgConnection, caller: Caller, bid_id: Uuid) -> Result<(BidContext, Party)> {
-    let context = negotiation::lock_bid_context(conn, bid_id, caller.id).await?.ok_or_else(not_found)?;
+async fn read_context(
+    conn: &mut PgConnection,
+    access: &Access,
+    caller: Caller,
+    bid_id: Uuid,
+) -> Result<(BidContext, Party)> {
+    let context = match access {
+        Access::Locked => negotiation::lock_bid_context(conn, bid_id, caller.id).await?,
+        Access::Unlocked(_) => negotiation::read_bid_context(conn, bid_id, caller.id).await?,
+    };
+    let context = context.ok_or_else(not_found)?;
     let party = context.party_of(caller.id).ok_or_else(not_found)?;
     Ok((context, party))
 }
 
+/// The move's statement wrote other rows than the move worked out its events from: the events
+/// describe rows that were never stored. Never expected; said loudly, and fatal in debug builds.
+fn check_foreseen<T: PartialEq + std::fmt::Debug>(what: &str, foreseen: &T, stored: &T) {
+    if foreseen != stored {
+        tracing::error!(what, ?foreseen, ?stored, "a move's events describe other rows than it stored");
+        debug_assert_eq!(foreseen, stored, "{what}: the move's events describe other rows than it stored");
+    }
+}
+
 /// Answers the pending bid with a counter: it becomes COUNTERED and the counter is the new
-/// pending bid, one round later.
+/// pending bid, one round later. The move, its events and the counter's task for a policy are
+/// one statement.
 pub async fn counter(
     conn: &mut PgConnection,
     events: &mut Outbox,
+    access: Access,
     caller: Caller,
     bid_id: Uuid,
-    input: CounterOffer,
+    input: &CounterOffer,
     rules: Rules,
 ) -> Result<(Bid, Thread)> {
     let mut v = Validator::new();
@@ -251,8 +339,8 @@ pub async fn counter(
     v.finish()?;
     let amount = amount.expect("validated");
 
-    let (context, party) = lock_context(conn, caller, bid_id).await?;
-    decide(conn, events, bid_id, &context, Action::Counter, party).await?;
+    let (context, party) = read_context(conn, &access, caller, bid_id).await?;
+    decide(conn, events, &access, &context, Action::Counter, party).await?;
     // The responder's own previous position: the bid this one answered, or the ask for the
     // seller's first counter.
     let own_previous = context.parent_amount.unwrap_or(context.ask_amount);
@@ -274,48 +362,71 @@ pub async fn counter(
         is_final: bid::is_final(round, context.max_rounds, input.is_final.unwrap_or(false)),
         expires_in,
     };
-    match negotiation::insert_counter(conn, bid_id, party, round, &counter).await? {
-        Some((bid, thread)) => {
-            events.push(NewEvent::bid(&bid, &thread));
-            Ok((bid, thread))
+    // The rows the move writes, decided at `now`, and so its event.
+    let now = context.db_now;
+    let bid = counter.row(context.thread_id, Some(bid_id), round, now);
+    let thread = Thread {
+        rounds: round,
+        last_bid_id: bid.id,
+        expires_at: Some(bid.expires_at),
+        updated_at: now,
+        ..context.thread.0.clone()
+    };
+    let event = NewEvent::bid(&bid, &thread);
+    let counter = CounterMove { thread_id: context.thread_id, bid_id, now, counter: bid.clone() };
+    let made = match access {
+        Access::Unlocked(batcher) => {
+            let made = batcher.counter(counter, vec![event]).await.ok_or(Error::NeedsLocks)?;
+            events.wrote(Written { events: 1, tasks: made.queued.into() });
+            made
         }
-        None => Err(lost_race(conn, events, bid_id).await),
-    }
+        Access::Locked => {
+            let before = events.pending().len();
+            events.push(event);
+            let moved = as_moves(events.pending());
+            let made = negotiation::counter(conn, std::slice::from_ref(&counter), &moved).await?.pop().flatten();
+            let written = moved.len() as i64;
+            let Some(made) = made else {
+                events.truncate(before);
+                return Err(lost_race(conn, events, bid_id).await);
+            };
+            events.wrote(Written { events: written, tasks: made.queued.into() });
+            made
+        }
+    };
+    let (stored_bid, stored_thread) = made.rows;
+    check_foreseen("counter", &(&bid, &thread), &(&stored_bid, &stored_thread));
+    Ok((stored_bid, stored_thread))
+}
+
+/// The outbox's pending events as the events of a statement's only move.
+fn as_moves(events: &[NewEvent]) -> Vec<MoveEvent<'_>> {
+    events.iter().map(|event| MoveEvent { index: 0, event }).collect()
 }
 
 /// Accepts, rejects or withdraws the pending bid, which ends its thread. Accepting creates the
-/// order, and the listing's last unit ends the listing's other live threads.
+/// order, and the listing's last unit ends the listing's other live threads. Unlocked, only an
+/// acceptance that leaves units on the listing is made (in one statement).
 pub async fn answer(
     conn: &mut PgConnection,
     events: &mut Outbox,
+    access: Access,
     caller: Caller,
     bid_id: Uuid,
     answer: Answer,
 ) -> Result<Answered> {
-    // Accepting changes the listing, which is locked before the thread.
-    let listing_status = match answer {
-        Answer::Accept => Some(negotiation::lock_listing_of_bid(conn, bid_id, caller.id).await?.ok_or_else(not_found)?),
-        Answer::Reject | Answer::Withdraw => None,
-    };
-    let (context, party) = lock_context(conn, caller, bid_id).await?;
-    let transition = decide(conn, events, bid_id, &context, answer.action(), party).await?;
-    match transition {
-        Transition::Accept => {
-            if let Some(status @ (ListingStatus::Sold | ListingStatus::Withdrawn)) = listing_status {
-                return Err(Rejection::ListingUnavailable { current_status: status.as_str() }.into());
-            }
-            let Some(accepted) = negotiation::accept(conn, bid_id, Uuid::now_v7()).await? else {
-                return Err(lost_race(conn, events, bid_id).await);
-            };
-            events.push(NewEvent::bid(&accepted.bid, &accepted.thread));
-            events.push(NewEvent::order_created(&accepted.order));
-            if accepted.listing.status == ListingStatus::Sold {
-                events.push(NewEvent::listing(EventType::ListingSold, &accepted.listing));
-                let ended = negotiation::end_listing_threads(conn, context.listing_id, Reason::ListingSold).await?;
-                record_closed(events, ended);
-            }
-            Ok(Answered { bid: accepted.bid, thread: accepted.thread, order: Some(accepted.order) })
+    match (&access, answer) {
+        // Accepting changes the listing, which is locked before the thread.
+        (Access::Locked, Answer::Accept) => {
+            negotiation::lock_listing_of_bid(conn, bid_id, caller.id).await?.ok_or_else(not_found)?;
         }
+        (Access::Locked, Answer::Reject | Answer::Withdraw) | (Access::Unlocked(_), Answer::Accept) => {}
+        (Access::Unlocked(_), Answer::Reject | Answer::Withdraw) => return Err(Error::NeedsLocks),
+    }
+    let (context, party) = read_context(conn, &access, caller, bid_id).await?;
+    let transition = decide(conn, events, &access, &context, answer.action(), party).await?;
+    match transition {
+        Transition::Accept => accept(conn, events, access, &context).await,
         Transition::Reject(_) | Transition::Expire => {
             match negotiation::end_with_bid(conn, bid_id, transition).await? {
                 Some((bid, thread)) => {
@@ -327,4 +438,106 @@ pub async fn answer(
         }
         Transition::Counter => unreachable!("accept, reject and withdraw never counter"),
     }
+}
+
+/// Accepts the bid in `context`, which the state machine allowed: one statement makes the
+/// order, ends the thread, takes the unit off the listing and writes their events; a sale of
+/// the last unit then ends the listing's other threads.
+async fn accept(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    access: Access,
+    context: &BidContext,
+) -> Result<Answered> {
+    let listing = &context.listing.0;
+    if let status @ (ListingStatus::Sold | ListingStatus::Withdrawn) = listing.status {
+        return Err(Rejection::ListingUnavailable { current_status: status.as_str() }.into());
+    }
+    // Unlocked, the last unit is not sold: that ends the other threads, more than one statement.
+    let min_available = if access.is_locked() { 1 } else { 2 };
+    if listing.quantity_available < min_available {
+        return Err(Error::NeedsLocks);
+    }
+    // The rows the move writes, decided at `now`, and so its events.
+    let now = context.db_now;
+    let bid = Bid {
+        status: BidStatus::Accepted,
+        reason: Some(Reason::Accepted.as_str().to_owned()),
+        responded_at: Some(now),
+        updated_at: now,
+        ..context.bid.0.clone()
+    };
+    let thread = Thread {
+        status: ThreadStatus::Accepted,
+        closed_reason: Some(Reason::Accepted.as_str().to_owned()),
+        expires_at: None,
+        updated_at: now,
+        ..context.thread.0.clone()
+    };
+    let order = Order {
+        id: Uuid::now_v7(),
+        listing_id: listing.id,
+        thread_id: Some(thread.id),
+        bid_id: Some(bid.id),
+        buyer_id: thread.buyer_id,
+        seller_id: thread.seller_id,
+        amount: bid.amount,
+        currency: bid.currency,
+        terms: bid.terms.clone(),
+        status: "CONFIRMED".to_owned(),
+        created_at: now,
+        updated_at: now,
+    };
+    let quantity_available = listing.quantity_available - 1;
+    let listing = Listing {
+        quantity_available,
+        status: if quantity_available == 0 { ListingStatus::Sold } else { listing.status },
+        updated_at: now,
+        ..listing.clone()
+    };
+    let mut made_events = vec![NewEvent::bid(&bid, &thread), NewEvent::order_created(&order)];
+    if listing.status == ListingStatus::Sold {
+        made_events.push(NewEvent::listing(EventType::ListingSold, &listing));
+    }
+    let accept = AcceptMove {
+        listing_id: listing.id,
+        thread_id: thread.id,
+        bid_id: bid.id,
+        order_id: order.id,
+        min_available,
+        now,
+    };
+    let accepted = match access {
+        Access::Unlocked(batcher) => {
+            let count = made_events.len() as i64;
+            let made = batcher.accept(accept, made_events).await.ok_or(Error::NeedsLocks)?;
+            events.wrote(Written { events: count, tasks: 0 });
+            made.rows
+        }
+        Access::Locked => {
+            let before = events.pending().len();
+            for event in made_events {
+                events.push(event);
+            }
+            let moved = as_moves(events.pending());
+            let made = negotiation::accept(conn, std::slice::from_ref(&accept), &moved).await?.pop().flatten();
+            let written = moved.len() as i64;
+            let Some(made) = made else {
+                events.truncate(before);
+                return Err(lost_race(conn, events, context.bid.id).await);
+            };
+            events.wrote(Written { events: written, tasks: 0 });
+            made.rows
+        }
+    };
+    check_foreseen(
+        "accept",
+        &(&bid, &thread, &order, &listing),
+        &(&accepted.bid, &accepted.thread, &accepted.order, &accepted.listing),
+    );
+    if accepted.listing.status == ListingStatus::Sold {
+        let ended = negotiation::end_listing_threads(conn, context.listing_id, Reason::ListingSold).await?;
+        record_closed(events, ended);
+    }
+    Ok(Answered { bid: accepted.bid, thread: accepted.thread, order: Some(accepted.order) })
 }

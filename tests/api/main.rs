@@ -13,6 +13,7 @@ mod expiry;
 mod idempotency;
 mod listings;
 mod malformed;
+mod moves;
 mod negotiation;
 mod openapi;
 mod races;

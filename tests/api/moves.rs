@@ -1,0 +1,216 @@
+//! Moves made without locks and in batches: each move keeps its own compare-and-set inside a
+//! shared statement, a move that cannot be made unlocked writes nothing and asks for locks, and
+//! the locked retry reports or records what happened.
+
+use chrono::Utc;
+use haggle::db::agents::Caller;
+use haggle::db::negotiation::{self as moves, CounterMove, MoveEvent};
+use haggle::domain::Tier;
+use haggle::domain::money::RawAmount;
+use haggle::events::{NewEvent, Outbox};
+use haggle::market::negotiation::{self, Answer, CounterOffer};
+use haggle::market::{Access, Batcher, Error, Rules};
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::support::{Agent, TestApp};
+
+fn caller(agent: &Agent, tier: Tier) -> Caller {
+    Caller { id: agent.id.parse().unwrap(), tier }
+}
+
+fn offer(amount: i64) -> CounterOffer {
+    CounterOffer {
+        amount: RawAmount::Integer(amount.into()),
+        message: None,
+        expires_in: None,
+        is_final: None,
+        terms: None,
+    }
+}
+
+/// A counter to `bid` by the seller at `amount`, as the market works it out.
+async fn seller_counter(app: &TestApp, bid: &str, amount: i64) -> (CounterMove, NewEvent) {
+    let answered =
+        sqlx::query_as::<_, (Uuid, Uuid, String)>("SELECT id, thread_id, currency FROM bids WHERE id = $1::uuid")
+            .bind(bid)
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+    let thread: haggle::db::Thread = sqlx::query_scalar::<_, sqlx::types::Json<haggle::db::Thread>>(
+        "SELECT row_to_json(t) FROM threads t WHERE id = $1",
+    )
+    .bind(answered.1)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap()
+    .0;
+    let now: chrono::DateTime<Utc> = sqlx::query_scalar("SELECT now()").fetch_one(&app.pool).await.unwrap();
+    let opening = moves::NewBid {
+        id: Uuid::now_v7(),
+        author_id: thread.seller_id,
+        amount,
+        currency: answered.2.parse().unwrap(),
+        message: Some("meet me here"),
+        terms: None,
+        is_final: false,
+        expires_in: 600,
+    };
+    let counter = opening.row(thread.id, Some(answered.0), 2, now);
+    let after = haggle::db::Thread {
+        rounds: 2,
+        last_bid_id: counter.id,
+        expires_at: Some(counter.expires_at),
+        updated_at: now,
+        ..thread.clone()
+    };
+    let event = NewEvent::bid(&counter, &after);
+    (CounterMove { thread_id: thread.id, bid_id: answered.0, now, counter }, event)
+}
+
+#[tokio::test]
+async fn counters_made_in_one_statement_each_keep_their_own_compare_and_set() {
+    let app = TestApp::spawn().await;
+    let seller = app.register("seller").await;
+    let mut pending = Vec::new();
+    for n in 0..4 {
+        let buyer = app.buyer(&format!("buyer {n}")).await;
+        let listing = app.listing(&seller, json!({})).await;
+        pending.push(app.place(&buyer, &listing, 80000).await);
+    }
+    // The third bid was answered after its move was worked out: that move must not be made.
+    let mut worked_out = Vec::new();
+    for bid in &pending {
+        worked_out.push(seller_counter(&app, bid, 95000).await);
+    }
+    app.post(&format!("/v1/bids/{}/reject", pending[2]), &seller.key, json!({})).await.expect(200);
+    let outbox_before = app.count("SELECT count(*) FROM outbox").await + app.count("SELECT count(*) FROM events").await;
+
+    let counters: Vec<CounterMove> = worked_out.iter().map(|(counter, _)| counter.clone()).collect();
+    let events: Vec<MoveEvent> =
+        worked_out.iter().enumerate().map(|(index, (_, event))| MoveEvent { index, event }).collect();
+    let mut conn = app.pool.acquire().await.unwrap();
+    let made = moves::counter(&mut conn, &counters, &events).await.unwrap();
+
+    assert_eq!(made.iter().map(Option::is_some).collect::<Vec<_>>(), [true, true, false, true]);
+    for (made, (counter, _)) in made.iter().zip(&worked_out) {
+        let Some(made) = made else { continue };
+        let (bid, thread) = &made.rows;
+        assert_eq!(bid, &counter.counter, "the stored counter is the one worked out");
+        assert_eq!((thread.rounds, thread.last_bid_id), (2, bid.id));
+        assert!(!made.queued, "no policy, no task");
+    }
+    // The refused move left its thread as the rejection did, with no counter.
+    assert_eq!(app.count(format!("SELECT count(*) FROM bids WHERE parent_bid_id = '{}'", pending[2])).await, 0);
+    assert_eq!(
+        app.count(format!("SELECT count(*) FROM bids WHERE id = '{}' AND status = 'REJECTED'", pending[2])).await,
+        1
+    );
+    // Events for the three moves made, none for the refused one (the rejection wrote its own).
+    let outbox_after = app.count("SELECT count(*) FROM outbox").await + app.count("SELECT count(*) FROM events").await;
+    assert_eq!(outbox_after - outbox_before, 3);
+    assert_eq!(
+        app.count(format!(
+            "SELECT count(*) FROM (SELECT bid_id FROM outbox UNION ALL SELECT bid_id FROM events) e WHERE bid_id = '{}'",
+            worked_out[2].0.counter.id
+        ))
+        .await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn an_unlocked_move_that_cannot_be_made_writes_nothing_and_the_locked_one_says_why() {
+    let app = TestApp::spawn().await;
+    let seller = app.register("seller").await;
+    let buyer = app.buyer("buyer").await;
+    let listing = app.listing(&seller, json!({})).await;
+    let bid = app.place(&buyer, &listing, 80000).await;
+    let bid_id: Uuid = bid.parse().unwrap();
+    let batcher = Batcher::start(app.pool.clone(), 1);
+    let seller_caller = caller(&seller, Tier::Public);
+    let mut conn = app.pool.acquire().await.unwrap();
+
+    // A live bid is countered unlocked, through the batcher.
+    let mut events = Outbox::new();
+    let (countered, _) = negotiation::counter(
+        &mut conn,
+        &mut events,
+        Access::Unlocked(batcher.clone()),
+        seller_caller,
+        bid_id,
+        &offer(95000),
+        Rules::default(),
+    )
+    .await
+    .expect("an unlocked counter on a live bid is made");
+    assert_eq!(events.written().events, 1);
+    assert!(events.pending().is_empty());
+
+    // The buyer's answer found past its deadline: unlocked, nothing is written...
+    sqlx::query("UPDATE bids SET expires_at = now() - interval '1 second' WHERE id = $1")
+        .bind(countered.id)
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    let before = app.snapshot().await;
+    let buyer_caller = caller(&buyer, Tier::Agency);
+    let mut events = Outbox::new();
+    let unlocked = negotiation::answer(
+        &mut conn,
+        &mut events,
+        Access::Unlocked(batcher.clone()),
+        buyer_caller,
+        countered.id,
+        Answer::Accept,
+    )
+    .await;
+    assert!(matches!(unlocked, Err(Error::NeedsLocks)), "{unlocked:?}");
+    assert_eq!(app.snapshot().await, before, "the unlocked attempt wrote nothing");
+
+    // ...and under locks the expiry is recorded and reported.
+    let mut tx = app.pool.begin().await.unwrap();
+    let mut events = Outbox::new();
+    let locked =
+        negotiation::answer(&mut tx, &mut events, Access::Locked, buyer_caller, countered.id, Answer::Accept).await;
+    events.flush(&mut tx).await.unwrap();
+    tx.commit().await.unwrap();
+    assert!(matches!(locked, Err(Error::Rejected(haggle::domain::Rejection::BidExpired))), "{locked:?}");
+    assert_eq!(
+        app.count(format!("SELECT count(*) FROM bids WHERE id = '{}' AND status = 'EXPIRED'", countered.id)).await,
+        1
+    );
+    assert_eq!(app.count("SELECT count(*) FROM orders").await, 0);
+}
+
+#[tokio::test]
+async fn the_last_unit_is_sold_under_locks_and_ends_the_other_threads() {
+    let app = TestApp::spawn().await;
+    let seller = app.register("seller").await;
+    let listing = app.listing(&seller, json!({ "quantity": 1 })).await;
+    let first = app.buyer("first").await;
+    let second = app.buyer("second").await;
+    let bid = app.place(&first, &listing, 90000).await;
+    app.place(&second, &listing, 85000).await;
+    let batcher = Batcher::start(app.pool.clone(), 1);
+    let mut conn = app.pool.acquire().await.unwrap();
+
+    let mut events = Outbox::new();
+    let unlocked = negotiation::answer(
+        &mut conn,
+        &mut events,
+        Access::Unlocked(batcher),
+        caller(&seller, Tier::Public),
+        bid.parse().unwrap(),
+        Answer::Accept,
+    )
+    .await;
+    assert!(matches!(unlocked, Err(Error::NeedsLocks)), "the last unit ends other threads: {unlocked:?}");
+    assert_eq!(app.count("SELECT count(*) FROM orders").await, 0);
+
+    // Through the API the request takes its locks and the sale closes the other thread.
+    app.post(&format!("/v1/bids/{bid}/accept"), &seller.key, json!({})).await.expect(200);
+    assert_eq!(app.count("SELECT count(*) FROM orders").await, 1);
+    assert_eq!(app.count("SELECT count(*) FROM threads WHERE status = 'CLOSED'").await, 1);
+    assert_eq!(app.count(format!("SELECT count(*) FROM listings WHERE id = '{listing}' AND status = 'SOLD'")).await, 1);
+}
