@@ -48,17 +48,20 @@ pub struct BenchArgs {
     /// auto-negotiations (both sides have policies; the opening bid is the only call).
     #[arg(long, value_enum, default_value_t = Workload::W1)]
     pub workload: Workload,
-    /// Concurrent workers; a comma list (`1,4,16,32`) runs a sweep, one result block per level.
-    #[arg(long, value_delimiter = ',', default_value = "16", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    /// Concurrent workers (default 16); a comma list (`1,4,16,32`) runs a sweep, one result block
+    /// per level (w1, w2, w3). Webhooks takes one level; wake takes none.
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub concurrency: Vec<u32>,
     /// Units of work measured per level: negotiations for w1, placements for w2, events to
     /// deliver for webhooks.
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..))]
     pub negotiations: u64,
-    /// Units of work run before each level's measurement and left out of its figures.
-    #[arg(long, default_value_t = 100)]
-    pub warmup: u64,
-    /// Also write the figures, with the conditions they were measured under, to this JSON file.
+    /// Units of work run before each level's measurement and left out of its figures (default
+    /// 100; w1, w2, w3).
+    #[arg(long)]
+    pub warmup: Option<u64>,
+    /// Also write the figures, with the conditions they were measured under, to this JSON file
+    /// (w1, w2, w3).
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// How long one request may take before it counts as an error.
@@ -76,7 +79,7 @@ pub struct BenchArgs {
     /// For `--workload wake`: how many wake-ups to time.
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     pub trials: u64,
-    /// For w1 and w2: after each level, run pgbench's TPC-B-like script on the server's
+    /// For w1 and w2 only: after each level, run pgbench's TPC-B-like script on the server's
     /// database (`--database-url`) with as many clients, and print the ratio of Haggle's
     /// state-changing calls per second to pgbench's transactions per second.
     #[arg(long)]
@@ -110,17 +113,57 @@ impl fmt::Debug for BenchArgs {
     }
 }
 
+/// Concurrent workers when `--concurrency` is not given.
+const DEFAULT_CONCURRENCY: u32 = 16;
+/// Warm-up units when `--warmup` is not given.
+const DEFAULT_WARMUP: u64 = 100;
+
 impl BenchArgs {
+    /// The concurrency levels to run, in order.
+    fn levels(&self) -> Vec<u32> {
+        if self.concurrency.is_empty() { vec![DEFAULT_CONCURRENCY] } else { self.concurrency.clone() }
+    }
+
+    fn warmup(&self) -> u64 {
+        self.warmup.unwrap_or(DEFAULT_WARMUP)
+    }
+
+    /// Refuses the flags the chosen workload would otherwise ignore.
+    fn check_flags(&self) -> anyhow::Result<()> {
+        let workload = self.workload.name();
+        let pgbench = "--pgbench compares w1's and w2's state-changing calls with pgbench's transactions";
+        let ignored: &[(bool, &str, &str)] = match self.workload {
+            Workload::W1 | Workload::W2 => &[],
+            Workload::W3 => &[(self.pgbench, "--pgbench", pgbench)],
+            Workload::Webhooks => &[
+                (self.concurrency.len() > 1, "--concurrency", "webhooks runs one level: give one number"),
+                (self.warmup.is_some(), "--warmup", "webhooks has no warm-up phase"),
+                (self.json.is_some(), "--json", "webhooks prints its figures only"),
+                (self.pgbench, "--pgbench", pgbench),
+            ],
+            Workload::Wake => &[
+                (!self.concurrency.is_empty(), "--concurrency", "wake times one waiter at a time: use --trials"),
+                (self.warmup.is_some(), "--warmup", "wake has no warm-up phase"),
+                (self.json.is_some(), "--json", "wake prints its figures only"),
+                (self.pgbench, "--pgbench", pgbench),
+            ],
+        };
+        match ignored.iter().find(|(given, _, _)| *given) {
+            Some((_, flag, why)) => bail!("{flag} does not apply to --workload {workload} ({why})"),
+            None => Ok(()),
+        }
+    }
+
     /// The command line that reproduces this run, without the admin token.
     fn command_line(&self) -> String {
-        let levels: Vec<String> = self.concurrency.iter().map(u32::to_string).collect();
+        let levels: Vec<String> = self.levels().iter().map(u32::to_string).collect();
         let mut line = format!(
             "haggle bench --url {} --workload {} --concurrency {} --negotiations {} --warmup {}",
             self.url,
             self.workload.name(),
             levels.join(","),
             self.negotiations,
-            self.warmup
+            self.warmup()
         );
         if self.timeout != Duration::from_secs(30) {
             line.push_str(&format!(" --timeout {}ms", self.timeout.as_millis()));
@@ -136,6 +179,7 @@ impl BenchArgs {
 }
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    args.check_flags()?;
     let Some(admin_token) = args.admin_token.clone().filter(|token| !token.trim().is_empty()) else {
         bail!(
             "the bench needs the server's operator token to raise its buyers to the AGENCY tier: \
@@ -158,12 +202,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         };
         return wake::run(&client, &movers, &admin, args.trials, keys).await;
     }
-    if args.workload == Workload::W3 {
-        let concurrency = args.concurrency.first().copied().unwrap_or(16) as usize;
-        return auto::run(&client, &admin, concurrency, args.negotiations, keys).await;
-    }
     if args.workload == Workload::Webhooks {
-        let concurrency = args.concurrency.first().copied().unwrap_or(16) as usize;
+        let concurrency = args.levels()[0] as usize;
         return webhooks::run(&client, &admin, concurrency, args.negotiations, keys).await;
     }
     if cfg!(debug_assertions) {
@@ -182,8 +222,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     // Agent names carry the run, so that several runs against one database stay apart.
     let run_id = chrono::Utc::now().format("%Y%m%dT%H%M%S").to_string();
     let mut report = BenchReport::new(args.command_line(), args.workload);
-    for &concurrency in &args.concurrency {
-        let mut level = run_level(&client, &admin, &args, &run_id, concurrency as usize).await?;
+    for concurrency in args.levels() {
+        let mut level = match args.workload {
+            Workload::W3 => auto::run_level(&client, &admin, &args, &run_id, concurrency as usize).await?,
+            Workload::W1 | Workload::W2 | Workload::Wake | Workload::Webhooks => {
+                run_level(&client, &admin, &args, &run_id, concurrency as usize).await?
+            }
+        };
         if let Some(pgbench) = &pgbench {
             let calls = level.figures.row(stats::ALL_CALLS).map_or(0.0, |all| all.calls_per_second);
             level.pgbench = Some(pgbench.measure(concurrency as usize, calls).await?);
@@ -221,7 +266,7 @@ async fn run_level(
     let label = format!("[{} c={concurrency}]", workload.name());
     // A quarter more than an even share, as workers take units from a common pool; a worker that
     // still runs out creates a listing on the spot, and the report says so.
-    let share = (args.warmup + args.negotiations).div_ceil(concurrency as u64);
+    let share = (args.warmup() + args.negotiations).div_ceil(concurrency as u64);
     let listings_per_worker = (share + share / 4).div_ceil(THREADS_PER_LISTING) + 1;
     eprintln!(
         "{label} setup: {}, {} (AGENCY), {}",
@@ -238,9 +283,9 @@ async fn run_level(
     .context("setting up the bench's agents and listings")?;
     eprintln!("{label} setup done in {:.1} s", started.elapsed().as_secs_f64());
 
-    let workers = if args.warmup > 0 {
+    let workers = if args.warmup() > 0 {
         let started = Instant::now();
-        let (workers, warmup) = run_phase(workload, workers, args.warmup, None).await?;
+        let (workers, warmup) = run_phase(workload, workers, args.warmup(), None).await?;
         eprintln!(
             "{label} warm-up: {} completed in {:.1} s, {}{}",
             report::count(warmup.completed, workload.unit().0),
@@ -260,13 +305,28 @@ async fn run_level(
     let wall = started.elapsed();
     let created_mid_run: u64 = workers.iter().map(|worker| worker.listings_created_on_demand).sum();
 
-    let conditions = Conditions {
+    let listings = listings_per_worker * concurrency as u64 + created_mid_run;
+    let conditions = conditions(client, args, concurrency, date, listings, created_mid_run);
+    Ok(LevelReport { conditions, figures: recorder.summarize(workload.calls(), wall), pgbench: None, auto: None })
+}
+
+/// The conditions of a level whose measured phase started at `date`: one seller and one buyer
+/// per worker, on `listings` listings.
+fn conditions(
+    client: &Client,
+    args: &BenchArgs,
+    concurrency: usize,
+    date: chrono::DateTime<chrono::Utc>,
+    listings: u64,
+    created_mid_run: u64,
+) -> Conditions {
+    Conditions {
         url: client.base_url().to_owned(),
-        workload: workload.name(),
+        workload: args.workload.name(),
         concurrency,
         negotiations: args.negotiations,
-        warmup: args.warmup,
-        unit: workload.unit().0,
+        warmup: args.warmup(),
+        unit: args.workload.unit().0,
         cpus: std::thread::available_parallelism().map_or(1, usize::from),
         date: date.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         bench_build: if cfg!(debug_assertions) { "debug" } else { "release" },
@@ -275,10 +335,9 @@ async fn run_level(
         idempotency_keys: args.idempotency_keys,
         sellers: concurrency,
         buyers: concurrency,
-        listings: listings_per_worker * concurrency as u64 + created_mid_run,
+        listings,
         listings_created_mid_run: created_mid_run,
-    };
-    Ok(LevelReport { conditions, figures: recorder.summarize(workload.calls(), wall), pgbench: None })
+    }
 }
 
 /// Threads a buyer may open on one bench listing: the most a listing allows.
@@ -430,5 +489,59 @@ impl Progress {
                 done as f64 / seconds.max(f64::EPSILON)
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Command {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn check(line: &[&str]) -> Result<(), String> {
+        let args = Command::try_parse_from(std::iter::once("bench").chain(line.iter().copied()))
+            .map_err(|error| error.to_string())?
+            .bench;
+        args.check_flags().map_err(|error| error.to_string())
+    }
+
+    #[test]
+    fn flags_a_workload_would_ignore_are_refused_by_name() {
+        let refused = |line: &[&str], flag: &str| {
+            let error = check(line).unwrap_err();
+            assert!(error.starts_with(flag) && error.contains("does not apply"), "{line:?}: {error}");
+        };
+        refused(&["--workload", "w3", "--pgbench"], "--pgbench");
+        refused(&["--workload", "webhooks", "--concurrency", "1,4"], "--concurrency");
+        refused(&["--workload", "webhooks", "--warmup", "5"], "--warmup");
+        refused(&["--workload", "webhooks", "--json", "out.json"], "--json");
+        refused(&["--workload", "wake", "--concurrency", "4"], "--concurrency");
+        refused(&["--workload", "wake", "--warmup", "0"], "--warmup");
+        refused(&["--workload", "wake", "--json", "out.json"], "--json");
+        refused(&["--workload", "wake", "--pgbench"], "--pgbench");
+
+        for line in [
+            &["--workload", "w3", "--concurrency", "1,4", "--warmup", "5", "--json", "w3.json"][..],
+            &["--workload", "w1", "--concurrency", "1,4", "--pgbench"],
+            &["--workload", "webhooks", "--concurrency", "8"],
+            &["--workload", "wake", "--trials", "10"],
+        ] {
+            assert_eq!(check(line), Ok(()), "{line:?}");
+        }
+    }
+
+    #[test]
+    fn unspecified_levels_and_warmup_take_their_defaults() {
+        let args = Command::parse_from(["bench"]).bench;
+        assert_eq!((args.levels(), args.warmup()), (vec![DEFAULT_CONCURRENCY], DEFAULT_WARMUP));
+        assert!(args.command_line().contains("--concurrency 16 --negotiations 2000 --warmup 100"));
+        let args = Command::parse_from(["bench", "--concurrency", "1,4", "--warmup", "0"]).bench;
+        assert_eq!((args.levels(), args.warmup()), (vec![1, 4], 0));
     }
 }

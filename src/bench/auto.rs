@@ -1,29 +1,36 @@
 //! `haggle bench --workload w3`: agent against agent, both sides negotiating through policies.
 //!
-//! Setup (untimed): one seller and one AGENCY buyer per worker, each with a default policy
-//! (the seller: the tier engine over a floor; the buyer: steps toward a ceiling, the two
-//! overlapping), and one listing per negotiation. Each worker then places an opening bid, the
-//! only call it makes, and follows its buyer's events (long polls) until the thread ends, then
-//! opens the next one. Per negotiation the bench reads the thread and reports:
+//! Setup per concurrency level (untimed): one seller and one AGENCY buyer per worker, each with
+//! a default policy (the seller: the tier engine over a floor; the buyer: steps toward a
+//! ceiling, the two overlapping), and one listing per negotiation, warm-up included. Each worker
+//! then runs its share of the warm-up negotiations (left out of the figures) and of the measured
+//! ones: it places an opening bid, the only call it makes (timed, like every call of the other
+//! workloads, with failures counted by status), and follows its buyer's events (long polls)
+//! until the thread ends, then opens the next one. A failed opening or a negotiation that
+//! cannot be followed to its end is counted and the worker goes on. Per negotiation the bench
+//! reads the thread and reports:
 //! - by the database's clock, the time from the opening bid's transaction to the transaction
 //!   that ended the thread (`created_at` of the opening, `updated_at` of the ended thread);
 //! - by the bench's clock, from the opening bid's answer (its commit is done) to the end event
 //!   reaching the bench, which adds the event's publication and one long-poll wake-up.
 //!
-//! It also reports negotiations completed per second over the run, rounds and outcomes.
+//! It also reports negotiations completed per second over the measured phase, rounds and
+//! outcomes.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
+use serde::Serialize;
 use uuid::Uuid;
 
-use super::api;
-use super::report::yes_no;
-use super::stats::percentile;
-use crate::client::{Client, EventQuery, NewListing, Placement, PolicyScope};
+use super::api::{self, CallFailed};
+use super::report::LevelReport;
+use super::stats::{Recorder, percentile};
+use super::workload::{Call, Workload};
+use super::{BenchArgs, Progress};
+use crate::client::{Client, ClientError, EventQuery, NewListing, Placement, PolicyScope};
 use crate::domain::Party;
 use crate::domain::strategy::{Policy, Strategy};
 
@@ -47,6 +54,14 @@ struct Outcome {
     rounds: usize,
     db_ms: f64,
     observed_ms: f64,
+}
+
+/// Why a negotiation has no figures.
+enum Unfinished {
+    /// The opening bid failed; the recorder has counted it by status.
+    Refused,
+    /// The thread could not be followed to its end.
+    Lost(String),
 }
 
 const ENDINGS: [&str; 4] = ["bid.accepted", "bid.rejected", "bid.expired", "thread.closed"];
@@ -74,18 +89,23 @@ async fn set_up(client: &Client, admin: &Client, run_id: &str, index: usize, lis
     Ok(Worker { buyer, listings: created, cursor: page.next_cursor })
 }
 
-/// Opens a thread on the worker's next listing and follows it to its end.
-async fn negotiate(worker: &mut Worker) -> anyhow::Result<Outcome> {
-    let listing = worker.listings.pop().context("the worker ran out of listings")?;
+/// Opens a thread on the worker's next listing and follows it to its end; the opening bid's
+/// latency, or its failure, goes to `recorder`.
+async fn negotiate(worker: &mut Worker, recorder: &mut Recorder) -> Result<Outcome, Unfinished> {
+    let listing = worker.listings.pop().ok_or_else(|| Unfinished::Lost("the worker ran out of listings".into()))?;
     let buyer = &worker.buyer;
-    let placed = buyer.place_bid(listing, &Placement::new(OPENING)).await?;
+    let placed = api::timed(recorder, Call::Place, buyer.place_bid(listing, &Placement::new(OPENING)))
+        .await
+        .map_err(|CallFailed| Unfinished::Refused)?;
     let committed = Instant::now();
     let thread_id = placed.thread.id;
+    let lost = |error: ClientError| Unfinished::Lost(format!("thread {thread_id}: {error}"));
     loop {
         if committed.elapsed() > PATIENCE {
-            bail!("thread {thread_id} did not end within {PATIENCE:?}");
+            return Err(Unfinished::Lost(format!("thread {thread_id} did not end within {PATIENCE:?}")));
         }
-        let page = buyer.events(&EventQuery { after: worker.cursor, limit: Some(200), wait: Some(10.0) }).await?;
+        let query = EventQuery { after: worker.cursor, limit: Some(200), wait: Some(10.0) };
+        let page = buyer.events(&query).await.map_err(lost)?;
         worker.cursor = page.next_cursor;
         let ended =
             page.data.iter().any(|event| event.thread_id == Some(thread_id) && ENDINGS.contains(&event.kind.as_str()));
@@ -94,92 +114,174 @@ async fn negotiate(worker: &mut Worker) -> anyhow::Result<Outcome> {
         }
     }
     let observed_ms = committed.elapsed().as_secs_f64() * 1e3;
-    let read = buyer.get_thread(thread_id).await?;
-    let opened = read.bids.first().context("a thread without bids")?.created_at;
+    let read = buyer.get_thread(thread_id).await.map_err(lost)?;
+    let opened =
+        read.bids.first().ok_or_else(|| Unfinished::Lost(format!("thread {thread_id} has no bids")))?.created_at;
     let db_ms = (read.thread.updated_at - opened).num_microseconds().unwrap_or(0) as f64 / 1e3;
     Ok(Outcome { status: read.thread.status.as_str(), rounds: read.bids.len(), db_ms, observed_ms })
 }
 
-pub async fn run(
-    client: &Client,
-    admin: &Client,
-    concurrency: usize,
-    negotiations: u64,
-    idempotency_keys: bool,
-) -> anyhow::Result<()> {
-    let run_id = chrono::Utc::now().format("%Y%m%dT%H%M%S").to_string();
-    let per_worker = negotiations.div_ceil(concurrency as u64);
-    eprintln!(
-        "[w3] setup: {concurrency} sellers and {concurrency} AGENCY buyers with policies, {} listings",
-        per_worker * concurrency as u64
-    );
-    let started = Instant::now();
-    let workers =
-        futures::future::try_join_all((0..concurrency).map(|index| set_up(client, admin, &run_id, index, per_worker)))
-            .await
-            .context("setting up the bench's agents, policies and listings")?;
-    eprintln!("[w3] setup done in {:.1} s; running {negotiations} negotiations", started.elapsed().as_secs_f64());
-
-    // Each worker runs its own share, on listings of its own.
-    let done = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-    let runs = workers.into_iter().enumerate().map(|(index, mut worker)| {
-        let done = done.clone();
-        let share = negotiations / concurrency as u64 + u64::from((index as u64) < negotiations % concurrency as u64);
-        async move {
-            let mut outcomes = Vec::new();
-            for _ in 0..share {
-                outcomes.push(negotiate(&mut worker).await?);
-                let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
-                if finished % 200 == 0 {
-                    eprintln!("[w3] {finished} of {negotiations} done");
-                }
-            }
-            Ok::<_, anyhow::Error>(outcomes)
-        }
-    });
-    let outcomes: Vec<Outcome> = futures::future::try_join_all(runs).await?.into_iter().flatten().collect();
-    let wall = started.elapsed();
-    report(&outcomes, wall, concurrency, idempotency_keys);
-    Ok(())
+/// What one worker recorded in one phase.
+#[derive(Default)]
+struct Phase {
+    recorder: Recorder,
+    outcomes: Vec<Outcome>,
+    lost: Vec<String>,
 }
 
-fn report(outcomes: &[Outcome], wall: Duration, concurrency: usize, idempotency_keys: bool) {
-    let sorted = |pick: fn(&Outcome) -> f64| {
-        let mut values: Vec<f64> = outcomes.iter().map(pick).collect();
-        values.sort_by(f64::total_cmp);
-        values
-    };
-    let db = sorted(|o| o.db_ms);
-    let observed = sorted(|o| o.observed_ms);
-    let rounds = sorted(|o| o.rounds as f64);
-    let mut statuses = BTreeMap::new();
-    for outcome in outcomes {
-        *statuses.entry(outcome.status).or_insert(0u64) += 1;
+impl Phase {
+    fn merge(&mut self, other: Phase) {
+        self.recorder.merge(other.recorder);
+        self.outcomes.extend(other.outcomes);
+        self.lost.extend(other.lost);
     }
-    let ms = |values: &[f64], p: f64| percentile(values, p).map_or("-".to_owned(), |v| format!("{v:.2} ms"));
-    println!("w3: {} auto-negotiations, {concurrency} at a time, in {:.2} s", outcomes.len(), wall.as_secs_f64());
-    println!("  idempotency keys: {}", yes_no(idempotency_keys));
-    println!("  negotiations/s: {:.1}", outcomes.len() as f64 / wall.as_secs_f64());
-    println!(
-        "  opening commit -> end, database clock:  p50 {}  p95 {}  p99 {}  max {}",
-        ms(&db, 50.0),
-        ms(&db, 95.0),
-        ms(&db, 99.0),
-        ms(&db, 100.0)
+}
+
+/// Worker `index`'s share of `total` negotiations.
+fn share(total: u64, concurrency: usize, index: usize) -> u64 {
+    let concurrency = concurrency as u64;
+    total / concurrency + u64::from((index as u64) < total % concurrency)
+}
+
+/// Runs each worker's share of `total` negotiations, and gives the workers back with what they
+/// recorded.
+async fn run_phase(workers: Vec<Worker>, total: u64, progress: Option<Arc<Progress>>) -> (Vec<Worker>, Phase) {
+    let concurrency = workers.len();
+    let runs = workers.into_iter().enumerate().map(|(index, mut worker)| {
+        let progress = progress.clone();
+        async move {
+            let mut phase = Phase::default();
+            for _ in 0..share(total, concurrency, index) {
+                match negotiate(&mut worker, &mut phase.recorder).await {
+                    Ok(outcome) => {
+                        phase.recorder.completed += 1;
+                        phase.outcomes.push(outcome);
+                    }
+                    Err(Unfinished::Refused) => phase.recorder.failed += 1,
+                    Err(Unfinished::Lost(why)) => {
+                        phase.recorder.failed += 1;
+                        phase.lost.push(why);
+                    }
+                }
+                if let Some(progress) = &progress {
+                    progress.tick();
+                }
+            }
+            (worker, phase)
+        }
+    });
+    let mut workers = Vec::with_capacity(concurrency);
+    let mut phase = Phase::default();
+    for (worker, recorded) in futures::future::join_all(runs).await {
+        workers.push(worker);
+        phase.merge(recorded);
+    }
+    (workers, phase)
+}
+
+/// Runs one concurrency level: setup, warm-up, and the measured negotiations.
+pub async fn run_level(
+    client: &Client,
+    admin: &Client,
+    args: &BenchArgs,
+    run_id: &str,
+    concurrency: usize,
+) -> anyhow::Result<LevelReport> {
+    let label = format!("[w3 c={concurrency}]");
+    let (warmup, negotiations) = (args.warmup(), args.negotiations);
+    let listings = |index| share(warmup, concurrency, index) + share(negotiations, concurrency, index);
+    eprintln!(
+        "{label} setup: {concurrency} sellers and {concurrency} AGENCY buyers with policies, {} listings",
+        warmup + negotiations
     );
-    println!(
-        "  opening answer -> end event at bench:   p50 {}  p95 {}  p99 {}  max {}",
-        ms(&observed, 50.0),
-        ms(&observed, 95.0),
-        ms(&observed, 99.0),
-        ms(&observed, 100.0)
-    );
-    println!(
-        "  bids per thread: p50 {}  max {}",
-        percentile(&rounds, 50.0).unwrap_or(0.0),
-        percentile(&rounds, 100.0).unwrap_or(0.0)
-    );
-    let endings: Vec<String> = statuses.iter().map(|(status, n)| format!("{status} {n}")).collect();
-    println!("  outcomes: {}", endings.join(", "));
+    let started = Instant::now();
+    let names = format!("{run_id}-c{concurrency}");
+    let workers = futures::future::try_join_all(
+        (0..concurrency).map(|index| set_up(client, admin, &names, index, listings(index))),
+    )
+    .await
+    .context("setting up the bench's agents, policies and listings")?;
+    eprintln!("{label} setup done in {:.1} s", started.elapsed().as_secs_f64());
+
+    let workers = if warmup > 0 {
+        let started = Instant::now();
+        let (workers, phase) = run_phase(workers, warmup, None).await;
+        eprintln!(
+            "{label} warm-up: {} completed in {:.1} s, {} failed",
+            phase.outcomes.len(),
+            started.elapsed().as_secs_f64(),
+            phase.recorder.failed
+        );
+        workers
+    } else {
+        workers
+    };
+
+    let date = chrono::Utc::now();
+    let progress = Arc::new(Progress::new(label, "negotiations", negotiations));
+    let started = Instant::now();
+    let (_, phase) = run_phase(workers, negotiations, Some(progress)).await;
+    let wall = started.elapsed();
+    let conditions = super::conditions(client, args, concurrency, date, warmup + negotiations, 0);
+    let auto = AutoFigures::of(&phase.outcomes, phase.lost);
+    let figures = phase.recorder.summarize(Workload::W3.calls(), wall);
+    Ok(LevelReport { conditions, figures, pgbench: None, auto: Some(auto) })
+}
+
+/// How many reasons for lost negotiations a level keeps to show.
+const MAX_LOST: usize = 5;
+
+/// W3's own figures, besides the opening bid's latency: how long the server took to negotiate.
+#[derive(Debug, Serialize)]
+pub struct AutoFigures {
+    /// From the opening bid's transaction to the one that ended the thread, by the database's clock.
+    pub db_ms: Latency,
+    /// From the opening bid's answer to the end event reaching the bench, by the bench's clock.
+    pub observed_ms: Latency,
+    pub bids_per_thread_p50: Option<usize>,
+    pub bids_per_thread_max: Option<usize>,
+    /// Ended threads by status.
+    pub outcomes: BTreeMap<&'static str, u64>,
+    /// Negotiations opened but not followed to their end (a failed read, or past the patience).
+    pub lost: u64,
+    /// The first few reasons.
+    pub lost_reasons: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Latency {
+    pub p50: Option<f64>,
+    pub p95: Option<f64>,
+    pub p99: Option<f64>,
+    pub max: Option<f64>,
+}
+
+impl Latency {
+    fn of(mut values: Vec<f64>) -> Latency {
+        values.sort_by(f64::total_cmp);
+        let at = |p| percentile(&values, p).map(|ms| (ms * 1e3).round() / 1e3);
+        Latency { p50: at(50.0), p95: at(95.0), p99: at(99.0), max: at(100.0) }
+    }
+}
+
+impl AutoFigures {
+    fn of(outcomes: &[Outcome], mut lost: Vec<String>) -> AutoFigures {
+        let mut rounds: Vec<usize> = outcomes.iter().map(|o| o.rounds).collect();
+        rounds.sort_unstable();
+        let mut statuses = BTreeMap::new();
+        for outcome in outcomes {
+            *statuses.entry(outcome.status).or_insert(0u64) += 1;
+        }
+        let count = lost.len() as u64;
+        lost.truncate(MAX_LOST);
+        AutoFigures {
+            db_ms: Latency::of(outcomes.iter().map(|o| o.db_ms).collect()),
+            observed_ms: Latency::of(outcomes.iter().map(|o| o.observed_ms).collect()),
+            bids_per_thread_p50: percentile(&rounds, 50.0),
+            bids_per_thread_max: percentile(&rounds, 100.0),
+            outcomes: statuses,
+            lost: count,
+            lost_reasons: lost,
+        }
+    }
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde::Serialize;
 
+use super::auto::{AutoFigures, Latency};
 use super::pgbench::Ceiling;
 use super::stats::{ALL_CALLS, Figures, Row};
 use super::workload::Workload;
@@ -21,6 +22,8 @@ pub struct BenchReport {
     pub workload: &'static str,
     pub workload_summary: &'static str,
     pub latency: &'static str,
+    /// What the `all` row of each level's calls covers.
+    pub all_calls: String,
     pub levels: Vec<LevelReport>,
 }
 
@@ -32,6 +35,7 @@ impl BenchReport {
             workload: workload.name(),
             workload_summary: workload.summary(),
             latency: LATENCY_MEANS,
+            all_calls: all_calls_covers(workload),
             levels: Vec::new(),
         }
     }
@@ -50,6 +54,26 @@ pub struct LevelReport {
     /// pgbench's TPC-B-like figures right after the level (`--pgbench`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pgbench: Option<Ceiling>,
+    /// W3's figures of the negotiations the server played.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto: Option<AutoFigures>,
+}
+
+/// What the `all` row covers for `workload`: every state-changing call it makes, which is more
+/// than the call it is about when it has one (w2's withdrawals only make room for the next
+/// placement, yet their latency is in `all`).
+pub fn all_calls_covers(workload: Workload) -> String {
+    let calls: Vec<&str> = workload.calls().iter().map(|call| call.name()).collect();
+    let calls = calls.join(" + ");
+    match workload.measured_call() {
+        Some(measured) if workload.calls().len() > 1 => format!(
+            "`{ALL_CALLS}` is every state-changing call together ({calls}), not only the measured `{}`: \
+             read `{}` for its latency",
+            measured.name(),
+            measured.name()
+        ),
+        Some(_) | None => format!("`{ALL_CALLS}` is every state-changing call together ({calls})"),
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -130,7 +154,8 @@ pub fn level_table(level: &LevelReport, workload: Workload) -> String {
             ms(row.max_ms)
         );
     }
-    let _ = writeln!(out, "({LATENCY_MEANS}; `{ALL_CALLS}` is every state-changing call)");
+    let _ = writeln!(out, "({LATENCY_MEANS})");
+    let _ = writeln!(out, "({})", all_calls_covers(workload));
     let _ = writeln!(out);
     let _ = writeln!(out, "{units}/s  {:.1}  ({} completed, {} failed)", f.units_per_second, f.completed, f.failed);
     if f.errors.is_empty() {
@@ -144,6 +169,27 @@ pub fn level_table(level: &LevelReport, workload: Workload) -> String {
         let _ = writeln!(out, "first problem bodies:");
         for problem in &f.problems {
             let _ = writeln!(out, "  {} {}: {}", problem.call, problem.status, problem.body.trim());
+        }
+    }
+    if let Some(auto) = &level.auto {
+        let latency =
+            |l: &Latency| format!("p50 {}  p95 {}  p99 {}  max {}", ms(l.p50), ms(l.p95), ms(l.p99), ms(l.max));
+        let _ = writeln!(out, "negotiation, ms:");
+        let _ = writeln!(out, "  opening commit -> end, database clock:  {}", latency(&auto.db_ms));
+        let _ = writeln!(out, "  opening answer -> end event at bench:   {}", latency(&auto.observed_ms));
+        let bids = |n: Option<usize>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
+        let _ = writeln!(
+            out,
+            "bids/thread  p50 {}  max {}",
+            bids(auto.bids_per_thread_p50),
+            bids(auto.bids_per_thread_max)
+        );
+        let endings: Vec<String> = auto.outcomes.iter().map(|(status, n)| format!("{status} {n}")).collect();
+        let _ =
+            writeln!(out, "outcomes     {}", if endings.is_empty() { "none".to_owned() } else { endings.join(", ") });
+        let _ = writeln!(out, "lost         {} (opened, but not followed to their end)", auto.lost);
+        for reason in &auto.lost_reasons {
+            let _ = writeln!(out, "  {reason}");
         }
     }
     for stopped in &f.stopped_workers {
@@ -217,4 +263,18 @@ pub fn yes_no(on: bool) -> &'static str {
 
 fn ms(value: Option<f64>) -> String {
     value.map_or_else(|| "-".to_owned(), |ms| format!("{ms:.2}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_all_row_says_what_it_covers() {
+        let w2 = all_calls_covers(Workload::W2);
+        assert!(w2.contains("place + withdraw") && w2.contains("not only the measured `place`"), "{w2}");
+        let w1 = all_calls_covers(Workload::W1);
+        assert!(w1.contains("place + counter + accept") && !w1.contains("measured"), "{w1}");
+        assert_eq!(all_calls_covers(Workload::W3), "`all` is every state-changing call together (place)");
+    }
 }

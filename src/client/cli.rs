@@ -65,6 +65,7 @@ pub enum BuyerStrategy {
 /// size, `--scale` multiplies the profile's amounts (`--scale 46` makes balanced 920.00 to
 /// 1,380.00), and `--target`, `--max` and `--step` (minor units) set them outright.
 #[derive(Debug, clap::Args)]
+#[command(after_long_help = NEGOTIATE_EXIT_CODES)]
 pub struct NegotiateArgs {
     #[command(flatten)]
     pub server: ServerArgs,
@@ -109,8 +110,26 @@ pub struct NegotiateArgs {
     pub ascii: bool,
 }
 
+const NEGOTIATE_EXIT_CODES: &str = "\
+Exit status:
+  0  the negotiation ended (accepted, rejected, expired or closed), or my own strategy stopped
+     (it walked away, or ran out of rounds), or the listing was sold or withdrawn
+  1  an error, or the other side did not answer before --timeout (the negotiation is left as
+     it stands)";
+
 fn parse_party(text: &str) -> Result<Party, String> {
     text.to_ascii_lowercase().parse()
+}
+
+/// The flag of `haggle negotiate` that sets a field of the buyer's budget.
+fn budget_flag(field: &str) -> &str {
+    match field {
+        "target" => "--target",
+        "max" => "--max",
+        "step" => "--step",
+        "max_rounds" => "--rounds",
+        other => other,
+    }
 }
 
 fn parse_counter(text: &str) -> Result<Strategy, String> {
@@ -170,7 +189,7 @@ pub struct ThreadsArgs {
 // ----- listings and threads -----
 
 pub async fn listings(args: ListingsArgs) -> anyhow::Result<()> {
-    let client = args.server.client()?;
+    let client = args.server.keyed_client("listings")?;
     let query = ListingQuery {
         seller_id: args.seller,
         status: args.status,
@@ -297,6 +316,7 @@ pub async fn negotiate(args: NegotiateArgs) -> anyhow::Result<()> {
         listing: args.listing,
         glyphs: if ascii { Glyphs::ASCII } else { Glyphs::UNICODE },
         wait: args.wait,
+        timeout: Duration::from_secs(args.timeout),
         deadline: Instant::now() + Duration::from_secs(args.timeout),
     };
     match args.side {
@@ -354,9 +374,11 @@ fn budget(args: &NegotiateArgs) -> anyhow::Result<Buyer> {
     };
     if let Err(rejection) = threshold.validate() {
         let problems = match rejection {
-            crate::domain::Rejection::Validation(errors) => {
-                errors.iter().map(|e| format!("{}: {}", e.field, e.message)).collect::<Vec<_>>().join("; ")
-            }
+            crate::domain::Rejection::Validation(errors) => errors
+                .iter()
+                .map(|e| format!("{}: {}", budget_flag(&e.field), e.message))
+                .collect::<Vec<_>>()
+                .join("; "),
             other => format!("{other:?}"),
         };
         bail!("the buyer's budget is not usable: {problems}");
@@ -374,13 +396,17 @@ struct Session {
     listing: Uuid,
     glyphs: Glyphs,
     wait: f64,
+    timeout: Duration,
     deadline: Instant,
 }
 
 /// How a negotiation ended, or why this command stopped following it.
 enum Outcome {
     Ended(ThreadWithBids),
+    /// This side stopped, by its strategy or because there is nothing left to negotiate.
     Stopped(String),
+    /// The other side did not answer before `--timeout`: an error exit.
+    TimedOut(String),
 }
 
 /// What has been printed of one thread.
@@ -487,7 +513,7 @@ impl Session {
             match thread.thread.turn {
                 Some(Party::Seller) | None => {
                     if !self.time_left() {
-                        break Outcome::Stopped("the seller did not answer in time".to_owned());
+                        break Outcome::TimedOut("the seller did not answer".to_owned());
                     }
                     self.client.get_bid(pending, Some(self.wait)).await?;
                 }
@@ -531,6 +557,10 @@ impl Session {
     async fn print_outcome(&self, outcome: Outcome, me: Party) -> anyhow::Result<()> {
         match outcome {
             Outcome::Stopped(reason) => println!("stopped: {reason}"),
+            Outcome::TimedOut(what) => {
+                let waited = self.timeout.as_secs();
+                bail!("{what} within --timeout ({waited} s); the negotiation is left as it stands")
+            }
             Outcome::Ended(thread) => {
                 let last = thread.bids.last().context("a thread has bids")?;
                 let reason = thread.thread.closed_reason.as_deref().unwrap_or("");
@@ -645,7 +675,7 @@ impl Session {
                 }
             }
             if !self.time_left() {
-                break Outcome::Stopped("no buyer finished a negotiation in time".to_owned());
+                break Outcome::TimedOut("no buyer finished a negotiation".to_owned());
             }
             let page = self.client.events(&EventQuery { after, limit: Some(100), wait: Some(self.wait) }).await?;
             after = page.next_cursor;
@@ -712,5 +742,15 @@ mod tests {
         let set = threshold(parse(&["--strategy", "aggressive", "--target", "100000", "--max", "130000"]));
         assert_eq!((set.target, set.max, set.step, set.max_rounds), (100_000, 130_000, 500, 10));
         assert!(matches!(parse(&["--strategy", "adaptive"]), Buyer::Adaptive(_)));
+
+        let listing = Uuid::nil().to_string();
+        let refused = |extra: &[&str]| {
+            let argv = ["haggle", "--listing", &listing, "--api-key", "hk_x"].into_iter().chain(extra.iter().copied());
+            budget(&Cli::parse_from(argv).args).unwrap_err().to_string()
+        };
+        let error = refused(&["--rounds", "0"]);
+        assert!(error.contains("--rounds: must be between 1 and") && !error.contains("max_rounds"), "{error}");
+        let error = refused(&["--target", "5000", "--max", "4000"]);
+        assert!(error.contains("--max: must be at least the target"), "{error}");
     }
 }

@@ -2,11 +2,11 @@
 //! (github.com/AdrKacz/IA-Negotiation): a small state space, concurrent training of a buyer and a
 //! seller, each in turn the trainee while the other is a fixed trainer.
 //!
-//! - **States** (26): the start (the buyer's opening, nothing received yet) and, for every other
-//!   move, the price level of the pending bid received × the time step. The 5 price levels are the
-//!   points P_k = ask·(0.5 + 0.125·k), k = 0..4, of a grid both sides share (the ask is public);
-//!   a pending amount falls on the nearest point. The 5 time steps cut the listing's `max_rounds`
-//!   into fifths: t = ⌊5·(round − 1) / max_rounds⌋.
+//! - **States** (26): the start (nothing received yet: the opening move) and, for every other
+//!   move, the price level of the pending amount received × the time step. The 5 price levels are
+//!   the points P_k = list·(0.5 + 0.125·k), k = 0..4, of a grid both sides share, on the public
+//!   list price (the listing's ask); a pending amount falls on the nearest point. The 5 time steps
+//!   cut the game's moves into fifths: t = ⌊5·(moves made) / (moves allowed)⌋.
 //! - **Actions** (7): offer P_0 … P_4, accept, reject. The opening can only be an offer; a final
 //!   pending bid can only be accepted or rejected (the protocol's rule, where the paper forced
 //!   its last round); accepting is only allowed within the agent's own limit. An offer goes
@@ -17,12 +17,12 @@
 //!   with the value of the end state 0.
 //! - **Training**: episodes run in cycles of `cycle` negotiations. In each cycle one side is the
 //!   trainee (ε-greedy, learning) and the other the trainer (greedy, not learning); the roles
-//!   swap after every cycle, buyer first unless told otherwise. As in the paper, the trainer plays with the table its
-//!   side had *before* its own last training cycle, so that a freshly trained side does not face
-//!   an opponent it has just outgrown. The paper alternated who opens so that both sides learn
-//!   the first and the last states; here the buyer always opens (the protocol's rule), so what
-//!   alternates is who has the last word: `max_rounds` on even episodes, `max_rounds − 1` on odd
-//!   ones. ε decays linearly from `epsilon` to a hundredth of it over the training.
+//!   swap after every cycle, buyer first unless told otherwise. As in the paper, the trainer plays
+//!   with the table its side had *before* its own last training cycle, so that a freshly trained
+//!   side does not face an opponent it has just outgrown. ε decays linearly from `epsilon` to a
+//!   hundredth of it over the training.
+//! - **Who opens** alternates between episodes, as in the paper, so that both sides learn both
+//!   the start state and the last states: see [`Opening`].
 
 use std::cell::RefCell;
 
@@ -73,34 +73,79 @@ pub struct Learning {
     pub first: Party,
 }
 
-/// The grid point P_k for a listing with this ask.
-pub fn level_price(ask: i64, level: usize) -> i64 {
-    let price = ask as f64 * (0.5 + 0.125 * level as f64);
+/// Who made the first move of a game, which fixes what a Q player reads its state from.
+///
+/// The marketplace has no move before the buyer's opening bid: a thread starts with it, and the
+/// seller's only earlier word is the listing's ask, which it states first and the buyer answers.
+/// So the paper's "the seller opens" is played here as the seller *choosing* that ask: from the
+/// start state it picks a point of the grid on the list price (at or above its cost), the
+/// thread is played with that quote as its ask, and the buyer answers it from the state (level
+/// of the quote, t = 0), where it may take it (a bid at the ask, which the seller accepts), walk
+/// away, or open lower. The quote counts as the first of the game's moves, so such a thread has
+/// one bid fewer than `max_rounds` (but at least one) and the other side gets the last word, as
+/// in the paper. Every bid still goes through the domain's rules, so the game is a legal thread
+/// of the marketplace.
+///
+/// The market plays only [`Opening::Buyer`]: there the listing's ask is drawn (cost ×
+/// (1 + markup)), the grid is on it, and the buyer opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opening {
+    /// The buyer's opening bid is the first move; the grid is on the thread's ask.
+    Buyer,
+    /// The seller quoted the thread's ask at a point of the grid on `list`.
+    Seller { list: i64 },
+}
+
+/// The grid point P_k for a listing with this list price.
+pub fn level_price(list: i64, level: usize) -> i64 {
+    let price = list as f64 * (0.5 + 0.125 * level as f64);
     price.round() as i64
 }
 
-fn level_of(ask: i64, amount: i64) -> usize {
-    let x = ((amount as f64 / ask as f64) - 0.5) / 0.125;
+fn level_of(list: i64, amount: i64) -> usize {
+    let x = ((amount as f64 / list as f64) - 0.5) / 0.125;
     x.round().clamp(0.0, (LEVELS - 1) as f64) as usize
 }
 
-/// The state index of the thread as the mover sees it.
-pub fn state_of(state: &NegotiationState) -> usize {
-    let Some(pending) = state.pending() else {
-        return 0;
-    };
-    let round = i64::try_from(state.bids.len()).unwrap_or(i64::MAX);
+impl Opening {
+    /// The list price the grid is on.
+    fn list(self, state: &NegotiationState) -> i64 {
+        match self {
+            Opening::Buyer => state.ask,
+            Opening::Seller { list } => list,
+        }
+    }
+
+    /// Whether the mover faces the seller's quote, with no bid in the thread yet.
+    fn facing_quote(self, state: &NegotiationState) -> bool {
+        matches!(self, Opening::Seller { .. }) && state.bids.is_empty()
+    }
+}
+
+/// The state index of the thread as the mover sees it, in a game opened as `opening` says.
+pub fn state_of(state: &NegotiationState, opening: Opening) -> usize {
+    let bids = i64::try_from(state.bids.len()).unwrap_or(i64::MAX);
     let max_rounds = i64::from(state.max_rounds.max(1));
-    let step = ((5 * round) / max_rounds).clamp(0, (STEPS - 1) as i64) as usize;
-    1 + level_of(state.ask, pending) * STEPS + step
+    let (pending, made, allowed) = match (opening, state.pending()) {
+        (Opening::Buyer, None) => return 0,
+        (Opening::Buyer, Some(pending)) => (pending, bids, max_rounds),
+        // The quote was the first move, pending until the buyer's first bid.
+        (Opening::Seller { .. }, pending) => (pending.unwrap_or(state.ask), bids + 1, max_rounds + 1),
+    };
+    let step = ((5 * made) / allowed).clamp(0, (STEPS - 1) as i64) as usize;
+    1 + level_of(opening.list(state), pending) * STEPS + step
 }
 
 /// Which actions the mover with private `limit` may take.
-fn allowed(state: &NegotiationState, side: Party, limit: i64) -> [bool; ACTIONS] {
+fn allowed(state: &NegotiationState, side: Party, limit: i64, opening: Opening) -> [bool; ACTIONS] {
     let mut mask = [false; ACTIONS];
-    let Some(pending) = state.pending() else {
-        mask[..LEVELS].fill(true);
-        return mask;
+    let pending = match state.pending() {
+        Some(pending) => pending,
+        None if opening.facing_quote(state) => state.ask,
+        None => {
+            mask[..LEVELS].fill(true);
+            return mask;
+        }
     };
     if !state.pending_final {
         mask[..LEVELS].fill(true);
@@ -126,16 +171,32 @@ pub struct QPlayer<'a> {
     table: &'a QTable,
     side: Party,
     limit: i64,
+    opening: Opening,
     explore: Option<RefCell<Explore>>,
 }
 
 impl<'a> QPlayer<'a> {
+    /// A greedy player of the market's game, where the buyer opens.
     pub fn greedy(table: &'a QTable, side: Party, limit: i64) -> QPlayer<'a> {
-        QPlayer { table, side, limit, explore: None }
+        QPlayer { table, side, limit, opening: Opening::Buyer, explore: None }
+    }
+
+    fn in_game(self, opening: Opening) -> QPlayer<'a> {
+        QPlayer { opening, ..self }
     }
 
     fn exploring(table: &'a QTable, side: Party, limit: i64, epsilon: f64, rng: Rng) -> QPlayer<'a> {
-        QPlayer { table, side, limit, explore: Some(RefCell::new(Explore { epsilon, rng, trace: Vec::new() })) }
+        let explore = Some(RefCell::new(Explore { epsilon, rng, trace: Vec::new() }));
+        QPlayer { table, side, limit, opening: Opening::Buyer, explore }
+    }
+
+    /// The seller's opening move, from the start state: the ask it quotes, a point of the grid
+    /// on `list` and never below its cost.
+    fn quote(&self, list: i64) -> i64 {
+        let mut offers = [false; ACTIONS];
+        offers[..LEVELS].fill(true);
+        let level = self.choose(0, &offers);
+        level_price(list, level).max(self.limit).max(1)
     }
 
     fn choose(&self, s: usize, mask: &[bool; ACTIONS]) -> usize {
@@ -169,15 +230,31 @@ impl Negotiator for QPlayer<'_> {
         if state.mover != self.side {
             return Decision::Stop { rationale: Rationale::WrongSide };
         }
-        let mask = allowed(state, self.side, self.limit);
-        let action = self.choose(state_of(state), &mask);
+        // The buyer took the seller's quote: its bid at the ask closes the deal, as the seller's
+        // policy accepts a bid at the ask.
+        if matches!(self.opening, Opening::Seller { .. })
+            && state.bids.len() == 1
+            && state.pending().is_some_and(|p| p >= state.ask)
+        {
+            return Decision::Accept { rationale: Rationale::AsGoodAsCounter };
+        }
+        let mask = allowed(state, self.side, self.limit, self.opening);
+        let action = self.choose(state_of(state, self.opening), &mask);
+        let facing_quote = self.opening.facing_quote(state);
         if action == ACCEPT {
+            if facing_quote {
+                return Decision::Counter { amount: state.ask, is_final: bid::is_final(1, state.max_rounds, false) };
+            }
             return Decision::Accept { rationale: Rationale::WithinMax };
         }
         if action == REJECT {
+            // Walking away from a quote: there is no bid to reject.
+            if facing_quote {
+                return Decision::Stop { rationale: Rationale::RejectBeyond };
+            }
             return Decision::Reject { rationale: Rationale::RejectBeyond };
         }
-        let target = level_price(state.ask, action);
+        let target = level_price(self.opening.list(state), action);
         if state.bids.is_empty() {
             let amount = target.min(self.limit).min(state.ask).max(1);
             return Decision::Counter { amount, is_final: bid::is_final(1, state.max_rounds, false) };
@@ -229,6 +306,8 @@ pub enum Opponent<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct Episode<'a> {
     pub side: Party,
+    /// The side that makes the first move (see [`Opening`]).
+    pub opening: Party,
     pub opponent: Opponent<'a>,
     pub ranges: &'a Ranges,
     pub max_rounds: i32,
@@ -236,11 +315,15 @@ pub struct Episode<'a> {
 }
 
 /// Plays one training negotiation of `side`'s table and learns from it; returns (buyer reward,
-/// seller reward, deal).
+/// seller reward, deal). `max_rounds` counts every move of the game, the seller's quote included
+/// when it opens.
 pub fn episode(table: &mut QTable, episode: &Episode<'_>, learning: &Learning, rng: &mut Rng) -> (f64, f64, bool) {
-    let Episode { side, opponent, ranges, max_rounds, epsilon } = *episode;
+    let Episode { side, opening, opponent, ranges, max_rounds, epsilon } = *episode;
     let pair = ranges.draw(rng);
-    let setting = Setting { ask: pair.ask, max_rounds, buyer_tier: ranges.tier };
+    let opening = match opening {
+        Party::Buyer => Opening::Buyer,
+        Party::Seller => Opening::Seller { list: pair.ask },
+    };
     let own_limit = match side {
         Party::Buyer => pair.value,
         Party::Seller => pair.cost,
@@ -250,9 +333,24 @@ pub fn episode(table: &mut QTable, episode: &Episode<'_>, learning: &Learning, r
         Party::Seller => pair.value,
     };
     let (transcript_ending, trace) = {
-        let learner = QPlayer::exploring(table, side, own_limit, epsilon, rng.fork(0x5EED));
+        let learner = QPlayer::exploring(table, side, own_limit, epsilon, rng.fork(0x5EED)).in_game(opening);
+        let setting = match opening {
+            Opening::Buyer => Setting { ask: pair.ask, max_rounds, buyer_tier: ranges.tier },
+            Opening::Seller { list } => {
+                let ask = match (side, opponent) {
+                    (Party::Seller, _) => learner.quote(list),
+                    (Party::Buyer, Opponent::Table(seller)) => {
+                        QPlayer::greedy(seller, Party::Seller, other_limit).quote(list)
+                    }
+                    // A fixed strategy has no say in its ask: it quotes the list price.
+                    #[cfg(test)]
+                    (Party::Buyer, Opponent::Fixed(_)) => list,
+                };
+                Setting { ask, max_rounds: (max_rounds - 1).max(1), buyer_tier: ranges.tier }
+            }
+        };
         let other: Box<dyn Negotiator> = match opponent {
-            Opponent::Table(other) => Box::new(QPlayer::greedy(other, side.other(), other_limit)),
+            Opponent::Table(other) => Box::new(QPlayer::greedy(other, side.other(), other_limit).in_game(opening)),
             #[cfg(test)]
             Opponent::Fixed(kind) => {
                 roster::negotiator(side.other(), kind, other_limit, Tables { buyer: None, seller: None })
@@ -324,10 +422,10 @@ pub fn train(
         for i in 0..n {
             let e = done + i;
             let epsilon = epsilon_at(learning.epsilon, e, learning.episodes);
-            let rounds = if e % 2 == 0 { max_rounds } else { (max_rounds - 1).max(1) };
+            let opening = if e % 2 == 0 { Party::Buyer } else { Party::Seller };
             let opponent = frozen[other].clone();
             let setup =
-                Episode { side: trainee, opponent: Opponent::Table(&opponent), ranges, max_rounds: rounds, epsilon };
+                Episode { side: trainee, opening, opponent: Opponent::Table(&opponent), ranges, max_rounds, epsilon };
             let (b, s, deal) = episode(&mut tables[me], &setup, learning, rng);
             buyer_sum += b;
             seller_sum += s;
@@ -376,15 +474,24 @@ mod tests {
             pending_final: false,
             auto_moves: 0,
         };
-        assert_eq!(state_of(&state(&[], 10)), 0);
+        let market = Opening::Buyer;
+        assert_eq!(state_of(&state(&[], 10), market), 0);
         // 5000 is P_0 at t = 0 (round 2 of 10): state 1.
-        assert_eq!(state_of(&state(&[5_000], 10)), 1);
+        assert_eq!(state_of(&state(&[5_000], 10), market), 1);
         // 9400 is nearest P_4 (10000 · 0.5 + 4 · 1250 = 10000; P_3 = 8750): level 4, round 3 → t = 1.
-        assert_eq!(state_of(&state(&[5_000, 9_400], 10)), 1 + 4 * STEPS + 1);
+        assert_eq!(state_of(&state(&[5_000, 9_400], 10), market), 1 + 4 * STEPS + 1);
         // Round 10 of 10: t = 4.
-        assert_eq!(state_of(&state(&[1; 9], 10)), 1 + 4);
+        assert_eq!(state_of(&state(&[1; 9], 10), market), 1 + 4);
         assert_eq!(level_price(10_000, 0), 5_000);
         assert_eq!(level_price(10_000, 4), 10_000);
+
+        // The seller quoted 7500 (P_2 of a 10000 list) as the ask of a 9-bid thread: the buyer
+        // answers it at t = 0, and the quote counts as the first of 10 moves.
+        let quoted = Opening::Seller { list: 10_000 };
+        let thread = |bids: &[i64]| NegotiationState { ask: 7_500, ..state(bids, 9) };
+        assert_eq!(state_of(&thread(&[]), quoted), 1 + 2 * STEPS);
+        assert_eq!(state_of(&thread(&[5_000]), quoted), 1 + 1);
+        assert_eq!(state_of(&thread(&[1; 8]), quoted), 1 + 4);
     }
 
     #[test]
@@ -420,6 +527,7 @@ mod tests {
         let mut rewards = Vec::new();
         let against_split = Episode {
             side: Party::Buyer,
+            opening: Party::Buyer,
             opponent: Opponent::Fixed(Kind::Split),
             ranges: &ranges,
             max_rounds: 10,
@@ -427,7 +535,9 @@ mod tests {
         };
         for e in 0..learning.episodes {
             let epsilon = epsilon_at(learning.epsilon, e, learning.episodes);
-            let (b, _, _) = episode(&mut table, &Episode { epsilon, ..against_split }, &learning, &mut rng);
+            let opening = if e % 2 == 0 { Party::Buyer } else { Party::Seller };
+            let setup = Episode { epsilon, opening, ..against_split };
+            let (b, _, _) = episode(&mut table, &setup, &learning, &mut rng);
             rewards.push(b);
         }
         let mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len() as f64;
@@ -460,5 +570,47 @@ mod tests {
         assert_eq!(a.curve[0].trainee, Party::Buyer);
         assert_eq!(a.curve[1].trainee, Party::Seller);
         assert_eq!(a.curve.last().map(|p| p.episodes), Some(1_000));
+    }
+
+    /// Who opens alternates, so each side's table learns its opening (the start state) and its
+    /// answer to the other's opening: the seller's quote and the buyer's reply to one at t = 0.
+    #[test]
+    fn both_sides_learn_to_open_and_to_answer_an_opening() {
+        let learning = Learning { episodes: 1_000, ..learning(0) };
+        let trained = train(&learning, &ranges(), 10, &mut Rng::seed(5), &mut |_, _| {});
+        let visited = |row: &[f64; ACTIONS]| row.iter().any(|q| *q != 0.0);
+        assert!(visited(&trained.buyer.values[0]), "the buyer never opened");
+        assert!(visited(&trained.seller.values[0]), "the seller never quoted");
+        // t = 0 with something pending: for the buyer, only a quote; for the seller, the buyer's
+        // opening bid.
+        let at_start = |table: &QTable| (0..LEVELS).any(|level| visited(&table.values[1 + level * STEPS]));
+        assert!(at_start(&trained.buyer), "the buyer never answered a quote");
+        assert!(at_start(&trained.seller), "the seller never answered an opening bid");
+    }
+
+    /// A seller-opened game is a legal thread: the quote is the ask, at or above the cost, and
+    /// taking it closes the deal at the quote.
+    #[test]
+    fn a_quote_is_the_ask_and_taking_it_closes_the_deal() {
+        let mut table = QTable::default();
+        // The seller quotes P_2; the buyer takes any quote.
+        table.values[0][2] = 1.0;
+        for level in 0..LEVELS {
+            table.values[1 + level * STEPS][ACCEPT] = 1.0;
+        }
+        let seller = QPlayer::greedy(&table, Party::Seller, 4_000).in_game(Opening::Seller { list: 10_000 });
+        assert_eq!(seller.quote(10_000), 7_500);
+        assert_eq!(seller.quote(6_000), 4_500, "P_2 of 6000");
+        let above_cost = QPlayer::greedy(&table, Party::Seller, 8_000);
+        assert_eq!(above_cost.quote(10_000), 8_000, "never below the cost");
+
+        let buyer = QPlayer::greedy(&table, Party::Buyer, 9_000).in_game(Opening::Seller { list: 10_000 });
+        let setting = Setting { ask: 7_500, max_rounds: 9, buyer_tier: Tier::Agency };
+        let played = negotiate(&setting, 9_000, 4_000, &buyer, &seller);
+        assert_eq!(played.ending, Ending::Deal(7_500));
+        assert_eq!(played.bids.len(), 1);
+        // Past its value, the buyer may not take the quote.
+        let poor = QPlayer::greedy(&table, Party::Buyer, 7_000).in_game(Opening::Seller { list: 10_000 });
+        assert!(!matches!(negotiate(&setting, 7_000, 4_000, &poor, &seller).ending, Ending::Deal(7_500)));
     }
 }

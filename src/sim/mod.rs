@@ -77,23 +77,25 @@ pub struct SimArgs {
     /// Adds `q` to both sides (as many agents as the largest group) unless a mix names it.
     #[arg(long, value_enum)]
     pub learn: Option<Learner>,
-    /// Training negotiations.
-    #[arg(long, default_value_t = 20_000)]
+    /// Training negotiations, with --learn.
+    #[arg(long, default_value_t = 20_000, requires = "learn", value_parser = parse_count)]
     pub episodes: usize,
-    /// Negotiations per training cycle, after which trainee and trainer swap.
-    #[arg(long, default_value_t = 100)]
+    /// Negotiations per training cycle, after which trainee and trainer swap, with --learn.
+    #[arg(long, default_value_t = 100, requires = "learn", value_parser = parse_count)]
     pub cycle: usize,
-    /// Learning rate α.
-    #[arg(long, default_value_t = 0.1)]
+    /// Learning rate α, with --learn.
+    #[arg(long, default_value_t = 0.1, requires = "learn", value_parser = parse_unit)]
     pub alpha: f64,
-    /// Discount γ.
-    #[arg(long, default_value_t = 0.9)]
+    /// Discount γ, with --learn.
+    #[arg(long, default_value_t = 0.9, requires = "learn", value_parser = parse_unit)]
     pub gamma: f64,
-    /// Exploration ε at the start of training; it decays linearly to a hundredth of it.
-    #[arg(long, default_value_t = 0.3)]
+    /// Exploration ε at the start of training, with --learn; it decays linearly to a hundredth
+    /// of it.
+    #[arg(long, default_value_t = 0.3, requires = "learn", value_parser = parse_unit)]
     pub epsilon: f64,
-    /// The side trained first (the paper found the side trained first tends to come out ahead).
-    #[arg(long, default_value = "buyer", value_parser = parse_party)]
+    /// The side trained first, with --learn (the paper found the side trained first tends to
+    /// come out ahead).
+    #[arg(long, default_value = "buyer", requires = "learn", value_parser = parse_party)]
     pub train_first: Party,
     /// Play the market against the Haggle server at URL instead of in-process: every agent is
     /// registered there and every move is an API call. `--http` alone takes HAGGLE_URL, else
@@ -105,7 +107,7 @@ pub struct SimArgs {
     #[arg(long, env = "HAGGLE_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<AdminToken>,
     /// With --http, how many negotiations run at once. The report does not depend on it.
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
+    #[arg(long, default_value_t = 8, requires = "http", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub concurrency: u16,
 }
 
@@ -124,6 +126,24 @@ impl SimArgs {
 
 fn parse_party(text: &str) -> Result<Party, String> {
     text.parse()
+}
+
+/// A count of at least 1.
+fn parse_count(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{text}` is not a whole number")),
+    }
+}
+
+/// A number between 0 and 1.
+fn parse_unit(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        Ok(_) => Err("must be between 0 and 1".into()),
+        Err(_) => Err(format!("`{text}` is not a number")),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -151,9 +171,14 @@ realised surplus / Σ (value − cost) over feasible pairs, i.e. against every f
 agreeing. Strategies never cross their limits, so deals on infeasible pairs must be 0.
 
 Q-learning (--learn q): buyer and seller tables are trained concurrently, one side learning
-(ε-greedy) while the other plays its frozen table, swapping every --cycle negotiations. States:
-start, or (price level of the pending bid on a 5-point grid from half the ask to the ask) ×
-(5 time steps); actions: offer one of the 5 prices, accept, reject. Reward: own surplus / ask.
+(ε-greedy) while the other plays its frozen table, swapping every --cycle negotiations. Who
+opens alternates every training negotiation: the buyer with its opening bid, or the seller
+with the ask it quotes (a point of the grid, never below its cost), which the buyer answers by
+taking it, walking away, or bidding lower. The quote counts as the first of --max-rounds moves,
+so the side with the last word alternates too. In the market itself the ask is cost × (1 +
+markup) and the buyer opens, as on the server. States: start, or (price level of the pending
+amount on a 5-point grid from half the list price to the list price) × (5 time steps);
+actions: offer one of the 5 prices, accept, reject. Reward: own surplus / list price.
 
 Over HTTP (--http URL): the same market, draws and strategies, against a running server. Each
 agent is registered there (buyers raised to --tier with --admin-token or HAGGLE_ADMIN_TOKEN),
@@ -256,6 +281,7 @@ fn prepare(args: &SimArgs, progress: &mut dyn FnMut(Stage, usize, usize)) -> any
     let root = Rng::seed(args.seed);
     let trained = match args.learn {
         Some(Learner::Q) => {
+            // The flags' parsers keep the counts at 1 or more and the rates in [0, 1].
             let learning = Learning {
                 episodes: args.episodes,
                 cycle: args.cycle,
@@ -264,12 +290,6 @@ fn prepare(args: &SimArgs, progress: &mut dyn FnMut(Stage, usize, usize)) -> any
                 epsilon: args.epsilon,
                 first: args.train_first,
             };
-            if !(0.0..=1.0).contains(&learning.alpha)
-                || !(0.0..=1.0).contains(&learning.gamma)
-                || !(0.0..=1.0).contains(&learning.epsilon)
-            {
-                bail!("--alpha, --gamma and --epsilon must be between 0 and 1");
-            }
             let mut rng = root.fork(2);
             Some((
                 learn::train(&learning, &market.ranges, market.max_rounds, &mut rng, &mut |done, total| {
@@ -419,10 +439,32 @@ mod tests {
         assert!(fails(&["--sellers", "balanced:3"]));
         assert!(fails(&["--max-rounds", "0"]));
         assert!(fails(&["--rounds", "0"]));
-        assert!(fails(&["--learn", "q", "--alpha", "2"]));
         assert!(Command::try_parse_from(["sim", "--values", "10..5"]).is_err());
         assert!(Command::try_parse_from(["sim", "--values", "0..5"]).is_err());
         assert_eq!(args(&["--costs", "100..200"]).costs, (100, 200));
+    }
+
+    #[test]
+    fn flags_that_would_be_ignored_or_meaningless_are_refused_by_name() {
+        let refused = |line: &[&str], flag: &str| {
+            let error = Command::try_parse_from(std::iter::once("sim").chain(line.iter().copied())).unwrap_err();
+            assert!(error.to_string().contains(flag), "{line:?}: {error}");
+        };
+        refused(&["--learn", "q", "--cycle", "0"], "--cycle");
+        refused(&["--learn", "q", "--episodes", "0"], "--episodes");
+        refused(&["--learn", "q", "--alpha", "2"], "--alpha");
+        refused(&["--learn", "q", "--epsilon", "1.5"], "--epsilon");
+        for flag in ["--episodes", "--cycle", "--alpha", "--gamma", "--epsilon", "--train-first"] {
+            let value = if flag == "--train-first" { "seller" } else { "1" };
+            refused(&[flag, value], "--learn");
+            refused(&[flag, value], flag);
+        }
+        refused(&["--concurrency", "4"], "--http");
+        refused(&["--concurrency", "4"], "--concurrency");
+        // The defaults stand in silently; the flags are fine with what they need.
+        assert_eq!(args(&[]).episodes, 20_000);
+        assert_eq!(args(&["--learn", "q", "--cycle", "1"]).cycle, 1);
+        assert_eq!(args(&["--http", "--concurrency", "4"]).concurrency, 4);
     }
 
     #[test]

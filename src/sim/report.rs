@@ -365,15 +365,12 @@ pub fn render(summary: &Summary) -> String {
             p.epsilon,
             p.epsilon / 100.0
         );
-        let step = (training.curve.len() / 5).max(1);
         let _ = writeln!(
             out,
             "  {:>9} {:>8} {:>13} {:>14} {:>9}",
             "episodes", "trainee", "buyer reward", "seller reward", "agree"
         );
-        let last = training.curve.len().saturating_sub(1);
-        let shown = training.curve.iter().enumerate().filter(|(i, _)| i % step == 0 || *i == last);
-        for (_, point) in shown {
+        for point in shown_cycles(&training.curve) {
             let _ = writeln!(
                 out,
                 "  {:>9} {:>8} {:>13.4} {:>14.4} {:>9}",
@@ -386,4 +383,41 @@ pub fn render(summary: &Summary) -> String {
         }
     }
     out
+}
+
+/// The training cycles the printed table shows: about five evenly spaced pairs of consecutive
+/// cycles and the last pair. The trainee swaps every cycle, so every pair shows both trainees.
+fn shown_cycles(curve: &[CurvePoint]) -> impl Iterator<Item = &CurvePoint> {
+    let step = (curve.len() / 5).max(1);
+    let last_pair = curve.len().saturating_sub(2);
+    curve.iter().enumerate().filter(move |(i, _)| i % step <= 1 || *i >= last_pair).map(|(_, point)| point)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_training_table_shows_both_trainees_alike() {
+        for cycles in [1, 2, 7, 20, 21, 200] {
+            let curve: Vec<CurvePoint> = (0..cycles)
+                .map(|cycle| CurvePoint {
+                    cycle,
+                    episodes: 100 * (cycle + 1),
+                    trainee: if cycle % 2 == 0 { Party::Buyer } else { Party::Seller },
+                    buyer_reward: 0.0,
+                    seller_reward: 0.0,
+                    agreement_rate: 0.0,
+                })
+                .collect();
+            let shown: Vec<&CurvePoint> = shown_cycles(&curve).collect();
+            let count = |side| shown.iter().filter(|p| p.trainee == side).count();
+            let (buyers, sellers) = (count(Party::Buyer), count(Party::Seller));
+            // Short trainings show every cycle, so an odd count has one buyer cycle more.
+            assert!(buyers.abs_diff(sellers) <= usize::from(cycles < 10), "{cycles} cycles: {buyers} / {sellers}");
+            assert!(cycles < 2 || sellers > 0, "{cycles} cycles: no seller trainee shown");
+            assert!(shown.len() <= 12, "{cycles} cycles: {} rows", shown.len());
+            assert_eq!(shown.last().map(|p| p.cycle), curve.last().map(|p| p.cycle), "the last cycle is shown");
+        }
+    }
 }

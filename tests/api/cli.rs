@@ -99,10 +99,25 @@ async fn the_bench_measures_negotiations_and_sets_them_against_pgbench() {
     // pgbench's tables are gone again.
     assert_eq!(app.count("SELECT count(*) FROM pg_tables WHERE tablename LIKE 'pgbench%'").await, 0);
 
-    // W3: both sides' policies play whole negotiations from one opening bid.
-    let printed = bench(&app, &["--workload", "w3", "--concurrency", "2", "--negotiations", "10"]).await;
-    assert!(printed.contains("outcomes: ACCEPTED 10"), "{printed}");
-    assert!(printed.contains("w3: 10 auto-negotiations, 2 at a time"), "{printed}");
+    // W3: both sides' policies play whole negotiations from one opening bid, at every level of
+    // a sweep, with the figures in the JSON file too.
+    let json = dir.path().join("w3.json");
+    let w3 = ["--workload", "w3", "--concurrency", "1,2", "--negotiations", "6", "--warmup", "2", "--json"];
+    let printed = bench(&app, &[&w3[..], &[json.to_str().unwrap()]].concat()).await;
+    assert!(printed.contains("outcomes     ACCEPTED 6"), "{printed}");
+    assert!(printed.contains("== haggle bench: w3, concurrency 2 =="), "{printed}");
+    assert!(printed.contains("== haggle bench: w3 sweep"), "{printed}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let levels = report["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 2);
+    for level in levels {
+        assert_eq!(level["conditions"]["warmup"], 2);
+        assert_eq!(level["figures"]["completed"], 6);
+        assert_eq!(level["auto"]["outcomes"]["ACCEPTED"], 6, "{level}");
+        let place = level["figures"]["calls"].as_array().unwrap().iter().find(|row| row["call"] == "place").unwrap();
+        assert_eq!(place["ok"], 6);
+        assert!(level["auto"]["db_ms"]["p50"].as_f64().unwrap() > 0.0, "{level}");
+    }
 }
 
 #[tokio::test]

@@ -272,6 +272,60 @@ async fn haggle(app: &TestApp, key: &str, args: &[&str]) -> String {
     stdout
 }
 
+/// Runs `haggle <args>` against the app as the agent with `key` (none when empty), and returns
+/// whether it succeeded, its stdout and its stderr.
+async fn haggle_output(app: &TestApp, key: &str, args: &[&str]) -> (bool, String, String) {
+    let output = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new(haggle_bin())
+            .args(args)
+            .env("HAGGLE_URL", &app.base)
+            .env("HAGGLE_API_KEY", key)
+            .env("RUST_LOG", "warn")
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("haggle finishes")
+    .expect("haggle runs");
+    let text = |bytes: Vec<u8>| String::from_utf8_lossy(&bytes).into_owned();
+    (output.status.success(), text(output.stdout), text(output.stderr))
+}
+
+#[tokio::test]
+async fn the_commands_say_what_is_wrong_in_their_own_terms() {
+    let app = TestApp::spawn().await;
+    let (seller, _, _, buyer_key) = parties(&app).await;
+
+    // Every agent command names the CLI's way to give a key, not the server's header.
+    for command in [&["listings"][..], &["threads"], &["negotiate", "--listing", &Uuid::nil().to_string()]] {
+        let (ok, _, stderr) = haggle_output(&app, "", command).await;
+        assert!(!ok && stderr.contains("--api-key or HAGGLE_API_KEY"), "{command:?}: {stderr}");
+        assert!(!stderr.contains("Authorization"), "{command:?}: {stderr}");
+    }
+
+    // A budget is refused by the flags that set it.
+    let listing = seller.create_listing(&NewListing::new("Desk lamp", 3_800)).await.unwrap();
+    let id = listing.id.to_string();
+    let (ok, _, stderr) = haggle_output(&app, &buyer_key, &["negotiate", "--listing", &id, "--rounds", "0"]).await;
+    assert!(!ok && stderr.contains("--rounds: must be between 1 and"), "{stderr}");
+
+    // A seller that never answers (no policy, nobody watching) is a failure, not a result.
+    let line = ["negotiate", "--listing", &id, "--wait", "1", "--timeout", "1"];
+    let (ok, stdout, stderr) = haggle_output(&app, &buyer_key, &line).await;
+    assert!(!ok, "{stdout}\n{stderr}");
+    assert!(stdout.starts_with("round 1  buyer"), "{stdout}");
+    assert!(stderr.contains("the seller did not answer within --timeout (1 s)"), "{stderr}");
+
+    // The health check goes through the client's readiness call, given the readiness URL or the base.
+    for url in [format!("{}/readyz", app.base), app.base.clone()] {
+        let (ok, _, stderr) = haggle_output(&app, "", &["healthcheck", "--url", &url]).await;
+        assert!(ok, "{url}: {stderr}");
+    }
+    let (ok, _, stderr) = haggle_output(&app, "", &["healthcheck", "--url", "http://127.0.0.1:1/readyz"]).await;
+    assert!(!ok && stderr.contains("cannot reach a Haggle server at http://127.0.0.1:1"), "{stderr}");
+}
+
 #[tokio::test]
 async fn the_negotiate_command_plays_a_profile_against_a_seller_policy() {
     let app = TestApp::spawn().await;
