@@ -123,6 +123,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 rate_limit: args.rate_limit,
                 heartbeat: args.stream_heartbeat,
                 key_cache_ttl: args.key_cache_ttl,
+                move_workers: usize::from(args.move_workers),
                 webhooks: WebhookSettings {
                     allow_private: args.webhook_allow_private,
                     retry_schedule: args.webhook_retry_schedule.to_vec(),

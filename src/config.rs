@@ -139,6 +139,11 @@ pub struct ServeArgs {
     /// `0` looks the key up on every request.
     #[arg(long, env = "HAGGLE_KEY_CACHE_TTL", default_value = "5s", value_parser = parse_duration)]
     pub key_cache_ttl: Duration,
+    /// How many statements of placements, counters and acceptances run at once, each on a
+    /// database connection of its own (besides the pool). Each statement makes every such move
+    /// waiting when it starts.
+    #[arg(long, env = "HAGGLE_MOVE_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub move_workers: u16,
     /// Let webhooks point at loopback, private and link-local addresses (for development).
     #[arg(long, env = "HAGGLE_WEBHOOK_ALLOW_PRIVATE", default_value_t = false, action = ArgAction::Set)]
     pub webhook_allow_private: bool,
@@ -183,6 +188,7 @@ impl fmt::Debug for ServeArgs {
             .field("rate_limit", &self.rate_limit)
             .field("stream_heartbeat", &self.stream_heartbeat)
             .field("key_cache_ttl", &self.key_cache_ttl)
+            .field("move_workers", &self.move_workers)
             .field("webhook_allow_private", &self.webhook_allow_private)
             .field("webhook_retry_schedule", &self.webhook_retry_schedule)
             .field("webhook_timeout", &self.webhook_timeout)

@@ -771,9 +771,10 @@ fn pair_with_threads(bids: Vec<Json<Bid>>, threads: Vec<Json<Thread>>) -> Vec<(B
 pub async fn sweep_expired(conn: &mut PgConnection, batch: i64) -> Result<Vec<(Bid, Thread)>, sqlx::Error> {
     let threads: Vec<Json<Thread>> = sqlx::query_scalar(
         "WITH due AS (
-             SELECT id FROM threads WHERE status = 'ACTIVE' AND expires_at <= now()
-             ORDER BY expires_at LIMIT $1
-             FOR UPDATE SKIP LOCKED
+             SELECT t.id FROM bids b JOIN threads t ON t.id = b.thread_id
+             WHERE b.status = 'PENDING' AND b.expires_at <= now() AND t.status = 'ACTIVE'
+             ORDER BY b.expires_at LIMIT $1
+             FOR UPDATE OF t SKIP LOCKED
          )
          UPDATE threads SET status = 'EXPIRED', closed_reason = 'expired', expires_at = NULL, updated_at = now()
          FROM due WHERE threads.id = due.id

@@ -110,9 +110,6 @@ pub struct AppState {
     pub moves: Batcher,
 }
 
-/// How many statements of unlocked moves run at once (each on a connection of its own).
-const MOVE_WORKERS: usize = 2;
-
 impl AppState {
     pub fn new(
         pool: PgPool,
@@ -126,10 +123,11 @@ impl AppState {
         let keys = Arc::new(KeyCache::new(settings.key_cache_ttl));
         // The batcher's connections are its own: a request waiting for its move holds one of
         // the pool's.
-        let batcher_pool = crate::db::pool_options(MOVE_WORKERS as u32)
+        let workers = settings.move_workers.max(1);
+        let batcher_pool = crate::db::pool_options(workers as u32)
             .min_connections(0)
             .connect_lazy_with((*pool.connect_options()).clone());
-        let moves = Batcher::start(batcher_pool, MOVE_WORKERS);
+        let moves = Batcher::start(batcher_pool, workers);
         AppState {
             moves,
             pool,
@@ -168,6 +166,9 @@ pub struct Settings {
     /// How long an API key's agent is remembered (see [`crate::keycache`]); zero looks every
     /// key up.
     pub key_cache_ttl: Duration,
+    /// How many statements of unlocked moves run at once, each on a connection of its own
+    /// besides the pool's (see [`crate::market::batch`]).
+    pub move_workers: usize,
     pub webhooks: WebhookSettings,
 }
 
@@ -182,6 +183,7 @@ impl std::fmt::Debug for Settings {
             .field("rate_limit", &self.rate_limit)
             .field("heartbeat", &self.heartbeat)
             .field("key_cache_ttl", &self.key_cache_ttl)
+            .field("move_workers", &self.move_workers)
             .field("webhooks", &self.webhooks)
             .finish()
     }

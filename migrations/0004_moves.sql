@@ -1,3 +1,13 @@
+-- Moves made in one statement each, and cheaper.
+
+-- A counter moves its thread on (rounds, last bid, deadline) without touching an indexed column,
+-- so the thread's new version can stay on its page with no new index entries (a HOT update),
+-- given room on the page. The sweeper finds due negotiations through their pending bids
+-- instead: a live thread's deadline is its pending bid's.
+DROP INDEX threads_due_idx;
+CREATE INDEX bids_due_idx ON bids (expires_at) WHERE status = 'PENDING';
+ALTER TABLE threads SET (fillfactor = 80);
+
 -- Which pending bids await a policy, said once: `policy_covers` is the rule, and both the view
 -- (for bids already stored) and the single-statement moves (for the bid they are inserting, which
 -- their own statement cannot yet read back) ask it.
