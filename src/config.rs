@@ -139,10 +139,10 @@ pub struct ServeArgs {
     /// `0` looks the key up on every request.
     #[arg(long, env = "HAGGLE_KEY_CACHE_TTL", default_value = "5s", value_parser = parse_duration)]
     pub key_cache_ttl: Duration,
-    /// How many statements of placements, of counters and of acceptances run at once, each on a
-    /// database connection of its own (besides the pool). Each statement makes every move of its
-    /// kind waiting when it starts.
-    #[arg(long, env = "HAGGLE_MOVE_WORKERS", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=32))]
+    /// How many statements of placements, counters and acceptances run at once, each on a
+    /// database connection of its own (besides the pool). Each statement makes every such move
+    /// waiting when it starts.
+    #[arg(long, env = "HAGGLE_MOVE_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub move_workers: u16,
     /// Let webhooks point at loopback, private and link-local addresses (for development).
     #[arg(long, env = "HAGGLE_WEBHOOK_ALLOW_PRIVATE", default_value_t = false, action = ArgAction::Set)]

@@ -124,7 +124,7 @@ impl AppState {
         // The batcher's connections are its own: a request waiting for its move holds one of
         // the pool's.
         let workers = settings.move_workers.max(1);
-        let batcher_pool = crate::db::pool_options(3 * workers as u32)
+        let batcher_pool = crate::db::pool_options(workers as u32)
             .min_connections(0)
             .connect_lazy_with((*pool.connect_options()).clone());
         let moves = Batcher::start(batcher_pool, workers);
@@ -166,8 +166,8 @@ pub struct Settings {
     /// How long an API key's agent is remembered (see [`crate::keycache`]); zero looks every
     /// key up.
     pub key_cache_ttl: Duration,
-    /// How many statements of unlocked moves of each kind run at once, each on a connection of
-    /// its own besides the pool's (see [`crate::market::batch`]).
+    /// How many statements of unlocked moves run at once, each on a connection of its own
+    /// besides the pool's (see [`crate::market::batch`]).
     pub move_workers: usize,
     pub webhooks: WebhookSettings,
 }
