@@ -8,21 +8,24 @@ DROP INDEX threads_due_idx;
 CREATE INDEX bids_due_idx ON bids (expires_at) WHERE status = 'PENDING';
 ALTER TABLE threads SET (fillfactor = 80);
 
--- Which pending bids await a policy, said once: `policy_covers` is the rule, and both the view
--- (for bids already stored) and the single-statement moves (for the bid they are inserting, which
--- their own statement cannot yet read back) ask it.
+-- An agent's inbox rows are written by the statement that publishes their event, and deleted
+-- with it when it is purged (`db::events::purge_before`); checking each against `events` as it
+-- is written (two or three lookups a move) only repeated what that statement had just done.
+ALTER TABLE event_recipients DROP CONSTRAINT event_recipients_event_id_fkey;
 
--- Whether `agent`, answering in `role`, has a policy for the thread, its listing, or the role.
--- PL/pgSQL keeps the query's plan for the session; a SQL function that cannot be inlined (this
--- one, for its subquery) would be parsed and planned again in every statement that calls it.
-CREATE FUNCTION policy_covers(agent uuid, answering_role text, listing uuid, thread uuid) RETURNS boolean
-LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
-BEGIN
-    RETURN EXISTS (SELECT 1 FROM policies p
-                   WHERE p.agent_id = agent
-                     AND (p.thread_id = thread OR p.listing_id = listing
-                          OR (p.thread_id IS NULL AND p.listing_id IS NULL AND p.role = answering_role)));
-END
+-- Which pending bids await a policy, said once: `covering_policies` is the rule, and both the
+-- view (for bids already stored) and the statements that make moves (for the bid they are
+-- inserting, which their own statement cannot read back) ask it. A SQL function returning rows
+-- and used in FROM is inlined into the statement that calls it, like a view.
+
+-- The policies with which `agent`, answering in `role`, covers a thread: for the thread, its
+-- listing, or the role.
+CREATE FUNCTION covering_policies(agent uuid, answering_role text, listing uuid, thread uuid)
+RETURNS SETOF policies LANGUAGE sql STABLE AS $$
+    SELECT * FROM policies p
+    WHERE p.agent_id = agent
+      AND (p.thread_id = thread OR p.listing_id = listing
+           OR (p.thread_id IS NULL AND p.listing_id IS NULL AND p.role = answering_role))
 $$;
 
 CREATE OR REPLACE VIEW bids_awaiting_policies AS
@@ -33,4 +36,4 @@ CROSS JOIN LATERAL (
     SELECT CASE b.author WHEN 'buyer' THEN t.seller_id ELSE t.buyer_id END AS agent_id,
            CASE b.author WHEN 'buyer' THEN 'seller' ELSE 'buyer' END AS role
 ) r
-WHERE b.status = 'PENDING' AND policy_covers(r.agent_id, r.role, t.listing_id, t.id);
+WHERE b.status = 'PENDING' AND EXISTS (SELECT 1 FROM covering_policies(r.agent_id, r.role, t.listing_id, t.id));

@@ -139,10 +139,11 @@ pub struct ServeArgs {
     /// `0` looks the key up on every request.
     #[arg(long, env = "HAGGLE_KEY_CACHE_TTL", default_value = "5s", value_parser = parse_duration)]
     pub key_cache_ttl: Duration,
-    /// How many statements of placements, counters and acceptances run at once, each on a
-    /// database connection of its own (besides the pool). Each statement makes every such move
-    /// waiting when it starts.
-    #[arg(long, env = "HAGGLE_MOVE_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    /// How many workers make placements, counters and acceptances, each on a database connection
+    /// of its own (besides the pool). A worker makes every such move waiting when it is free,
+    /// one statement per kind; one worker makes the largest statements, which cost the least
+    /// per move.
+    #[arg(long, env = "HAGGLE_MOVE_WORKERS", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub move_workers: u16,
     /// Let webhooks point at loopback, private and link-local addresses (for development).
     #[arg(long, env = "HAGGLE_WEBHOOK_ALLOW_PRIVATE", default_value_t = false, action = ArgAction::Set)]

@@ -166,13 +166,19 @@ pub async fn purge_before(
     before: chrono::DateTime<chrono::Utc>,
     batch: i64,
 ) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query(
-        "DELETE FROM events WHERE id IN (
-             SELECT id FROM events WHERE created_at < $1 ORDER BY created_at LIMIT $2)",
+    let purged: i64 = sqlx::query_scalar(
+        "WITH purged AS (
+             DELETE FROM events WHERE id IN (
+                 SELECT id FROM events WHERE created_at < $1 ORDER BY created_at LIMIT $2)
+             RETURNING id
+         ), inboxes AS (
+             DELETE FROM event_recipients r USING purged WHERE r.event_id = purged.id
+         )
+         SELECT count(*) FROM purged",
     )
     .bind(before)
     .bind(batch)
-    .execute(executor)
+    .fetch_one(executor)
     .await?;
-    Ok(done.rows_affected())
+    Ok(purged as u64)
 }

@@ -359,7 +359,7 @@ macro_rules! move_events {
              ), queued AS (
                  INSERT INTO auto_tasks (bid_id, thread_id, agent_id)
                  SELECT n.bid_id, n.thread_id, n.agent_id FROM new_pending n
-                 WHERE policy_covers(n.agent_id, n.role, n.listing_id, n.thread_id)
+                 WHERE EXISTS (SELECT 1 FROM covering_policies(n.agent_id, n.role, n.listing_id, n.thread_id))
                  ON CONFLICT (bid_id) DO NOTHING
                  RETURNING bid_id
              ), announced AS (
@@ -445,12 +445,14 @@ pub async fn place(
              CROSS JOIN LATERAL jsonb_to_record(i.opening) AS o(id uuid, thread_id uuid, author_id uuid, amount bigint,
                  currency text, message text, terms jsonb, final boolean, expires_at timestamptz)
          ), locked_listing AS (
-             SELECT l.id FROM listings l JOIN input i ON i.listing_id = l.id
-             WHERE l.status = 'ACTIVE' AND l.updated_at = i.listing_updated_at
-             ORDER BY l.id FOR SHARE OF l
+             SELECT i.index FROM (SELECT index, listing_id, listing_updated_at FROM input ORDER BY listing_id) i
+             CROSS JOIN LATERAL (
+                 SELECT id FROM listings
+                 WHERE id = i.listing_id AND status = 'ACTIVE' AND updated_at = i.listing_updated_at
+                 FOR SHARE) l
          ), allowed AS (
              SELECT i.* FROM input i
-             WHERE i.listing_id IN (SELECT id FROM locked_listing)
+             WHERE i.index IN (SELECT index FROM locked_listing)
                AND (SELECT count(*) FROM threads t WHERE t.listing_id = i.listing_id AND t.buyer_id = i.author_id)
                    < i.max_threads_per_buyer
          ), thread AS (
@@ -534,8 +536,8 @@ pub async fn counter(
              CROSS JOIN LATERAL jsonb_to_record(i.counter) AS c(id uuid, author text, author_id uuid, amount bigint,
                  currency text, message text, terms jsonb, final boolean, round int, expires_at timestamptz)
          ), locked AS (
-             SELECT id FROM threads WHERE id IN (SELECT thread_id FROM input) AND status = 'ACTIVE'
-             ORDER BY id FOR UPDATE
+             SELECT t.id FROM (SELECT thread_id FROM input ORDER BY thread_id) i
+             CROSS JOIN LATERAL (SELECT id FROM threads WHERE id = i.thread_id AND status = 'ACTIVE' FOR UPDATE) t
          ), answered AS (
              UPDATE bids b SET status = 'COUNTERED', reason = 'countered', responded_at = i.now, updated_at = i.now
              FROM input i
@@ -660,13 +662,15 @@ pub async fn accept(
              SELECT * FROM jsonb_to_recordset($2) AS i(index int, listing_id uuid, thread_id uuid, bid_id uuid,
                                                        order_id uuid, min_available int, now timestamptz)
          ), locked_listing AS (
-             SELECT l.id FROM listings l JOIN input i ON i.listing_id = l.id
-             WHERE l.status = 'ACTIVE' AND l.quantity_available >= i.min_available
-             ORDER BY l.id FOR UPDATE OF l
+             SELECT l.id FROM (SELECT listing_id, min_available FROM input ORDER BY listing_id) i
+             CROSS JOIN LATERAL (
+                 SELECT id FROM listings
+                 WHERE id = i.listing_id AND status = 'ACTIVE' AND quantity_available >= i.min_available
+                 FOR UPDATE) l
          ), locked AS (
-             SELECT t.id FROM threads t JOIN input i ON i.thread_id = t.id
-             WHERE t.status = 'ACTIVE' AND i.listing_id IN (SELECT id FROM locked_listing)
-             ORDER BY t.id FOR UPDATE OF t
+             SELECT t.id
+             FROM (SELECT thread_id FROM input WHERE listing_id IN (SELECT id FROM locked_listing) ORDER BY thread_id) i
+             CROSS JOIN LATERAL (SELECT id FROM threads WHERE id = i.thread_id AND status = 'ACTIVE' FOR UPDATE) t
          ), bid AS (
              UPDATE bids b SET status = 'ACCEPTED', reason = 'accepted', responded_at = i.now, updated_at = i.now
              FROM input i

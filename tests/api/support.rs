@@ -97,7 +97,7 @@ pub fn test_config() -> AppConfig {
             rate_limit: 0,
             heartbeat: Duration::from_secs(1),
             key_cache_ttl: Duration::from_secs(5),
-            move_workers: 2,
+            move_workers: 1,
             webhooks: WebhookSettings {
                 allow_private: true,
                 retry_schedule: vec![Duration::from_millis(100); 5],
