@@ -124,7 +124,8 @@ impl AppState {
         // The batcher's connections are its own: a request waiting for its move holds one of
         // the pool's.
         let workers = settings.move_workers.max(1);
-        let batcher_pool = crate::db::pool_options(workers as u32)
+        // Each worker makes its three kinds of move side by side.
+        let batcher_pool = crate::db::pool_options(3 * workers as u32)
             .min_connections(0)
             .connect_lazy_with((*pool.connect_options()).clone());
         let moves = Batcher::start(batcher_pool, workers);

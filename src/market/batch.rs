@@ -14,7 +14,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use sqlx::PgPool;
+use sqlx::pool::PoolConnection;
+use sqlx::{PgPool, Postgres};
 use tokio::sync::{Mutex, mpsc, oneshot};
 use uuid::Uuid;
 
@@ -115,7 +116,7 @@ async fn work(pool: PgPool, queue: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>) {
 }
 
 /// Makes one round of moves: the placements in one statement, the counters in another, the
-/// acceptances in a third.
+/// acceptances in a third, the three side by side on connections of their own.
 async fn make(pool: &PgPool, round: Vec<Job>) {
     let mut places = Vec::new();
     let mut counters = Vec::new();
@@ -127,27 +128,38 @@ async fn make(pool: &PgPool, round: Vec<Job>) {
             Job::Accept { accept, events, reply } => accepts.push((accept, events, reply)),
         }
     }
-    // Unanswered moves (their replies dropped) are made again under locks, which will say why
-    // the database cannot be reached.
-    let Ok(mut conn) = pool.acquire().await else { return };
-    if !places.is_empty() {
+    // Unanswered moves (their replies dropped, for want of a connection) are made again under
+    // locks, which will say why the database cannot be reached.
+    let places = async {
+        let Some(mut conn) = connection(pool, &places).await else { return };
         let moves: Vec<PlaceMove> = places.iter().map(|(place, ..)| place.clone()).collect();
         let events = move_events(places.iter().map(|(_, events, _)| events));
         let made = negotiation::place(&mut conn, &moves, &events).await;
         answer(places, made, "placements");
-    }
-    if !counters.is_empty() {
+    };
+    let counters = async {
+        let Some(mut conn) = connection(pool, &counters).await else { return };
         let moves: Vec<CounterMove> = counters.iter().map(|(counter, ..)| counter.clone()).collect();
         let events = move_events(counters.iter().map(|(_, events, _)| events));
         let made = negotiation::counter(&mut conn, &moves, &events).await;
         answer(counters, made, "counters");
-    }
-    if !accepts.is_empty() {
+    };
+    let accepts = async {
+        let Some(mut conn) = connection(pool, &accepts).await else { return };
         let moves: Vec<AcceptMove> = accepts.iter().map(|(accept, ..)| accept.clone()).collect();
         let events = move_events(accepts.iter().map(|(_, events, _)| events));
         let made = negotiation::accept(&mut conn, &moves, &events).await;
         answer(accepts, made, "acceptances");
+    };
+    futures::join!(places, counters, accepts);
+}
+
+/// A connection for a statement of `jobs`, if there are any.
+async fn connection<T>(pool: &PgPool, jobs: &[T]) -> Option<PoolConnection<Postgres>> {
+    if jobs.is_empty() {
+        return None;
     }
+    pool.acquire().await.ok()
 }
 
 fn move_events<'a>(moves: impl Iterator<Item = &'a Vec<NewEvent>>) -> Vec<MoveEvent<'a>> {
