@@ -1,8 +1,14 @@
 //! Threads and bids: the persisted state machine.
 //!
-//! Locks are always taken in one order: listing, then thread, then bid. Bid actions that do
-//! not touch the listing lock the thread first; every change of a bid is a compare-and-set on
+//! Locks are always taken in one order: listing, then thread, then bid, and among rows of one
+//! table in id order when a statement makes several moves. Bid actions that do not touch the
+//! listing lock the thread first; every change of a bid is a compare-and-set on
 //! `status = 'PENDING'`, so of two racing actions exactly one changes a row.
+//!
+//! Placements, counters and acceptances are each one statement ([`place`], [`counter`],
+//! [`accept`]) that makes any number of independent moves of its kind, with their events: the
+//! caller works out the rows each move will write (and so its events) from what it read, and
+//! the statement writes exactly those, or nothing of a move whose compare-and-set fails.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

@@ -1,21 +1,24 @@
-//! Moves made together. Unlocked placements, counters and acceptances ([`Access::Unlocked`]) are handed to a
-//! few workers, each with a connection of its own, and every worker makes all the moves that
-//! are waiting when it is free in one statement per kind of move: one round trip, one commit
-//! and one plan for many moves. Each move keeps its own compare-and-set, so a move that lost a
-//! race or found its bid past its deadline comes back unmade, with nothing of it written, and
-//! its request makes it again under locks. Two moves on one thread (one listing, for
-//! acceptances) never share a statement; the later one waits for the next.
+//! Moves made together. Unlocked placements, counters and acceptances ([`Access::Unlocked`]) are
+//! handed to a worker with connections of its own, which makes all the moves waiting when it is
+//! free in one statement per kind of move, the three statements side by side: one round trip,
+//! one commit and one plan for many moves. Each move keeps its own compare-and-set, so a move
+//! that lost a race or found its bid past its deadline comes back unmade, with nothing of it
+//! written, and its request makes it again under locks. Two moves on one thread (one listing,
+//! for acceptances; one buyer's threads on a listing, for placements) never share a statement;
+//! the later one waits for the next round.
 //!
 //! A worker never waits to gather moves: under light load each statement carries one move, and
-//! under heavy load the moves that arrive while a statement runs go together in the next.
+//! under heavy load the moves that arrive while a round runs go together in the next. One
+//! worker makes the largest statements, which cost the least per move; more workers
+//! (`HAGGLE_MOVE_WORKERS`) split the waiting moves between them.
 //!
 //! [`Access::Unlocked`]: super::Access::Unlocked
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use sqlx::pool::PoolConnection;
-use sqlx::{PgPool, Postgres};
+use futures::future::BoxFuture;
+use sqlx::{PgConnection, PgPool};
 use tokio::sync::{Mutex, mpsc, oneshot};
 use uuid::Uuid;
 
@@ -23,27 +26,122 @@ use crate::db::negotiation::{self, AcceptMove, Accepted, CounterMove, Made, Move
 use crate::db::{Bid, Thread};
 use crate::events::NewEvent;
 
-/// The most moves one statement makes.
+/// The most moves one round makes.
 const MAX_BATCH: usize = 64;
 
-/// A move's outcome: `None` if it was not made (its compare-and-set failed, or its statement
-/// did), and nothing of it was written.
+/// What a statement of moves gives back: each move's outcome, in order (`None` for a move that
+/// was not made, of which nothing was written).
+pub type Outcomes<'a, T> = BoxFuture<'a, Result<Vec<Option<Made<T>>>, sqlx::Error>>;
+
+/// A move's outcome, as its request hears it: `None` if it was not made (its compare-and-set
+/// failed, or its statement did), and nothing of it was written.
 type Reply<T> = oneshot::Sender<Option<Made<T>>>;
 
-enum Job {
-    Place { place: PlaceMove, events: Vec<NewEvent>, reply: Reply<(Bid, Thread)> },
-    Counter { counter: CounterMove, events: Vec<NewEvent>, reply: Reply<(Bid, Thread)> },
-    Accept { accept: AcceptMove, events: Vec<NewEvent>, reply: Reply<Accepted> },
+/// A kind of move made in one statement: the statement, and what two moves in one statement
+/// must not share.
+pub(crate) trait Move: Clone + Send + Sync + Sized + 'static {
+    /// The rows a move of this kind writes, as stored.
+    type Made: Send + 'static;
+    /// What a statement of them is called, in logs.
+    const KIND: &'static str;
+
+    /// Two moves with the same key never share a statement.
+    fn key(&self) -> (Uuid, Uuid);
+
+    /// Makes the moves in one statement, with their events (each tagged with its move's index).
+    fn make<'a>(conn: &'a mut PgConnection, moves: &'a [Self], events: &'a [MoveEvent<'a>])
+    -> Outcomes<'a, Self::Made>;
+
+    /// The move as a job for the batcher's queue.
+    fn job(self, events: Vec<NewEvent>, reply: Reply<Self::Made>) -> Job;
+}
+
+impl Move for PlaceMove {
+    type Made = (Bid, Thread);
+    const KIND: &'static str = "placements";
+
+    /// A buyer's threads on a listing.
+    fn key(&self) -> (Uuid, Uuid) {
+        (self.listing_id, self.opening.author_id)
+    }
+
+    fn make<'a>(
+        conn: &'a mut PgConnection,
+        moves: &'a [Self],
+        events: &'a [MoveEvent<'a>],
+    ) -> Outcomes<'a, Self::Made> {
+        Box::pin(negotiation::place(conn, moves, events))
+    }
+
+    fn job(self, events: Vec<NewEvent>, reply: Reply<Self::Made>) -> Job {
+        Job::Place(Pending { what: self, events, reply })
+    }
+}
+
+impl Move for CounterMove {
+    type Made = (Bid, Thread);
+    const KIND: &'static str = "counters";
+
+    /// The thread.
+    fn key(&self) -> (Uuid, Uuid) {
+        (self.thread_id, Uuid::nil())
+    }
+
+    fn make<'a>(
+        conn: &'a mut PgConnection,
+        moves: &'a [Self],
+        events: &'a [MoveEvent<'a>],
+    ) -> Outcomes<'a, Self::Made> {
+        Box::pin(negotiation::counter(conn, moves, events))
+    }
+
+    fn job(self, events: Vec<NewEvent>, reply: Reply<Self::Made>) -> Job {
+        Job::Counter(Pending { what: self, events, reply })
+    }
+}
+
+impl Move for AcceptMove {
+    type Made = Accepted;
+    const KIND: &'static str = "acceptances";
+
+    /// The listing, which sells a unit.
+    fn key(&self) -> (Uuid, Uuid) {
+        (self.listing_id, Uuid::nil())
+    }
+
+    fn make<'a>(
+        conn: &'a mut PgConnection,
+        moves: &'a [Self],
+        events: &'a [MoveEvent<'a>],
+    ) -> Outcomes<'a, Self::Made> {
+        Box::pin(negotiation::accept(conn, moves, events))
+    }
+
+    fn job(self, events: Vec<NewEvent>, reply: Reply<Self::Made>) -> Job {
+        Job::Accept(Pending { what: self, events, reply })
+    }
+}
+
+/// A move waiting to be made, with its events and where its outcome goes.
+pub(crate) struct Pending<M: Move> {
+    what: M,
+    events: Vec<NewEvent>,
+    reply: Reply<M::Made>,
+}
+
+/// A move of any kind in the queue.
+pub(crate) enum Job {
+    Place(Pending<PlaceMove>),
+    Counter(Pending<CounterMove>),
+    Accept(Pending<AcceptMove>),
 }
 
 impl Job {
-    /// What two moves in one round must not share: a thread, a listing that sells a unit, or a
-    /// buyer's threads on a listing.
     fn key(&self) -> (Uuid, Uuid) {
         match self {
-            Job::Place { place, .. } => (place.listing_id, place.opening.author_id),
-            Job::Counter { counter, .. } => (counter.thread_id, Uuid::nil()),
-            Job::Accept { accept, .. } => (accept.listing_id, Uuid::nil()),
+            Job::Place(pending) => pending.what.key(),
+            Job::Counter(pending) => pending.what.key(),
+            Job::Accept(pending) => pending.what.key(),
         }
     }
 }
@@ -55,9 +153,9 @@ pub struct Batcher {
 }
 
 impl Batcher {
-    /// Starts `workers` workers, which make moves over `pool`'s connections. The pool must be
-    /// the workers' own: a request waiting for its move holds a connection of the server's.
-    /// The workers stop when the last handle is dropped.
+    /// Starts `workers` workers, which make moves over `pool`'s connections (three at a time
+    /// each). The pool must be the workers' own: a request waiting for its move holds a
+    /// connection of the server's. The workers stop when the last handle is dropped.
     pub fn start(pool: PgPool, workers: usize) -> Batcher {
         let (jobs, queue) = mpsc::unbounded_channel();
         let queue = Arc::new(Mutex::new(queue));
@@ -67,26 +165,10 @@ impl Batcher {
         Batcher { jobs }
     }
 
-    /// Opens the thread with its first bid, with its event; `None` if it was not made.
-    pub async fn place(&self, place: PlaceMove, events: Vec<NewEvent>) -> Option<Made<(Bid, Thread)>> {
+    /// Makes the move with its events; `None` if it was not made.
+    pub(crate) async fn make<M: Move>(&self, what: M, events: Vec<NewEvent>) -> Option<Made<M::Made>> {
         let (reply, answer) = oneshot::channel();
-        self.send(Job::Place { place, events, reply }, answer).await
-    }
-
-    /// Makes the counter, with its events; `None` if it was not made.
-    pub async fn counter(&self, counter: CounterMove, events: Vec<NewEvent>) -> Option<Made<(Bid, Thread)>> {
-        let (reply, answer) = oneshot::channel();
-        self.send(Job::Counter { counter, events, reply }, answer).await
-    }
-
-    /// Makes the acceptance, with its events; `None` if it was not made.
-    pub async fn accept(&self, accept: AcceptMove, events: Vec<NewEvent>) -> Option<Made<Accepted>> {
-        let (reply, answer) = oneshot::channel();
-        self.send(Job::Accept { accept, events, reply }, answer).await
-    }
-
-    async fn send<T>(&self, job: Job, answer: oneshot::Receiver<Option<Made<T>>>) -> Option<Made<T>> {
-        self.jobs.send(job).ok()?;
+        self.jobs.send(what.job(events, reply)).ok()?;
         answer.await.ok().flatten()
     }
 }
@@ -106,77 +188,56 @@ async fn work(pool: PgPool, queue: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>) {
             }
         }
         while !jobs.is_empty() {
-            // Moves that share a thread or listing with an earlier one wait for the next round.
+            // Moves that share what they must not with an earlier one wait for the next round.
             let mut keys = HashSet::new();
             let (round, later): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|job| keys.insert(job.key()));
             jobs = later;
-            make(&pool, round).await;
+            make_round(&pool, round).await;
         }
     }
 }
 
 /// Makes one round of moves: the placements in one statement, the counters in another, the
 /// acceptances in a third, the three side by side on connections of their own.
-async fn make(pool: &PgPool, round: Vec<Job>) {
+async fn make_round(pool: &PgPool, round: Vec<Job>) {
     let mut places = Vec::new();
     let mut counters = Vec::new();
     let mut accepts = Vec::new();
     for job in round {
         match job {
-            Job::Place { place, events, reply } => places.push((place, events, reply)),
-            Job::Counter { counter, events, reply } => counters.push((counter, events, reply)),
-            Job::Accept { accept, events, reply } => accepts.push((accept, events, reply)),
+            Job::Place(pending) => places.push(pending),
+            Job::Counter(pending) => counters.push(pending),
+            Job::Accept(pending) => accepts.push(pending),
         }
     }
-    // Unanswered moves (their replies dropped, for want of a connection) are made again under
-    // locks, which will say why the database cannot be reached.
-    let places = async {
-        let Some(mut conn) = connection(pool, &places).await else { return };
-        let moves: Vec<PlaceMove> = places.iter().map(|(place, ..)| place.clone()).collect();
-        let events = move_events(places.iter().map(|(_, events, _)| events));
-        let made = negotiation::place(&mut conn, &moves, &events).await;
-        answer(places, made, "placements");
-    };
-    let counters = async {
-        let Some(mut conn) = connection(pool, &counters).await else { return };
-        let moves: Vec<CounterMove> = counters.iter().map(|(counter, ..)| counter.clone()).collect();
-        let events = move_events(counters.iter().map(|(_, events, _)| events));
-        let made = negotiation::counter(&mut conn, &moves, &events).await;
-        answer(counters, made, "counters");
-    };
-    let accepts = async {
-        let Some(mut conn) = connection(pool, &accepts).await else { return };
-        let moves: Vec<AcceptMove> = accepts.iter().map(|(accept, ..)| accept.clone()).collect();
-        let events = move_events(accepts.iter().map(|(_, events, _)| events));
-        let made = negotiation::accept(&mut conn, &moves, &events).await;
-        answer(accepts, made, "acceptances");
-    };
-    futures::join!(places, counters, accepts);
+    futures::join!(statement(pool, places), statement(pool, counters), statement(pool, accepts));
 }
 
-/// A connection for a statement of `jobs`, if there are any.
-async fn connection<T>(pool: &PgPool, jobs: &[T]) -> Option<PoolConnection<Postgres>> {
-    if jobs.is_empty() {
-        return None;
+/// Makes the moves in one statement and hands each its outcome. If the statement fails, or no
+/// connection can be had, none of them was made: each request makes its move again under locks,
+/// which will say why if the database is out of reach.
+async fn statement<M: Move>(pool: &PgPool, moves: Vec<Pending<M>>) {
+    if moves.is_empty() {
+        return;
     }
-    pool.acquire().await.ok()
-}
-
-fn move_events<'a>(moves: impl Iterator<Item = &'a Vec<NewEvent>>) -> Vec<MoveEvent<'a>> {
-    moves.enumerate().flat_map(|(index, events)| events.iter().map(move |event| MoveEvent { index, event })).collect()
-}
-
-/// Hands each move its outcome. If the statement failed, none of its moves was made: each
-/// request makes its move again under locks.
-fn answer<M, T>(jobs: Vec<(M, Vec<NewEvent>, Reply<T>)>, made: Result<Vec<Option<Made<T>>>, sqlx::Error>, what: &str) {
+    let Ok(mut conn) = pool.acquire().await else { return };
+    let what: Vec<M> = moves.iter().map(|pending| pending.what.clone()).collect();
+    let made = {
+        let events: Vec<MoveEvent> = moves
+            .iter()
+            .enumerate()
+            .flat_map(|(index, pending)| pending.events.iter().map(move |event| MoveEvent { index, event }))
+            .collect();
+        M::make(&mut conn, &what, &events).await
+    };
     match made {
         Ok(made) => {
-            for ((.., reply), made) in jobs.into_iter().zip(made) {
-                let _ = reply.send(made);
+            for (pending, made) in moves.into_iter().zip(made) {
+                let _ = pending.reply.send(made);
             }
         }
         Err(error) => {
-            tracing::warn!(%error, moves = jobs.len(), "a statement of {what} failed; each is made again under locks");
+            tracing::warn!(%error, moves = moves.len(), "a statement of {} failed; each is made again under locks", M::KIND);
         }
     }
 }

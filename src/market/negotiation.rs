@@ -4,9 +4,10 @@ use serde::Deserialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use super::batch::Move;
 use super::{Access, Error, Result, Rules, double_option};
 use crate::db::agents::Caller;
-use crate::db::negotiation::{self, AcceptMove, BidContext, CounterMove, MoveEvent, NewBid, PlaceMove};
+use crate::db::negotiation::{self, AcceptMove, BidContext, CounterMove, Made, MoveEvent, NewBid, PlaceMove};
 use crate::db::{self, Bid, Listing, Order, Thread};
 use crate::domain::bid::{self, Action, Actor, Transition};
 use crate::domain::money::RawAmount;
@@ -178,27 +179,9 @@ pub async fn place(
         now,
         opening: bid.clone(),
     };
-    let made = match access {
-        Access::Unlocked(batcher) => {
-            let made = batcher.place(place, vec![event]).await.ok_or(Error::NeedsLocks)?;
-            events.wrote(Written { events: 1, tasks: made.queued.into() });
-            made
-        }
-        Access::Locked => {
-            let before = events.pending().len();
-            events.push(event);
-            let moved = as_moves(events.pending());
-            let made = negotiation::place(conn, std::slice::from_ref(&place), &moved).await?.pop().flatten();
-            let written = moved.len() as i64;
-            let Some(made) = made else {
-                // Under the locks, only a concurrent placement by the same buyer can have come first.
-                events.truncate(before);
-                return Err(Rejection::ThreadActive { thread_id: None }.into());
-            };
-            events.wrote(Written { events: written, tasks: made.queued.into() });
-            made
-        }
-    };
+    // Under the locks, only a concurrent placement by the same buyer can have come first.
+    let made =
+        make(conn, events, access, place, vec![event]).await?.ok_or(Rejection::ThreadActive { thread_id: None })?;
     let (stored_bid, stored_thread) = made.rows;
     check_foreseen("placement", &(&bid, &thread), &(&stored_bid, &stored_thread));
     Ok((stored_bid, stored_thread))
@@ -374,34 +357,52 @@ pub async fn counter(
     };
     let event = NewEvent::bid(&bid, &thread);
     let counter = CounterMove { thread_id: context.thread_id, bid_id, now, counter: bid.clone() };
-    let made = match access {
-        Access::Unlocked(batcher) => {
-            let made = batcher.counter(counter, vec![event]).await.ok_or(Error::NeedsLocks)?;
-            events.wrote(Written { events: 1, tasks: made.queued.into() });
-            made
-        }
-        Access::Locked => {
-            let before = events.pending().len();
-            events.push(event);
-            let moved = as_moves(events.pending());
-            let made = negotiation::counter(conn, std::slice::from_ref(&counter), &moved).await?.pop().flatten();
-            let written = moved.len() as i64;
-            let Some(made) = made else {
-                events.truncate(before);
-                return Err(lost_race(conn, events, bid_id).await);
-            };
-            events.wrote(Written { events: written, tasks: made.queued.into() });
-            made
-        }
+    let Some(made) = make(conn, events, access, counter, vec![event]).await? else {
+        return Err(lost_race(conn, events, bid_id).await);
     };
     let (stored_bid, stored_thread) = made.rows;
     check_foreseen("counter", &(&bid, &thread), &(&stored_bid, &stored_thread));
     Ok((stored_bid, stored_thread))
 }
 
-/// The outbox's pending events as the events of a statement's only move.
-fn as_moves(events: &[NewEvent]) -> Vec<MoveEvent<'_>> {
-    events.iter().map(|event| MoveEvent { index: 0, event }).collect()
+/// Makes a move with its events: unlocked, through the batcher (which asks for locks if it
+/// could not make it); under locks, in the caller's transaction, with every pending event of the
+/// outbox (any recorded before the move, then its own). `None` if, under locks, the move's
+/// compare-and-set failed: its own events are dropped, and the earlier ones wait for the flush.
+async fn make<M: Move>(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    access: Access,
+    what: M,
+    made_events: Vec<NewEvent>,
+) -> Result<Option<Made<M::Made>>> {
+    match access {
+        Access::Unlocked(batcher) => {
+            let count = made_events.len() as i64;
+            let made = batcher.make(what, made_events).await.ok_or(Error::NeedsLocks)?;
+            events.wrote(Written { events: count, tasks: made.queued.into() });
+            Ok(Some(made))
+        }
+        Access::Locked => {
+            let before = events.pending().len();
+            for event in made_events {
+                events.push(event);
+            }
+            let moved: Vec<MoveEvent> = events.pending().iter().map(|event| MoveEvent { index: 0, event }).collect();
+            let made = M::make(conn, std::slice::from_ref(&what), &moved).await?.pop().flatten();
+            let count = moved.len() as i64;
+            match made {
+                Some(made) => {
+                    events.wrote(Written { events: count, tasks: made.queued.into() });
+                    Ok(Some(made))
+                }
+                None => {
+                    events.truncate(before);
+                    Ok(None)
+                }
+            }
+        }
+    }
 }
 
 /// Accepts, rejects or withdraws the pending bid, which ends its thread. Accepting creates the
@@ -507,29 +508,10 @@ async fn accept(
         min_available,
         now,
     };
-    let accepted = match access {
-        Access::Unlocked(batcher) => {
-            let count = made_events.len() as i64;
-            let made = batcher.accept(accept, made_events).await.ok_or(Error::NeedsLocks)?;
-            events.wrote(Written { events: count, tasks: 0 });
-            made.rows
-        }
-        Access::Locked => {
-            let before = events.pending().len();
-            for event in made_events {
-                events.push(event);
-            }
-            let moved = as_moves(events.pending());
-            let made = negotiation::accept(conn, std::slice::from_ref(&accept), &moved).await?.pop().flatten();
-            let written = moved.len() as i64;
-            let Some(made) = made else {
-                events.truncate(before);
-                return Err(lost_race(conn, events, context.bid.id).await);
-            };
-            events.wrote(Written { events: written, tasks: 0 });
-            made.rows
-        }
+    let Some(made) = make(conn, events, access, accept, made_events).await? else {
+        return Err(lost_race(conn, events, context.bid.id).await);
     };
+    let accepted = made.rows;
     check_foreseen(
         "accept",
         &(&bid, &thread, &order, &listing),
