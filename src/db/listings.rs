@@ -127,14 +127,19 @@ pub async fn lock_for_placement(
          FOR SHARE"
     ))
     .bind(listing_id)
-    .bind(PLACEMENT_LOCK_SPACE)
-    .bind(placement_lock_key(listing_id, buyer_id))
+    .bind(placement_lock(listing_id, buyer_id).0)
+    .bind(placement_lock(listing_id, buyer_id).1)
     .fetch_optional(conn)
     .await
 }
 
 /// The first half of the two-part advisory lock keys of placements: "HAGL".
 const PLACEMENT_LOCK_SPACE: i32 = 0x4841_474C;
+
+/// The two-part advisory lock a placement under locks takes on (listing, buyer).
+pub fn placement_lock(listing_id: Uuid, buyer_id: Uuid) -> (i32, i32) {
+    (PLACEMENT_LOCK_SPACE, placement_lock_key(listing_id, buyer_id))
+}
 
 fn placement_lock_key(listing_id: Uuid, buyer_id: Uuid) -> i32 {
     let digest = crate::secrets::sha256_parts(&[listing_id.as_bytes(), buyer_id.as_bytes()]);

@@ -214,3 +214,37 @@ async fn the_last_unit_is_sold_under_locks_and_ends_the_other_threads() {
     assert_eq!(app.count("SELECT count(*) FROM threads WHERE status = 'CLOSED'").await, 1);
     assert_eq!(app.count(format!("SELECT count(*) FROM listings WHERE id = '{listing}' AND status = 'SOLD'")).await, 1);
 }
+
+#[tokio::test]
+async fn a_placement_without_a_key_takes_no_lock_of_its_own_and_one_with_a_key_does() {
+    let app = TestApp::spawn().await;
+    let seller = app.register("seller").await;
+    let buyer = app.buyer("buyer").await;
+    let listing = app.listing(&seller, json!({})).await;
+    // A transaction holds the advisory lock that a placement under locks takes first.
+    let (space, key) = haggle::db::listings::placement_lock(listing.parse().unwrap(), buyer.id.parse().unwrap());
+    let mut holder = app.pool.begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock($1, $2)").bind(space).bind(key).execute(&mut *holder).await.unwrap();
+
+    // Made unlocked, in one statement: the held lock does not stop it.
+    let path = format!("/v1/listings/{listing}/bids");
+    let placed = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        app.post(&path, &buyer.key, json!({ "amount": 80000 })),
+    )
+    .await
+    .expect("an unlocked placement does not wait for the placement lock")
+    .expect(201);
+    app.post(&format!("/v1/bids/{}/withdraw", placed.body["bid"]["id"].as_str().unwrap()), &buyer.key, json!({}))
+        .await
+        .expect(200);
+
+    // With an Idempotency-Key the answer is stored with the effect, in a transaction under locks:
+    // it waits for the lock, and goes through when it is released.
+    let keyed = app.post_keyed(&path, Some(&buyer.key), json!({ "amount": 81000 }), "a-key-0001");
+    tokio::pin!(keyed);
+    let waited = tokio::time::timeout(std::time::Duration::from_millis(500), &mut keyed).await;
+    assert!(waited.is_err(), "a keyed placement takes the placement lock");
+    holder.rollback().await.unwrap();
+    keyed.await.expect(201);
+}
