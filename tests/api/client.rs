@@ -253,22 +253,8 @@ async fn policies_are_set_read_and_deleted_per_scope() {
 
 /// Runs `haggle <args>` against the app as the agent with `key`, and returns its stdout.
 async fn haggle(app: &TestApp, key: &str, args: &[&str]) -> String {
-    let output = tokio::time::timeout(
-        Duration::from_secs(120),
-        tokio::process::Command::new(haggle_bin())
-            .args(args)
-            .env("HAGGLE_URL", &app.base)
-            .env("HAGGLE_API_KEY", key)
-            .env("RUST_LOG", "warn")
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("haggle finishes")
-    .expect("haggle runs");
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "haggle {args:?} failed:\n{stdout}\n{stderr}");
+    let (succeeded, stdout, stderr) = haggle_output(app, key, args).await;
+    assert!(succeeded, "haggle {args:?} failed:\n{stdout}\n{stderr}");
     stdout
 }
 
