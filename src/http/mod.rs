@@ -125,9 +125,11 @@ impl AppState {
         // the pool's.
         let workers = settings.move_workers.max(1);
         // Each worker makes its three kinds of move side by side.
-        let batcher_pool = crate::db::pool_options(3 * workers as u32)
-            .min_connections(0)
-            .connect_lazy_with((*pool.connect_options()).clone());
+        // Its statements' plans do not depend on their parameters (every move comes in one JSON
+        // document), so they are planned once per connection rather than again and again.
+        let batcher_pool = crate::db::pool_options(3 * workers as u32).min_connections(0).connect_lazy_with(
+            pool.connect_options().as_ref().clone().options([("plan_cache_mode", "force_generic_plan")]),
+        );
         let moves = Batcher::start(batcher_pool, workers);
         AppState {
             moves,
