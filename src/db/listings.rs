@@ -146,6 +146,22 @@ fn placement_lock_key(listing_id: Uuid, buyer_id: Uuid) -> i32 {
     i32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]])
 }
 
+/// The statement that reads [`BuyerThreads`] of the buyer and listing given (SQL expressions).
+macro_rules! buyer_threads_query {
+    ($listing:literal, $buyer:literal) => {
+        concat!(
+            "SELECT count(*) AS thread_count,
+                    (array_agg(t.id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_thread_id,
+                    max(t.expires_at) FILTER (WHERE t.status = 'ACTIVE') AS active_expires_at,
+                    (array_agg(t.last_bid_id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_last_bid_id
+             FROM threads t WHERE t.listing_id = ",
+            $listing,
+            " AND t.buyer_id = ",
+            $buyer
+        )
+    };
+}
+
 /// A listing and the buyer's threads on it, read together without locks, for a placement made
 /// in one statement (which locks the listing and checks what could have changed).
 #[derive(Debug, FromRow)]
@@ -167,13 +183,9 @@ pub async fn read_for_placement(
         listing_columns!(),
         ", now() AS db_now, m.*
          FROM listings
-         CROSS JOIN LATERAL (
-             SELECT count(*) AS thread_count,
-                    (array_agg(t.id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_thread_id,
-                    max(t.expires_at) FILTER (WHERE t.status = 'ACTIVE') AS active_expires_at,
-                    (array_agg(t.last_bid_id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_last_bid_id
-             FROM threads t WHERE t.listing_id = listings.id AND t.buyer_id = $2
-         ) m
+         CROSS JOIN LATERAL (",
+        buyer_threads_query!("listings.id", "$2"),
+        ") m
          WHERE listings.id = $1"
     ))
     .bind(listing_id)
@@ -200,17 +212,7 @@ pub async fn buyer_threads(
     listing_id: Uuid,
     buyer_id: Uuid,
 ) -> Result<BuyerThreads, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT count(*) AS thread_count,
-                (array_agg(id) FILTER (WHERE status = 'ACTIVE'))[1] AS active_thread_id,
-                max(expires_at) FILTER (WHERE status = 'ACTIVE') AS active_expires_at,
-                (array_agg(last_bid_id) FILTER (WHERE status = 'ACTIVE'))[1] AS active_last_bid_id
-         FROM threads WHERE listing_id = $1 AND buyer_id = $2",
-    )
-    .bind(listing_id)
-    .bind(buyer_id)
-    .fetch_one(conn)
-    .await
+    sqlx::query_as(buyer_threads_query!("$1", "$2")).bind(listing_id).bind(buyer_id).fetch_one(conn).await
 }
 
 pub async fn update_terms(conn: &mut PgConnection, id: Uuid, terms: &ListingTerms) -> Result<Listing, sqlx::Error> {

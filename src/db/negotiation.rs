@@ -19,7 +19,7 @@ use uuid::Uuid;
 use super::{Listing, Order, Page};
 use crate::domain::bid::{self, Transition};
 use crate::domain::thread;
-use crate::domain::{BidStatus, Currency, ListingStatus, Party, Reason, ThreadStatus};
+use crate::domain::{BidStatus, Currency, Party, Reason, ThreadStatus};
 use crate::events::NewEvent;
 
 #[derive(Debug, Clone, PartialEq, Eq, FromRow, Serialize, Deserialize)]
@@ -176,39 +176,18 @@ struct BidAndThreadRow {
 }
 
 /// Everything a bid action decides on, read with the thread locked or, for a single-statement
-/// move, without locks (the move's compare-and-set then refuses anything that changed since).
+/// move, without locks (the move's compare-and-set then refuses anything that changed since):
+/// the rows as read, from which a move also works out the rows it will write (and their events).
 ///
 /// The bid's columns may be one version old if another action committed while this one waited
 /// for the thread; the compare-and-set on the bid's status then refuses the write.
 #[derive(Debug, Clone, FromRow)]
 pub struct BidContext {
-    pub thread_id: Uuid,
-    #[sqlx(try_from = "String")]
-    pub thread_status: ThreadStatus,
-    pub listing_id: Uuid,
-    pub buyer_id: Uuid,
-    pub seller_id: Uuid,
-    #[sqlx(try_from = "String")]
-    pub status: BidStatus,
-    #[sqlx(try_from = "String")]
-    pub author: Party,
-    #[sqlx(rename = "final")]
-    pub is_final: bool,
-    pub expires_at: DateTime<Utc>,
-    pub amount: i64,
-    #[sqlx(try_from = "String")]
-    pub currency: Currency,
-    pub round: i32,
-    pub terms: Option<serde_json::Value>,
-    /// The amount of the bid this one answered: the responder's own previous position.
-    pub parent_amount: Option<i64>,
-    pub ask_amount: i64,
-    pub max_rounds: i32,
-    pub bid_ttl_seconds: i32,
-    /// The rows as read, from which a move works out the rows it will write (and their events).
     pub bid: Json<Bid>,
     pub thread: Json<Thread>,
     pub listing: Json<Listing>,
+    /// The amount of the bid this one answered: the responder's own previous position.
+    pub parent_amount: Option<i64>,
     pub db_now: DateTime<Utc>,
 }
 
@@ -217,17 +196,17 @@ impl BidContext {
     /// even if the seller lowered `max_rounds` after it was made.
     pub fn state(&self) -> bid::BidState {
         bid::BidState {
-            status: self.status,
-            author: self.author,
-            is_final: self.is_final || self.round >= self.max_rounds,
-            expires_at: self.expires_at,
+            status: self.bid.status,
+            author: self.bid.author,
+            is_final: self.bid.is_final || self.bid.round >= self.listing.max_rounds,
+            expires_at: self.bid.expires_at,
         }
     }
 
     pub fn party_of(&self, agent_id: Uuid) -> Option<Party> {
-        if agent_id == self.buyer_id {
+        if agent_id == self.thread.buyer_id {
             Some(Party::Buyer)
-        } else if agent_id == self.seller_id {
+        } else if agent_id == self.thread.seller_id {
             Some(Party::Seller)
         } else {
             None
@@ -238,10 +217,8 @@ impl BidContext {
 macro_rules! bid_context_query {
     ($lock:literal) => {
         concat!(
-            "SELECT t.id AS thread_id, t.status AS thread_status, t.listing_id, t.buyer_id, t.seller_id,
-                    b.status, b.author, b.final, b.expires_at, b.amount, b.currency, b.round, b.terms,
-                    p.amount AS parent_amount, l.ask_amount, l.max_rounds, l.bid_ttl_seconds,
-                    row_to_json(b) AS bid, row_to_json(t) AS thread, row_to_json(l) AS listing, now() AS db_now
+            "SELECT row_to_json(b) AS bid, row_to_json(t) AS thread, row_to_json(l) AS listing,
+                    p.amount AS parent_amount, now() AS db_now
              FROM bids b
              JOIN threads t ON t.id = b.thread_id
              JOIN listings l ON l.id = t.listing_id
@@ -272,14 +249,11 @@ pub async fn read_bid_context(
 }
 
 /// Locks the listing of a bid the agent is party to; taken before the thread when an action
-/// may change the listing. `None` if the agent cannot see the bid.
-pub async fn lock_listing_of_bid(
-    conn: &mut PgConnection,
-    bid_id: Uuid,
-    agent_id: Uuid,
-) -> Result<Option<ListingStatus>, sqlx::Error> {
-    let status: Option<String> = sqlx::query_scalar(
-        "SELECT l.status FROM listings l
+/// may change the listing (the action then reads the listing with the bid). `false` if the agent
+/// cannot see the bid.
+pub async fn lock_listing_of_bid(conn: &mut PgConnection, bid_id: Uuid, agent_id: Uuid) -> Result<bool, sqlx::Error> {
+    let locked = sqlx::query(
+        "SELECT 1 FROM listings l
          WHERE l.id = (SELECT t.listing_id FROM bids b JOIN threads t ON t.id = b.thread_id
                        WHERE b.id = $1 AND $2 IN (t.buyer_id, t.seller_id))
          FOR UPDATE",
@@ -288,7 +262,7 @@ pub async fn lock_listing_of_bid(
     .bind(agent_id)
     .fetch_optional(conn)
     .await?;
-    status.map(|s| s.parse().map_err(|e: String| sqlx::Error::Decode(e.into()))).transpose()
+    Ok(locked.is_some())
 }
 
 /// Locks a thread row, for a caller that is about to change one of its bids without having
@@ -394,13 +368,28 @@ pub struct CounterMove {
     pub counter: Bid,
 }
 
+/// A move as its statement reads it: with its index in the batch, which the statement's rows
+/// and the move's events carry.
 #[derive(Serialize)]
-struct CounterInput<'a> {
+struct Indexed<'a, M> {
     index: usize,
-    thread_id: Uuid,
-    bid_id: Uuid,
-    now: DateTime<Utc>,
-    counter: &'a Bid,
+    #[serde(flatten)]
+    what: &'a M,
+}
+
+fn indexed<M>(moves: &[M]) -> Vec<Indexed<'_, M>> {
+    moves.iter().enumerate().map(|(index, what)| Indexed { index, what }).collect()
+}
+
+/// Each move's outcome, in the order of the moves, from those that were made (by index).
+fn by_move<T>(moves: usize, made: impl IntoIterator<Item = (i32, Made<T>)>) -> Vec<Option<Made<T>>> {
+    let mut outcomes: Vec<Option<Made<T>>> = (0..moves).map(|_| None).collect();
+    for (index, made) in made {
+        if let Some(slot) = usize::try_from(index).ok().and_then(|index| outcomes.get_mut(index)) {
+            *slot = Some(made);
+        }
+    }
+    outcomes
 }
 
 /// A move made: its rows as stored, and whether a task was queued for a policy.
@@ -423,13 +412,6 @@ pub struct PlaceMove {
     pub opening: Bid,
 }
 
-#[derive(Serialize)]
-struct PlaceInput<'a> {
-    index: usize,
-    #[serde(flatten)]
-    place: &'a PlaceMove,
-}
-
 /// Opens threads with their buyers' first bids in one statement, each for its own buyer and
 /// listing: locks the listings in share mode (each still ACTIVE and unchanged since the move
 /// was decided), checks each buyer's count of threads on the listing against its limit, inserts
@@ -442,7 +424,6 @@ pub async fn place(
     moves: &[PlaceMove],
     events: &[MoveEvent<'_>],
 ) -> Result<Vec<Option<Made<(Bid, Thread)>>>, sqlx::Error> {
-    let input: Vec<PlaceInput> = moves.iter().enumerate().map(|(index, place)| PlaceInput { index, place }).collect();
     let rows: Vec<MadeRow> = sqlx::query_as(concat!(
         "WITH input AS (
              SELECT i.index, i.listing_id, i.listing_updated_at, i.seller_id, i.max_threads_per_buyer, i.now, o.*
@@ -487,10 +468,10 @@ pub async fn place(
          FROM bid JOIN thread ON thread.id = bid.thread_id JOIN input i ON i.thread_id = thread.id"
     ))
     .bind(Json(events))
-    .bind(Json(&input))
+    .bind(Json(indexed(moves)))
     .fetch_all(conn)
     .await?;
-    Ok(by_move(moves.len(), rows))
+    Ok(by_move(moves.len(), rows.into_iter().map(MadeRow::made)))
 }
 
 /// A row of a statement that made moves of a bid and its thread.
@@ -502,15 +483,10 @@ struct MadeRow {
     queued: bool,
 }
 
-/// Each move's outcome, in the order of the moves, from the rows of those that were made.
-fn by_move(moves: usize, rows: Vec<MadeRow>) -> Vec<Option<Made<(Bid, Thread)>>> {
-    let mut made: Vec<Option<Made<(Bid, Thread)>>> = (0..moves).map(|_| None).collect();
-    for row in rows {
-        if let Some(slot) = usize::try_from(row.index).ok().and_then(|index| made.get_mut(index)) {
-            *slot = Some(Made { rows: (row.bid.0, row.thread.0), queued: row.queued });
-        }
+impl MadeRow {
+    fn made(self) -> (i32, Made<(Bid, Thread)>) {
+        (self.index, Made { rows: (self.bid.0, self.thread.0), queued: self.queued })
     }
-    made
 }
 
 /// Makes counters in one statement, each on its own thread: locks the threads (in id order),
@@ -524,17 +500,6 @@ pub async fn counter(
     moves: &[CounterMove],
     events: &[MoveEvent<'_>],
 ) -> Result<Vec<Option<Made<(Bid, Thread)>>>, sqlx::Error> {
-    let input: Vec<CounterInput> = moves
-        .iter()
-        .enumerate()
-        .map(|(index, m)| CounterInput {
-            index,
-            thread_id: m.thread_id,
-            bid_id: m.bid_id,
-            now: m.now,
-            counter: &m.counter,
-        })
-        .collect();
     let rows: Vec<MadeRow> = sqlx::query_as(concat!(
         "WITH input AS (
              SELECT i.index, i.thread_id, i.bid_id, i.now, c.*
@@ -577,10 +542,10 @@ pub async fn counter(
          FROM answered a JOIN bid ON bid.parent_bid_id = a.id JOIN thread ON thread.id = bid.thread_id"
     ))
     .bind(Json(events))
-    .bind(Json(&input))
+    .bind(Json(indexed(moves)))
     .fetch_all(conn)
     .await?;
-    Ok(by_move(moves.len(), rows))
+    Ok(by_move(moves.len(), rows.into_iter().map(MadeRow::made)))
 }
 
 /// Ends a thread through its pending bid: a rejection, a withdrawal or an expiry. The caller
@@ -626,13 +591,6 @@ pub struct AcceptMove {
     pub now: DateTime<Utc>,
 }
 
-#[derive(Serialize)]
-struct AcceptInput<'a> {
-    index: usize,
-    #[serde(flatten)]
-    accept: &'a AcceptMove,
-}
-
 #[derive(Debug, FromRow)]
 struct AcceptedRow {
     index: i32,
@@ -661,8 +619,6 @@ pub async fn accept(
     moves: &[AcceptMove],
     events: &[MoveEvent<'_>],
 ) -> Result<Vec<Option<Made<Accepted>>>, sqlx::Error> {
-    let input: Vec<AcceptInput> =
-        moves.iter().enumerate().map(|(index, accept)| AcceptInput { index, accept }).collect();
     let rows: Vec<AcceptedRow> = sqlx::query_as(concat!(
         r#"WITH input AS (
              SELECT * FROM jsonb_to_recordset($2) AS i(index int, listing_id uuid, thread_id uuid, bid_id uuid,
@@ -714,17 +670,16 @@ pub async fn accept(
          JOIN ordered ON ordered.bid_id = bid.id JOIN listing ON listing.id = ordered.listing_id"#
     ))
     .bind(Json(events))
-    .bind(Json(&input))
+    .bind(Json(indexed(moves)))
     .fetch_all(conn)
     .await?;
-    let mut made: Vec<Option<Made<Accepted>>> = moves.iter().map(|_| None).collect();
-    for row in rows {
-        if let Some(slot) = usize::try_from(row.index).ok().and_then(|index| made.get_mut(index)) {
+    Ok(by_move(
+        moves.len(),
+        rows.into_iter().map(|row| {
             let rows = Accepted { bid: row.bid.0, thread: row.thread.0, order: row.order.0, listing: row.listing.0 };
-            *slot = Some(Made { rows, queued: false });
-        }
-    }
-    Ok(made)
+            (row.index, Made { rows, queued: false })
+        }),
+    ))
 }
 
 /// Ends every live thread of a listing that sold out or was withdrawn, rejecting their pending

@@ -326,28 +326,28 @@ pub async fn counter(
     decide(conn, events, &access, &context, Action::Counter, party).await?;
     // The responder's own previous position: the bid this one answered, or the ask for the
     // seller's first counter.
-    let own_previous = context.parent_amount.unwrap_or(context.ask_amount);
-    bid::check_counter(party, amount, context.amount, own_previous)?;
-    let round = context.round + 1;
-    let expires_in =
-        bid::expires_in(input.expires_in, context.bid_ttl_seconds).map_err(|m| Rejection::invalid("expires_in", m))?;
+    let own_previous = context.parent_amount.unwrap_or(context.listing.ask_amount);
+    bid::check_counter(party, amount, context.bid.amount, own_previous)?;
+    let round = context.bid.round + 1;
+    let expires_in = bid::expires_in(input.expires_in, context.listing.bid_ttl_seconds)
+        .map_err(|m| Rejection::invalid("expires_in", m))?;
     let terms = match new_terms {
         Some(terms) => terms,
-        None => context.terms.as_ref(),
+        None => context.bid.terms.as_ref(),
     };
     let counter = NewBid {
         id: Uuid::now_v7(),
         author_id: caller.id,
         amount,
-        currency: context.currency,
+        currency: context.bid.currency,
         message: input.message.as_deref(),
         terms,
-        is_final: bid::is_final(round, context.max_rounds, input.is_final.unwrap_or(false)),
+        is_final: bid::is_final(round, context.listing.max_rounds, input.is_final.unwrap_or(false)),
         expires_in,
     };
     // The rows the move writes, decided at `now`, and so its event.
     let now = context.db_now;
-    let bid = counter.row(context.thread_id, Some(bid_id), round, now);
+    let bid = counter.row(context.thread.id, Some(bid_id), round, now);
     let thread = Thread {
         rounds: round,
         last_bid_id: bid.id,
@@ -356,7 +356,7 @@ pub async fn counter(
         ..context.thread.0.clone()
     };
     let event = NewEvent::bid(&bid, &thread);
-    let counter = CounterMove { thread_id: context.thread_id, bid_id, now, counter: bid.clone() };
+    let counter = CounterMove { thread_id: context.thread.id, bid_id, now, counter: bid.clone() };
     let Some(made) = make(conn, events, access, counter, vec![event]).await? else {
         return Err(lost_race(conn, events, bid_id).await);
     };
@@ -419,7 +419,9 @@ pub async fn answer(
     match (&access, answer) {
         // Accepting changes the listing, which is locked before the thread.
         (Access::Locked, Answer::Accept) => {
-            negotiation::lock_listing_of_bid(conn, bid_id, caller.id).await?.ok_or_else(not_found)?;
+            if !negotiation::lock_listing_of_bid(conn, bid_id, caller.id).await? {
+                return Err(not_found().into());
+            }
         }
         (Access::Locked, Answer::Reject | Answer::Withdraw) | (Access::Unlocked(_), Answer::Accept) => {}
         (Access::Unlocked(_), Answer::Reject | Answer::Withdraw) => return Err(Error::NeedsLocks),
@@ -518,7 +520,7 @@ async fn accept(
         &(&accepted.bid, &accepted.thread, &accepted.order, &accepted.listing),
     );
     if accepted.listing.status == ListingStatus::Sold {
-        let ended = negotiation::end_listing_threads(conn, context.listing_id, Reason::ListingSold).await?;
+        let ended = negotiation::end_listing_threads(conn, context.listing.id, Reason::ListingSold).await?;
         record_closed(events, ended);
     }
     Ok(Answered { bid: accepted.bid, thread: accepted.thread, order: Some(accepted.order) })
