@@ -136,6 +136,16 @@ enum Connection {
     Opening,
 }
 
+impl Connection {
+    fn get(&mut self) -> &mut PgConnection {
+        match self {
+            Connection::Unlocked(conn) => conn,
+            Connection::Transaction(tx) => tx,
+            Connection::Opening => unreachable!("a transaction is opened before the request goes on"),
+        }
+    }
+}
+
 /// A state-changing request in progress.
 pub struct Command {
     tx: Connection,
@@ -169,14 +179,7 @@ impl Command {
     ) -> Result<Result<Command, Response>, ApiError> {
         let mut tx = state.pool.begin().await?;
         let Some(key) = key.0 else {
-            return Ok(Ok(Command {
-                tx: Connection::Transaction(tx),
-                moves: state.moves.clone(),
-                claim: None,
-                events: Outbox::new(),
-                publish: state.publish.clone(),
-                auto: state.auto.clone(),
-            }));
+            return Ok(Ok(Command::new(state, Connection::Transaction(tx), None)));
         };
         if scope.is_nil() && key.len() < MIN_ANONYMOUS_KEY_LEN {
             // Without an agent, the key alone decides who gets the stored answer (and the API key
@@ -200,14 +203,18 @@ impl Command {
         if let Some(saved) = idempotency::find(&mut tx, scope, &claim.key_digest).await? {
             return Ok(Err(claim.replay(saved)?));
         }
-        Ok(Ok(Command {
-            tx: Connection::Transaction(tx),
+        Ok(Ok(Command::new(state, Connection::Transaction(tx), Some(claim))))
+    }
+
+    fn new(state: &AppState, tx: Connection, claim: Option<Claim>) -> Command {
+        Command {
+            tx,
             moves: state.moves.clone(),
-            claim: Some(claim),
+            claim,
             events: Outbox::new(),
             publish: state.publish.clone(),
             auto: state.auto.clone(),
-        }))
+        }
     }
 
     /// Opens the request without a transaction when it has no `Idempotency-Key` (a move then
@@ -222,14 +229,7 @@ impl Command {
             return Self::begin(state, scope, key, request_digest).await;
         }
         match state.pool.acquire().await {
-            Ok(conn) => Ok(Command {
-                tx: Connection::Unlocked(conn),
-                moves: state.moves.clone(),
-                claim: None,
-                events: Outbox::new(),
-                publish: state.publish.clone(),
-                auto: state.auto.clone(),
-            }),
+            Ok(conn) => Ok(Command::new(state, Connection::Unlocked(conn), None)),
             Err(error) => Err(ApiError::from(error).into_response()),
         }
     }
@@ -253,21 +253,12 @@ impl Command {
     }
 
     pub fn conn(&mut self) -> &mut PgConnection {
-        match &mut self.tx {
-            Connection::Unlocked(conn) => conn,
-            Connection::Transaction(tx) => tx,
-            Connection::Opening => unreachable!("a transaction is opened before the request goes on"),
-        }
+        self.tx.get()
     }
 
     /// The connection, and the outbox its events go to.
     pub fn parts(&mut self) -> (&mut PgConnection, &mut Outbox) {
-        let conn = match &mut self.tx {
-            Connection::Unlocked(conn) => &mut **conn,
-            Connection::Transaction(tx) => &mut **tx,
-            Connection::Opening => unreachable!("a transaction is opened before the request goes on"),
-        };
-        (conn, &mut self.events)
+        (self.tx.get(), &mut self.events)
     }
 
     /// Stores the answer and the events with the effect and commits, or rolls back on a database
@@ -300,28 +291,25 @@ impl Command {
                 return Err(ApiError::internal());
             }
         };
-        let written = match &mut self.tx {
-            Connection::Transaction(tx) => {
+        let written = match std::mem::replace(&mut self.tx, Connection::Opening) {
+            Connection::Transaction(mut tx) => {
                 if let Some(claim) = &self.claim {
                     let saved = Saved { in_progress: running, ..claim.record(&reply) };
-                    if !idempotency::save(tx, claim.scope, &claim.key_digest, &saved).await? {
+                    if !idempotency::save(&mut tx, claim.scope, &claim.key_digest, &saved).await? {
                         return Err(ApiError::new(
                             Code::IdempotencyKeyInUse,
                             "a concurrent request with this Idempotency-Key came first",
                         ));
                     }
                 }
-                let written = self.events.flush(tx).await?;
-                match std::mem::replace(&mut self.tx, Connection::Opening) {
-                    Connection::Transaction(tx) => tx.commit().await?,
-                    Connection::Unlocked(_) | Connection::Opening => unreachable!("matched above"),
-                }
+                let written = self.events.flush(&mut tx).await?;
+                tx.commit().await?;
                 written
             }
             // Every statement committed on its own, the move with its events.
-            Connection::Unlocked(conn) => {
+            Connection::Unlocked(mut conn) => {
                 debug_assert!(self.events.pending().is_empty(), "an unlocked move left events unwritten");
-                self.events.flush(conn).await?
+                self.events.flush(&mut conn).await?
             }
             Connection::Opening => unreachable!("a transaction is opened before the request goes on"),
         };

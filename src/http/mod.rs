@@ -121,12 +121,11 @@ impl AppState {
     ) -> AppState {
         let limiter = ratelimit::RateLimiter::new(settings.rate_limit).map(Arc::new);
         let keys = Arc::new(KeyCache::new(settings.key_cache_ttl));
-        // The batcher's connections are its own: a request waiting for its move holds one of
-        // the pool's.
+        // The batcher's connections are its own (a request waiting for its move holds one of the
+        // pool's), three a worker, which makes its three kinds of move side by side. Their
+        // statements' plans do not depend on their parameters (every move comes in one JSON
+        // document), so they run on their generic plans, never planned again.
         let workers = settings.move_workers.max(1);
-        // Each worker makes its three kinds of move side by side.
-        // Its statements' plans do not depend on their parameters (every move comes in one JSON
-        // document), so they are planned once per connection rather than again and again.
         let batcher_pool = crate::db::pool_options(3 * workers as u32).min_connections(0).connect_lazy_with(
             pool.connect_options().as_ref().clone().options([("plan_cache_mode", "force_generic_plan")]),
         );
