@@ -2,16 +2,25 @@
 # needed to build.
 FROM rust:1-bookworm AS build
 WORKDIR /src
-COPY Cargo.toml Cargo.lock build.rs ./
+# The workspace's manifests first, each crate with an empty source: building that compiles
+# every dependency, and the layer is reused until a manifest or the lock file changes.
+COPY Cargo.toml Cargo.lock ./
+COPY crates/domain/Cargo.toml crates/domain/
+COPY crates/api/Cargo.toml crates/api/
+COPY crates/server/Cargo.toml crates/server/build.rs crates/server/
+COPY crates/client/Cargo.toml crates/client/
+COPY crates/sim/Cargo.toml crates/sim/
+COPY crates/bench/Cargo.toml crates/bench/
 RUN mkdir -p src migrations \
     && echo 'fn main() {}' > src/main.rs \
-    && touch src/lib.rs \
+    && for crate in domain api server client sim bench; do mkdir -p crates/$crate/src && touch crates/$crate/src/lib.rs; done \
     && cargo build --release --locked \
-    && rm -rf src
+    && rm -rf src crates/*/src
 COPY migrations migrations
 COPY openapi.yaml ./
 COPY src src
-RUN touch src/main.rs src/lib.rs && cargo build --release --locked --bin haggle
+COPY crates crates
+RUN touch src/main.rs crates/*/src/lib.rs && cargo build --release --locked --bin haggle
 
 # Run: a small image, an unprivileged user.
 FROM debian:bookworm-slim

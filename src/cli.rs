@@ -1,204 +1,59 @@
-//! The subcommands of the `haggle` binary.
+//! The `haggle` command line: each crate's subcommands, composed.
 
-use std::str::FromStr;
 use std::time::Duration;
 
-use anyhow::Context;
-use sqlx::PgPool;
-use sqlx::postgres::PgConnectOptions;
-use tokio_util::sync::CancellationToken;
+use clap::{Parser, Subcommand};
+use haggle_client::Client;
+use haggle_server::config::{AdminCommand, DatabaseArgs, LogFormat, ServeArgs};
 
-use crate::app::{App, AppConfig};
-use crate::client::Client;
-use crate::config::{AdminCommand, Command, DatabaseArgs, ServeArgs, redact_url};
-use crate::db;
-use crate::domain::money::AmountLimits;
-use crate::embedded::{Access, EmbeddedPostgres};
-use crate::http::Settings;
-use crate::market::{self, Rules};
-use crate::webhooks::WebhookSettings;
+#[derive(Debug, Parser)]
+#[command(name = "haggle", version, about = "A negotiation marketplace server for software agents")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// Log format: `text` for people, `json` for log collectors. Levels come from RUST_LOG.
+    #[arg(long, env = "HAGGLE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the API and its background workers (applies migrations first).
+    Serve(ServeArgs),
+    /// Apply database migrations and exit.
+    Migrate(DatabaseArgs),
+    /// Operator tasks run directly against the database.
+    #[command(subcommand)]
+    Admin(AdminCommand),
+    /// Exit 0 if a running server answers its readiness check (for container health checks).
+    Healthcheck {
+        #[arg(long, env = "HAGGLE_HEALTHCHECK_URL", default_value = "http://127.0.0.1:8080/readyz")]
+        url: String,
+    },
+    /// Measure latency and throughput of negotiations against a running server.
+    Bench(haggle_bench::BenchArgs),
+    /// Negotiate on a listing against a running server, showing each round as it comes.
+    Negotiate(haggle_client::cli::NegotiateArgs),
+    /// List listings on a running server.
+    Listings(haggle_client::cli::ListingsArgs),
+    /// List my negotiations on a running server.
+    Threads(haggle_client::cli::ThreadsArgs),
+    /// Run a market of buyer and seller agents with private reservation prices and report how
+    /// their strategies fare.
+    Sim(haggle_sim::SimArgs),
+}
 
 pub async fn run(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Serve(args) => serve(args).await,
-        Command::Migrate(args) => {
-            let database = Database::open(&args, Access::Shared).await?;
-            let outcome = db::migrate(&database.pool).await.context("applying migrations");
-            database.close().await;
-            outcome?;
-            println!("migrations applied");
-            Ok(())
-        }
-        Command::Admin(command) => admin(command).await,
+        Command::Serve(args) => haggle_server::commands::serve(args).await,
+        Command::Migrate(args) => haggle_server::commands::migrate(args).await,
+        Command::Admin(command) => haggle_server::commands::admin(command).await,
         Command::Healthcheck { url } => healthcheck(&url).await,
-        Command::Bench(args) => crate::bench::run(args).await,
-        Command::Negotiate(args) => crate::client::cli::negotiate(args).await,
-        Command::Listings(args) => crate::client::cli::listings(args).await,
-        Command::Threads(args) => crate::client::cli::threads(args).await,
-        Command::Sim(args) => crate::sim::run(args).await,
-    }
-}
-
-/// The pool, and the embedded PostgreSQL behind it when there is no `DATABASE_URL`.
-pub struct Database {
-    pub pool: PgPool,
-    embedded: Option<EmbeddedPostgres>,
-}
-
-impl Database {
-    /// Opens the database; without `DATABASE_URL`, the embedded PostgreSQL, which a server
-    /// (`Access::Exclusive`) owns and an operator command (`Access::Shared`) borrows.
-    pub async fn open(args: &DatabaseArgs, access: Access) -> anyhow::Result<Database> {
-        let (options, embedded) = match &args.database_url {
-            Some(url) => {
-                let options = PgConnectOptions::from_str(url).context("DATABASE_URL is not a valid PostgreSQL URL")?;
-                tracing::info!(database = %redact_url(url), "using the database at DATABASE_URL");
-                (options, None)
-            }
-            None => {
-                let server = EmbeddedPostgres::start(&args.data_dir, args.postgres_bin_dir.as_deref(), access).await?;
-                tracing::info!(data_dir = %server.data_dir().display(), "using the embedded PostgreSQL");
-                (server.connect_options(crate::embedded::DATABASE), Some(server))
-            }
-        };
-        match connect_with_retry(options, args.pool_size).await {
-            Ok(pool) => Ok(Database { pool, embedded }),
-            Err(error) => {
-                if let Some(server) = embedded.filter(EmbeddedPostgres::owns) {
-                    let _ = server.stop().await;
-                }
-                Err(error)
-            }
-        }
-    }
-
-    /// Closes the pool, and stops the embedded PostgreSQL if this process owns it.
-    pub async fn close(self) {
-        self.pool.close().await;
-        if let Some(server) = self.embedded {
-            if server.owns() {
-                if let Err(error) = server.stop().await {
-                    tracing::error!(%error, "stopping the embedded PostgreSQL failed");
-                }
-            }
-        }
-    }
-}
-
-/// Connects, waiting up to 30 s for a database that is still starting.
-async fn connect_with_retry(options: PgConnectOptions, pool_size: u32) -> anyhow::Result<PgPool> {
-    let mut attempt = 0;
-    loop {
-        match db::connect(options.clone(), pool_size).await {
-            Ok(pool) => return Ok(pool),
-            Err(error)
-                if attempt < 30 && !matches!(error, sqlx::Error::Configuration(_) | sqlx::Error::Database(_)) =>
-            {
-                attempt += 1;
-                tracing::warn!(%error, attempt, "the database is not answering yet; retrying in 1 s");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-            Err(error) => return Err(error).context("connecting to the database"),
-        }
-    }
-}
-
-async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let shutdown = CancellationToken::new();
-    tokio::spawn(cancel_on_signal(shutdown.clone()));
-    let admin_token = args.admin_token();
-    if admin_token.as_ref().is_some_and(|token| token.len() < 16) {
-        tracing::warn!("HAGGLE_ADMIN_TOKEN is shorter than 16 characters; use a long random token");
-    }
-    let database = Database::open(&args.database, Access::Exclusive).await?;
-    let outcome = async {
-        db::migrate(&database.pool).await.context("applying migrations")?;
-        let config = AppConfig {
-            settings: Settings {
-                admin_token,
-                open_registration: args.open_registration,
-                rules: Rules { amounts: AmountLimits { max: args.max_amount } },
-                body_limit: args.body_limit,
-                request_timeout: args.request_timeout,
-                rate_limit: args.rate_limit,
-                heartbeat: args.stream_heartbeat,
-                key_cache_ttl: args.key_cache_ttl,
-                move_workers: usize::from(args.move_workers),
-                webhooks: WebhookSettings {
-                    allow_private: args.webhook_allow_private,
-                    retry_schedule: args.webhook_retry_schedule.to_vec(),
-                    timeout: args.webhook_timeout,
-                    concurrency: usize::from(args.webhook_concurrency),
-                },
-            },
-            sweep_interval: args.sweep_interval,
-            secret_key: args.secret_key.clone(),
-            event_retention: args.event_retention,
-            auto_workers: usize::from(args.auto_workers),
-        };
-        let app = App::build(database.pool.clone(), &args.bind, config)
-            .await
-            .with_context(|| format!("binding {}", args.bind))?;
-        tracing::info!("listening on http://{}", app.local_addr());
-        app.run_until_stopped(shutdown).await.context("serving")
-    }
-    .await;
-    database.close().await;
-    tracing::info!("stopped");
-    outcome
-}
-
-async fn cancel_on_signal(shutdown: CancellationToken) {
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("a SIGTERM handler can be installed");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; shutting down"),
-        _ = terminate.recv() => tracing::info!("SIGTERM received; shutting down"),
-    }
-    shutdown.cancel();
-}
-
-async fn admin(command: AdminCommand) -> anyhow::Result<()> {
-    let database_args = match &command {
-        AdminCommand::CreateAgent { database, .. } | AdminCommand::SetTier { database, .. } => database.clone(),
-    };
-    let database = Database::open(&database_args, Access::Shared).await?;
-    let outcome = async {
-        db::migrate(&database.pool).await.context("applying migrations")?;
-        let mut tx = database.pool.begin().await?;
-        let printed = match command {
-            AdminCommand::CreateAgent { name, tier, .. } => {
-                let registration = market::agents::Registration { name };
-                let (agent, key) = market::agents::register(&mut tx, registration, tier).await.map_err(describe)?;
-                serde_json::json!({"agent": agent, "api_key": key.api_key, "key": key.key})
-            }
-            AdminCommand::SetTier { agent_id, tier, .. } => {
-                let patch = market::agents::ProfilePatch { tier: Some(tier), ..Default::default() };
-                let agent = market::agents::update_profile(&mut tx, agent_id, patch).await.map_err(describe)?;
-                serde_json::json!({"agent": agent})
-            }
-        };
-        tx.commit().await?;
-        println!("{}", serde_json::to_string_pretty(&printed)?);
-        anyhow::Ok(())
-    }
-    .await;
-    database.close().await;
-    outcome
-}
-
-fn describe(error: market::Error) -> anyhow::Error {
-    match error {
-        market::Error::Rejected(rejection) => {
-            let problem = crate::http::error::ApiError::from(rejection);
-            let mut message = problem.detail.clone();
-            if let Some(errors) = problem.extensions.get("errors") {
-                message.push_str(&format!(": {errors}"));
-            }
-            anyhow::anyhow!(message)
-        }
-        market::Error::Database(error) => anyhow::Error::new(error),
-        market::Error::NeedsLocks => anyhow::anyhow!(market::Error::NeedsLocks.to_string()),
+        Command::Bench(args) => haggle_bench::run(args).await,
+        Command::Negotiate(args) => haggle_client::cli::negotiate(args).await,
+        Command::Listings(args) => haggle_client::cli::listings(args).await,
+        Command::Threads(args) => haggle_client::cli::threads(args).await,
+        Command::Sim(args) => haggle_sim::run(args).await,
     }
 }
 

@@ -1,12 +1,14 @@
+//! `haggle`: the server, its operator tasks, and the tools built on its client, in one binary.
+
 use clap::Parser;
 
-use haggle::config::Cli;
+mod cli;
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
-    haggle::telemetry::init(cli.log_format);
+    let cli = cli::Cli::parse();
+    haggle_server::telemetry::init(cli.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
-    match runtime.block_on(haggle::cli::run(cli.command)) {
+    match runtime.block_on(cli::run(cli.command)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("haggle: {error:#}");

@@ -17,7 +17,7 @@ async fn registration_shows_the_key_once_and_stores_a_digest() {
     let key = resp.body["api_key"].as_str().unwrap();
     assert!(key.starts_with("hk_") && key.len() >= 3 + 22, "at least 128 bits");
     let stored: Vec<u8> = sqlx::query_scalar("SELECT digest FROM api_keys").fetch_one(&app.pool).await.unwrap();
-    assert_eq!(stored, haggle::secrets::sha256(key.as_bytes()));
+    assert_eq!(stored, haggle_server::secrets::sha256(key.as_bytes()));
     let me = app.get("/v1/agents/me", key).await.expect(200);
     assert_eq!(me.body["id"], resp.body["agent"]["id"]);
     let keys = app.get("/v1/agents/me/keys", key).await.expect(200);
@@ -123,7 +123,8 @@ async fn agents_over_their_rate_are_told_when_to_retry() {
 /// instance refuses the revoked key, and answers to the new tier, within a couple of seconds.
 #[tokio::test]
 async fn a_revoked_key_and_a_new_tier_reach_every_instance_at_once() {
-    let remember_long = |config: &mut haggle::app::AppConfig| config.settings.key_cache_ttl = Duration::from_secs(60);
+    let remember_long =
+        |config: &mut haggle_server::app::AppConfig| config.settings.key_cache_ttl = Duration::from_secs(60);
     let first = TestApp::spawn_with(remember_long).await;
     let second = first.another_instance_with(remember_long).await;
     let seller = first.register("seller").await;

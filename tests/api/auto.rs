@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use haggle::client::{Client, ClientError, NewListing, Placement, PolicyScope, ProfileUpdate};
-use haggle::domain::strategy::{Policy, Strategy};
-use haggle::domain::{BidStatus, Party, Tier};
+use haggle_client::{Client, ClientError, NewListing, Placement, PolicyScope, ProfilePatch};
+use haggle_domain::strategy::{Policy, Strategy};
+use haggle_domain::{BidStatus, Party, Tier};
 use serde_json::{Value, json};
 
 use crate::support::{Agent, Deal, ServerProcess, TestApp, TestDb, eventually};
@@ -259,7 +259,7 @@ async fn approval_and_round_budgets_stop_and_tell_only_the_owner() {
 /// Waits until every committed event is published and no task waits for an executor.
 async fn settled(app: &TestApp) {
     eventually("the executors to be idle", || async {
-        haggle::events::publisher::publish_all(&app.pool).await.unwrap();
+        haggle_server::events::publisher::publish_all(&app.pool).await.unwrap();
         let waiting = app.count("SELECT count(*) FROM auto_tasks WHERE done_at IS NULL").await;
         (waiting == 0).then_some(())
     })
@@ -303,13 +303,14 @@ async fn finished_tasks_and_old_decisions_are_purged() {
     settled(&app).await;
     assert_eq!(app.count("SELECT count(*) FROM auto_tasks").await, 1);
     // A finished task stays an hour; decisions stay as long as events.
-    let outcome = haggle::jobs::expiry::run_once(&app.pool, 100).await.unwrap();
+    let outcome = haggle_server::sweeper::run_once(&app.market(), 100).await.unwrap();
     assert_eq!(outcome.purged_tasks, 0);
     sqlx::query("UPDATE auto_tasks SET done_at = now() - interval '2 hours'").execute(&app.pool).await.unwrap();
     sqlx::query("UPDATE auto_decisions SET decided_at = now() - interval '2 days'").execute(&app.pool).await.unwrap();
-    let outcome = haggle::jobs::expiry::run_once(&app.pool, 100).await.unwrap();
+    let outcome = haggle_server::sweeper::run_once(&app.market(), 100).await.unwrap();
     assert_eq!(outcome.purged_tasks, 1);
-    let (_, decisions) = haggle::jobs::expiry::purge_events(&app.pool, Duration::from_secs(86400), 100).await.unwrap();
+    let (_, decisions) =
+        haggle_server::sweeper::purge_events(&app.pool, Duration::from_secs(86400), 100).await.unwrap();
     assert_eq!(decisions, 1);
     assert_eq!(
         app.count("SELECT count(*) FROM auto_tasks").await + app.count("SELECT count(*) FROM auto_decisions").await,
@@ -371,7 +372,7 @@ async fn register(server: &Client, name: &str, admin: &str, tier: Option<Tier>) 
     let registered = server.register(name).await.unwrap();
     if let Some(tier) = tier {
         let operator = server.with_api_key(admin);
-        operator.update_agent(registered.agent.id, &ProfileUpdate::tier(tier)).await.unwrap();
+        operator.update_agent(registered.agent.id, &ProfilePatch::tier(tier)).await.unwrap();
     }
     registered.api_key
 }

@@ -41,8 +41,10 @@ async fn operators_create_agents_and_set_tiers_from_the_command_line() {
     // The key works against a server on the same database.
     let pool = db.pool(2).await;
     let caller =
-        haggle::db::agents::caller_by_key_digest(&pool, &haggle::secrets::sha256(key.as_bytes())).await.unwrap();
-    assert_eq!(caller.map(|c| c.tier), Some(haggle::domain::Tier::Advertiser));
+        haggle_server::db::agents::caller_by_key_digest(&pool, &haggle_server::secrets::sha256(key.as_bytes()))
+            .await
+            .unwrap();
+    assert_eq!(caller.map(|c| c.tier), Some(haggle_domain::Tier::Advertiser));
     pool.close().await;
 }
 

@@ -2,12 +2,12 @@
 
 use std::time::Duration;
 
-use haggle::client::{
+use haggle_client::{
     Client, ClientError, CounterOffer, EventQuery, ListingQuery, NewListing, OrderQuery, Placement, PolicyScope,
     ThreadQuery,
 };
-use haggle::domain::strategy::{Policy, Strategy};
-use haggle::domain::{BidStatus, ListingStatus, Party, ThreadStatus, Tier};
+use haggle_domain::strategy::{Policy, Strategy};
+use haggle_domain::{BidStatus, ListingStatus, Party, ThreadStatus, Tier};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -71,7 +71,7 @@ async fn a_whole_negotiation_runs_through_the_typed_client() {
         let page = buyer.events(&EventQuery { after, limit: Some(50), wait: Some(5.0) }).await.unwrap();
         assert!(!page.data.is_empty(), "events stopped at {kinds:?}");
         after = page.next_cursor;
-        kinds.extend(page.data.into_iter().map(|event| event.kind));
+        kinds.extend(page.data.into_iter().map(|event| event.kind.to_string()));
     }
     assert_eq!(kinds, ["bid.placed", "bid.countered", "bid.countered", "bid.accepted", "order.created"]);
 

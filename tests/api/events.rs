@@ -220,7 +220,7 @@ async fn expiry_by_the_sweeper_and_by_an_action_both_publish() {
         }
     };
     expire(swept.clone()).await;
-    haggle::jobs::expiry::run_once(&app.pool, 100).await.unwrap();
+    haggle_server::sweeper::run_once(&app.market(), 100).await.unwrap();
     let acted = app.place(&deal.buyer, &deal.listing, 60000).await;
     expire(acted.clone()).await;
     app.post_empty(format!("/v1/bids/{acted}/accept"), &deal.seller.key).await.expect_problem(409, "bid_expired");
@@ -405,7 +405,7 @@ async fn a_waiter_hears_of_events_committed_while_the_listener_reconnects() {
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND application_name = $2",
     )
     .bind(&database)
-    .bind(haggle::events::listener::APPLICATION_NAME)
+    .bind(haggle_server::events::listener::APPLICATION_NAME)
     .fetch_all(&mut admin)
     .await
     .unwrap();
@@ -578,10 +578,10 @@ async fn events_past_their_retention_are_purged_with_their_inboxes() {
         .execute(&app.pool)
         .await
         .unwrap();
-    let purged = haggle::jobs::expiry::purge_events(&app.pool, Duration::from_secs(86400), 100).await.unwrap();
+    let purged = haggle_server::sweeper::purge_events(&app.pool, Duration::from_secs(86400), 100).await.unwrap();
     assert_eq!(purged, (1, 0));
     let left = events_after(&app, &deal.buyer, 0, 0).await;
     assert_eq!(types(&left), ["bid.countered"]);
     assert_eq!(app.count("SELECT count(*) FROM event_recipients WHERE event_id = 1").await, 0);
-    assert_eq!(haggle::jobs::expiry::purge_events(&app.pool, Duration::from_secs(86400), 100).await.unwrap(), (0, 0));
+    assert_eq!(haggle_server::sweeper::purge_events(&app.pool, Duration::from_secs(86400), 100).await.unwrap(), (0, 0));
 }

@@ -51,7 +51,7 @@ async fn a_bid_past_its_time_reads_expired_before_the_sweep() {
     // After the sweep, the bid and thread read exactly as they did before it.
     let before_bid = read.body.clone();
     let before_thread = thread.body.clone();
-    haggle::jobs::expiry::run_once(&app.pool, 500).await.unwrap();
+    haggle_server::sweeper::run_once(&app.market(), 500).await.unwrap();
     let after_bid = app.get(format!("/v1/bids/{bid}"), &deal.buyer.key).await.expect(200).body;
     let after_thread =
         app.get(format!("/v1/threads/{}", before_thread["id"].as_str().unwrap()), &deal.seller.key).await;
@@ -80,7 +80,7 @@ async fn the_sweep_expires_bids_and_their_threads() {
     age(&app, &due).await;
     age(&app, &due_counter).await;
 
-    let outcome = haggle::jobs::expiry::run_once(&app.pool, 500).await.unwrap();
+    let outcome = haggle_server::sweeper::run_once(&app.market(), 500).await.unwrap();
     assert_eq!(outcome.expired_bids, 2);
     assert_eq!(stored(&app, &due).await, ("EXPIRED".into(), "EXPIRED".into()));
     assert_eq!(stored(&app, &due_counter).await, ("EXPIRED".into(), "EXPIRED".into()));
@@ -91,7 +91,7 @@ async fn the_sweep_expires_bids_and_their_threads() {
         .await
         .unwrap();
     assert_eq!(reason, "expired");
-    assert_eq!(haggle::jobs::expiry::run_once(&app.pool, 500).await.unwrap().expired_bids, 0);
+    assert_eq!(haggle_server::sweeper::run_once(&app.market(), 500).await.unwrap().expired_bids, 0);
 }
 
 #[tokio::test]
@@ -107,9 +107,9 @@ async fn the_sweep_works_in_batches() {
     for bid in &bids {
         age(&app, bid).await;
     }
-    assert_eq!(haggle::jobs::expiry::run_once(&app.pool, 2).await.unwrap().expired_bids, 2);
-    assert_eq!(haggle::jobs::expiry::run_once(&app.pool, 2).await.unwrap().expired_bids, 2);
-    assert_eq!(haggle::jobs::expiry::run_once(&app.pool, 2).await.unwrap().expired_bids, 1);
+    assert_eq!(haggle_server::sweeper::run_once(&app.market(), 2).await.unwrap().expired_bids, 2);
+    assert_eq!(haggle_server::sweeper::run_once(&app.market(), 2).await.unwrap().expired_bids, 2);
+    assert_eq!(haggle_server::sweeper::run_once(&app.market(), 2).await.unwrap().expired_bids, 1);
     assert_eq!(app.count("SELECT count(*) FROM bids WHERE status = 'EXPIRED'").await, 5);
 }
 
@@ -192,7 +192,7 @@ async fn the_sweeper_forgets_old_idempotency_records() {
         .execute(&app.pool)
         .await
         .unwrap();
-    let outcome = haggle::jobs::expiry::run_once(&app.pool, 500).await.unwrap();
+    let outcome = haggle_server::sweeper::run_once(&app.market(), 500).await.unwrap();
     assert_eq!(outcome.purged_idempotency_keys, 1);
     // The key is free again: the same request creates a second listing.
     let again = app.post_keyed("/v1/listings", Some(&seller.key), body, "old-key").await.expect(201);

@@ -2,6 +2,7 @@
 //! and real HTTP. See support.rs for the harness.
 
 mod agents;
+mod architecture;
 mod auto;
 mod cli;
 mod client;
@@ -10,6 +11,7 @@ mod deploy;
 mod embedded;
 mod events;
 mod expiry;
+mod foreseen;
 mod idempotency;
 mod listings;
 mod malformed;

@@ -434,9 +434,10 @@ async fn malformed_requests_change_nothing() {
 async fn an_unreachable_database_is_a_503() {
     // A pool that points at a port nobody listens on.
     let options = sqlx::postgres::PgConnectOptions::new().host("127.0.0.1").port(1).username("nobody");
-    let pool =
-        haggle::db::pool_options(2).acquire_timeout(std::time::Duration::from_millis(500)).connect_lazy_with(options);
-    let app = haggle::app::App::build(pool, "127.0.0.1:0", crate::support::test_config()).await.unwrap();
+    let pool = haggle_server::db::pool_options(2)
+        .acquire_timeout(std::time::Duration::from_millis(500))
+        .connect_lazy_with(options);
+    let app = haggle_server::app::App::build(pool, "127.0.0.1:0", crate::support::test_config()).await.unwrap();
     let base = format!("http://{}", app.local_addr());
     let shutdown = tokio_util::sync::CancellationToken::new();
     tokio::spawn(app.run_until_stopped(shutdown.clone()));

@@ -3,13 +3,13 @@
 //! the locked retry reports or records what happened.
 
 use chrono::Utc;
-use haggle::db::agents::Caller;
-use haggle::db::negotiation::{self as moves, CounterMove, MoveEvent};
-use haggle::domain::Tier;
-use haggle::domain::money::RawAmount;
-use haggle::events::{NewEvent, Outbox};
-use haggle::market::negotiation::{self, Answer, CounterOffer};
-use haggle::market::{Access, Batcher, Error, Rules};
+use haggle_domain::Tier;
+use haggle_domain::bid::{Proposal, Transition};
+use haggle_server::db::agents::Caller;
+use haggle_server::db::negotiation::{self as moves, CounterMove, MoveEvent};
+use haggle_server::events::{NewEvent, Outbox};
+use haggle_server::market::negotiation::{self, Answer};
+use haggle_server::market::{Access, Batcher, Error, Rules};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -19,14 +19,8 @@ fn caller(agent: &Agent, tier: Tier) -> Caller {
     Caller { id: agent.id.parse().unwrap(), tier }
 }
 
-fn offer(amount: i64) -> CounterOffer {
-    CounterOffer {
-        amount: RawAmount::Integer(amount.into()),
-        message: None,
-        expires_in: None,
-        is_final: None,
-        terms: None,
-    }
+fn offer(amount: i64) -> Proposal {
+    Proposal::of(amount)
 }
 
 /// A counter to `bid` by the seller at `amount`, as the market works it out.
@@ -37,7 +31,7 @@ async fn seller_counter(app: &TestApp, bid: &str, amount: i64) -> (CounterMove, 
             .fetch_one(&app.pool)
             .await
             .unwrap();
-    let thread: haggle::db::Thread = sqlx::query_scalar::<_, sqlx::types::Json<haggle::db::Thread>>(
+    let thread: haggle_server::db::Thread = sqlx::query_scalar::<_, sqlx::types::Json<haggle_server::db::Thread>>(
         "SELECT row_to_json(t) FROM threads t WHERE id = $1",
     )
     .bind(answered.1)
@@ -57,7 +51,7 @@ async fn seller_counter(app: &TestApp, bid: &str, amount: i64) -> (CounterMove, 
         expires_in: 600,
     };
     let counter = opening.row(thread.id, Some(answered.0), 2, now);
-    let after = haggle::db::Thread {
+    let after = haggle_server::db::Thread {
         rounds: 2,
         last_bid_id: counter.id,
         expires_at: Some(counter.expires_at),
@@ -65,7 +59,7 @@ async fn seller_counter(app: &TestApp, bid: &str, amount: i64) -> (CounterMove, 
         ..thread.clone()
     };
     let event = NewEvent::bid(&counter, &after);
-    (CounterMove { thread_id: thread.id, bid_id: answered.0, now, counter }, event)
+    (CounterMove { thread_id: thread.id, bid_id: answered.0, now, outcome: Transition::Counter.into(), counter }, event)
 }
 
 #[tokio::test]
@@ -127,7 +121,8 @@ async fn an_unlocked_move_that_cannot_be_made_writes_nothing_and_the_locked_one_
     let listing = app.listing(&seller, json!({})).await;
     let bid = app.place(&buyer, &listing, 80000).await;
     let bid_id: Uuid = bid.parse().unwrap();
-    let batcher = Batcher::start(app.pool.clone(), 1);
+    let mut workers = tokio::task::JoinSet::new();
+    let batcher = Batcher::start(app.pool.clone(), 1, &mut workers);
     let seller_caller = caller(&seller, Tier::Public);
     let mut conn = app.pool.acquire().await.unwrap();
 
@@ -175,7 +170,7 @@ async fn an_unlocked_move_that_cannot_be_made_writes_nothing_and_the_locked_one_
         negotiation::answer(&mut tx, &mut events, Access::Locked, buyer_caller, countered.id, Answer::Accept).await;
     events.flush(&mut tx).await.unwrap();
     tx.commit().await.unwrap();
-    assert!(matches!(locked, Err(Error::Rejected(haggle::domain::Rejection::BidExpired))), "{locked:?}");
+    assert!(matches!(locked, Err(Error::Rejected(haggle_domain::Rejection::BidExpired))), "{locked:?}");
     assert_eq!(
         app.count(format!("SELECT count(*) FROM bids WHERE id = '{}' AND status = 'EXPIRED'", countered.id)).await,
         1
@@ -192,7 +187,8 @@ async fn the_last_unit_is_sold_under_locks_and_ends_the_other_threads() {
     let second = app.buyer("second").await;
     let bid = app.place(&first, &listing, 90000).await;
     app.place(&second, &listing, 85000).await;
-    let batcher = Batcher::start(app.pool.clone(), 1);
+    let mut workers = tokio::task::JoinSet::new();
+    let batcher = Batcher::start(app.pool.clone(), 1, &mut workers);
     let mut conn = app.pool.acquire().await.unwrap();
 
     let mut events = Outbox::new();
@@ -222,7 +218,7 @@ async fn a_placement_without_a_key_takes_no_lock_of_its_own_and_one_with_a_key_d
     let buyer = app.buyer("buyer").await;
     let listing = app.listing(&seller, json!({})).await;
     // A transaction holds the advisory lock that a placement under locks takes first.
-    let (space, key) = haggle::db::listings::placement_lock(listing.parse().unwrap(), buyer.id.parse().unwrap());
+    let (space, key) = haggle_server::db::listings::placement_lock(listing.parse().unwrap(), buyer.id.parse().unwrap());
     let mut holder = app.pool.begin().await.unwrap();
     sqlx::query("SELECT pg_advisory_xact_lock($1, $2)").bind(space).bind(key).execute(&mut *holder).await.unwrap();
 

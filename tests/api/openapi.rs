@@ -2,14 +2,16 @@
 
 use std::collections::BTreeSet;
 
-use haggle::http::error::Code;
+use haggle_server::http::error::Code;
 
 use crate::spec::{resolve, spec};
 
 #[test]
 fn the_router_and_the_document_have_the_same_routes() {
-    let routed: BTreeSet<(String, String)> =
-        haggle::http::endpoints().iter().map(|e| (e.method.as_str().to_lowercase(), e.path.to_owned())).collect();
+    let routed: BTreeSet<(String, String)> = haggle_server::http::endpoints()
+        .iter()
+        .map(|e| (e.method.as_str().to_lowercase(), e.path.to_owned()))
+        .collect();
     let mut documented = BTreeSet::new();
     for (path, item) in spec()["paths"].as_object().unwrap() {
         for method in item.as_object().unwrap().keys() {
@@ -68,7 +70,7 @@ fn the_document_is_openapi_3_1() {
 
 #[tokio::test]
 async fn every_event_type_is_documented_and_storable() {
-    use haggle::events::EventType;
+    use haggle_server::events::EventType;
     let documented: BTreeSet<String> = spec()["components"]["schemas"]["EventType"]["enum"]
         .as_array()
         .expect("EventType is an enum")

@@ -5,10 +5,10 @@ use std::str::FromStr;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use haggle::app::{App, AppConfig};
-use haggle::http::Settings;
-use haggle::market::Rules;
-use haggle::webhooks::WebhookSettings;
+use haggle_server::app::{App, AppConfig};
+use haggle_server::http::Settings;
+use haggle_server::market::Rules;
+use haggle_server::webhooks::WebhookSettings;
 use reqwest::Method;
 use serde_json::{Value, json};
 use sqlx::postgres::PgConnectOptions;
@@ -47,8 +47,8 @@ impl TestDb {
 
     /// A migrated pool on this database.
     pub async fn pool(&self, size: u32) -> PgPool {
-        let pool = haggle::db::connect(self.options(), size).await.expect("connect to test database");
-        haggle::db::migrate(&pool).await.expect("migrate test database");
+        let pool = haggle_server::db::connect(self.options(), size).await.expect("connect to test database");
+        haggle_server::db::migrate(&pool).await.expect("migrate test database");
         pool
     }
 }
@@ -193,6 +193,12 @@ impl TestApp {
     }
 
     /// The URL of this instance's database.
+    /// The market over this app's database, for calling a worker's `run_once` (it wakes
+    /// nobody: the tests drive the workers themselves).
+    pub fn market(&self) -> haggle_server::market::Market {
+        haggle_server::market::Market::new(self.pool.clone(), None, Default::default())
+    }
+
     pub fn database_url(&self) -> &str {
         &self.db.url
     }
@@ -312,7 +318,7 @@ impl TestApp {
     /// Every row of every table, to show that a refused request changed nothing.
     pub async fn snapshot(&self) -> String {
         // Events committed so far are published first, so that only requests move them.
-        haggle::events::publisher::publish_all(&self.pool).await.expect("publish");
+        haggle_server::events::publisher::publish_all(&self.pool).await.expect("publish");
         let mut all = String::new();
         for table in [
             "agents",

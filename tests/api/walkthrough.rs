@@ -83,7 +83,7 @@ async fn the_readme_auto_negotiation_works_verbatim() {
 /// The README's signature check, in Python, accepts what the server signs and refuses the rest.
 #[tokio::test]
 async fn the_readme_signature_check_works() {
-    use haggle::webhooks::signature::sign;
+    use haggle_server::webhooks::signature::sign;
     let readme = readme();
     let start = readme.find("<!-- verify-signature -->").expect("README shows how to verify a signature");
     let end = readme.find("<!-- /verify-signature -->").expect("the block ends");

@@ -10,8 +10,8 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use haggle::client::{Client, NewListing, NewWebhook, PageQuery};
-use haggle::webhooks::DeliveryStatus;
+use haggle_client::{Client, NewListing, NewWebhook, PageQuery};
+use haggle_server::webhooks::DeliveryStatus;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, watch};
 
@@ -114,7 +114,13 @@ async fn receive(
     let secret = state.secrets.lock().unwrap().get(&name).cloned();
     let now = chrono::Utc::now().timestamp();
     let signed = secret.is_some_and(|secret| {
-        haggle::webhooks::signature::verify(&secret, &header("haggle-signature"), &body, now, Duration::from_secs(300))
+        haggle_server::webhooks::signature::verify(
+            &secret,
+            &header("haggle-signature"),
+            &body,
+            now,
+            Duration::from_secs(300),
+        )
     });
     let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let delivery_id = header("haggle-delivery-id");

@@ -1,4 +1,0 @@
-// Migrations are embedded by `sqlx::migrate!`; rebuild when they change.
-fn main() {
-    println!("cargo:rerun-if-changed=migrations");
-}

@@ -1,0 +1,297 @@
+//! What the API answers with: the records agents see, each as it is shown, never a database row.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use haggle_domain::strategy::Policy;
+use haggle_domain::{BidStatus, Currency, ListingStatus, Party, Reason, ThreadStatus, Tier};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// A registered agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Agent {
+    pub id: Uuid,
+    pub name: String,
+    pub tier: Tier,
+    pub agency_id: Option<String>,
+    pub advertiser_id: Option<String>,
+    pub seat_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// An API key's record: never the key itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyRecord {
+    pub id: Uuid,
+    pub prefix: String,
+    pub created_at: DateTime<Utc>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// A new agent and its API key, shown this once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Registered {
+    pub agent: Agent,
+    pub api_key: String,
+    pub key: KeyRecord,
+}
+
+/// A new API key, shown this once, and its record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IssuedKey {
+    pub key: KeyRecord,
+    pub api_key: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Listing {
+    pub id: Uuid,
+    pub seller_id: Uuid,
+    pub title: String,
+    pub description: String,
+    pub ask_amount: i64,
+    pub currency: Currency,
+    pub quantity: i32,
+    pub quantity_available: i32,
+    pub status: ListingStatus,
+    pub negotiable: bool,
+    pub min_negotiation_tier: Tier,
+    pub max_rounds: i32,
+    pub bid_ttl_seconds: i32,
+    pub max_threads_per_buyer: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// One negotiation between a buyer and the seller of a listing, as it truly is when shown (an
+/// ACTIVE thread past its deadline reads EXPIRED before the sweeper has caught up).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Thread {
+    pub id: Uuid,
+    pub listing_id: Uuid,
+    pub buyer_id: Uuid,
+    pub seller_id: Uuid,
+    pub status: ThreadStatus,
+    pub rounds: i32,
+    /// Whose move it is, while the thread is live.
+    #[serde(default)]
+    pub turn: Option<Party>,
+    pub last_bid_id: Uuid,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub closed_reason: Option<Reason>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bid {
+    pub id: Uuid,
+    pub thread_id: Uuid,
+    pub author: Party,
+    pub author_id: Uuid,
+    pub amount: i64,
+    pub currency: Currency,
+    pub message: Option<String>,
+    pub terms: Option<serde_json::Value>,
+    #[serde(rename = "final")]
+    pub is_final: bool,
+    pub status: BidStatus,
+    pub reason: Option<Reason>,
+    pub parent_bid_id: Option<Uuid>,
+    pub round: i32,
+    pub expires_at: DateTime<Utc>,
+    pub responded_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Where an order stands. Every order is CONFIRMED when made; the enum leaves room for what
+/// fulfilment will add.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum OrderStatus {
+    Confirmed,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Order {
+    pub id: Uuid,
+    pub listing_id: Uuid,
+    pub thread_id: Option<Uuid>,
+    pub bid_id: Option<Uuid>,
+    pub buyer_id: Uuid,
+    pub seller_id: Uuid,
+    pub amount: i64,
+    pub currency: Currency,
+    pub terms: Option<serde_json::Value>,
+    pub status: OrderStatus,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A thread with every bid in round order (`GET /v1/threads/{id}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadWithBids {
+    #[serde(flatten)]
+    pub thread: Thread,
+    pub bids: Vec<Bid>,
+}
+
+/// A bid and its thread after a placement or a counter.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BidAndThread {
+    pub bid: Bid,
+    pub thread: Thread,
+}
+
+/// The answer to an accept, a reject or a withdrawal: `order` only for an accept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Answered {
+    pub bid: Bid,
+    pub thread: Thread,
+    pub order: Option<Order>,
+}
+
+/// The answer to a purchase at the ask.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Purchased {
+    pub order: Order,
+}
+
+/// Where a policy applies, as its owner reads it back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyLevel {
+    Agent,
+    Listing,
+    Thread,
+}
+
+/// A policy as its owner reads it back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredPolicy {
+    pub scope: PolicyLevel,
+    pub role: Party,
+    pub listing_id: Option<Uuid>,
+    pub thread_id: Option<Uuid>,
+    pub policy: Policy,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Whether a webhook receives its deliveries. A webhook is disabled when one of its deliveries
+/// runs out of retries; its owner enables it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum WebhookStatus {
+    Active,
+    Disabled,
+}
+
+/// Where one delivery stands: `PENDING` until an attempt succeeds or its retries run out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum DeliveryStatus {
+    Pending,
+    Succeeded,
+    Failed,
+}
+
+/// A webhook as its owner sees it: never its secret, only the secret's first characters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Webhook {
+    pub id: Uuid,
+    pub url: String,
+    pub events: Vec<String>,
+    pub status: WebhookStatus,
+    pub disabled_reason: Option<String>,
+    pub secret_prefix: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A new webhook and its signing secret, shown this once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebhookCreated {
+    pub webhook: Webhook,
+    pub secret: String,
+}
+
+/// One attempt at a delivery.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attempt {
+    pub attempt: i32,
+    pub started_at: DateTime<Utc>,
+    pub duration_ms: i32,
+    /// The receiver's HTTP status, if it answered.
+    pub response_status: Option<i32>,
+    /// Why the attempt failed, if it got no answer (or the answer could not be read).
+    pub error: Option<String>,
+}
+
+/// One event on its way to one webhook, with every attempt made so far, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delivery {
+    pub id: Uuid,
+    pub webhook_id: Uuid,
+    pub event_id: i64,
+    pub event_type: crate::EventType,
+    pub status: DeliveryStatus,
+    pub attempts: i32,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub attempt_log: Vec<Attempt>,
+}
+
+/// The enums stored as text: their names, parsing back, and display.
+macro_rules! named {
+    ($ty:ident { $($variant:ident => $name:literal),* $(,)? }) => {
+        impl $ty {
+            pub const ALL: [$ty; [$($name),*].len()] = [$($ty::$variant),*];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($ty::$variant => $name,)*
+                }
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $ty {
+            type Err = String;
+
+            fn from_str(value: &str) -> Result<$ty, String> {
+                match value {
+                    $($name => Ok($ty::$variant),)*
+                    other => Err(format!(
+                        "unknown {} `{other}`; expected one of {}",
+                        stringify!($ty),
+                        [$($name),*].join(", ")
+                    )),
+                }
+            }
+        }
+
+        impl TryFrom<String> for $ty {
+            type Error = String;
+
+            fn try_from(value: String) -> Result<$ty, String> {
+                value.parse()
+            }
+        }
+    };
+}
+
+named!(OrderStatus { Confirmed => "CONFIRMED" });
+named!(WebhookStatus { Active => "ACTIVE", Disabled => "DISABLED" });
+named!(DeliveryStatus { Pending => "PENDING", Succeeded => "SUCCEEDED", Failed => "FAILED" });
+named!(PolicyLevel { Agent => "agent", Listing => "listing", Thread => "thread" });

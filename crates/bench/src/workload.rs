@@ -1,0 +1,121 @@
+//! The workloads: what one unit of work is, and which calls it makes.
+//!
+//! A new workload is a new `Workload` variant; the exhaustive matches below then say what else it
+//! must decide (its calls, its unit, the call it is about, and how one unit runs).
+
+use uuid::Uuid;
+
+use super::api::{CallFailed, timed};
+use super::stats::{Call, Recorder};
+use haggle_client::{Client, CounterOffer, Placement};
+
+/// The ask of every bench listing, and the positions the two sides take under it.
+pub const ASK: i64 = 100_000;
+const OPENING_BID: i64 = 80_000;
+const SELLER_COUNTER: i64 = 95_000;
+const BUYER_COUNTER: i64 = 90_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Workload {
+    /// A full negotiation: the buyer bids, the seller counters, the buyer counters, the seller accepts.
+    W1,
+    /// Placing a bid (the measured call), then withdrawing it so the buyer may bid again.
+    W2,
+    /// Wake-up latency: a waiter on `--url` hears of a counter made through `--counter-url`.
+    Wake,
+    /// Webhook deliveries per second, to a receiver the bench runs on 127.0.0.1.
+    Webhooks,
+    /// Agent against agent: both sides have policies, the opening bid is the only call, and
+    /// the server negotiates the rest.
+    W3,
+}
+
+/// The two sides of one worker's negotiations, each a client acting as it.
+#[derive(Debug, Clone)]
+pub struct Parties {
+    pub seller: Client,
+    pub buyer: Client,
+}
+
+impl Workload {
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::W1 => "w1",
+            Workload::W2 => "w2",
+            Workload::Wake => "wake",
+            Workload::Webhooks => "webhooks",
+            Workload::W3 => "w3",
+        }
+    }
+
+    pub fn summary(self) -> &'static str {
+        match self {
+            Workload::W1 => "full negotiation: place, seller counters, buyer counters, seller accepts",
+            Workload::W2 => "bid placement: place (measured), then withdraw so the buyer may bid again",
+            Workload::Wake => "wake-up latency: a waiter on one instance, a counter through another",
+            Workload::Webhooks => "webhook deliveries: events made by placements and withdrawals, delivered signed",
+            Workload::W3 => "auto-negotiation: an opening bid, then both sides' policies to the end",
+        }
+    }
+
+    /// The calls one unit makes, in the order of their rows in the report.
+    pub fn calls(self) -> &'static [Call] {
+        match self {
+            Workload::W1 => &[Call::Place, Call::Counter, Call::Accept],
+            Workload::W2 => &[Call::Place, Call::Withdraw],
+            Workload::Wake => &[Call::Counter],
+            Workload::Webhooks => &[Call::Place, Call::Withdraw],
+            Workload::W3 => &[Call::Place],
+        }
+    }
+
+    /// One unit of work, singular and plural.
+    pub fn unit(self) -> (&'static str, &'static str) {
+        match self {
+            Workload::W1 => ("negotiation", "negotiations"),
+            Workload::W2 => ("placement", "placements"),
+            Workload::Wake => ("wake-up", "wake-ups"),
+            Workload::Webhooks => ("delivery", "deliveries"),
+            Workload::W3 => ("negotiation", "negotiations"),
+        }
+    }
+
+    /// The call the workload is about, whose latency heads a sweep's summary; `None` when it is
+    /// about all of its calls together.
+    pub fn measured_call(self) -> Option<Call> {
+        match self {
+            Workload::W1 => None,
+            Workload::W2 => Some(Call::Place),
+            Workload::Wake => Some(Call::Counter),
+            Workload::Webhooks => None,
+            Workload::W3 => None,
+        }
+    }
+
+    /// Runs one unit on `listing`, on which the buyer has no active thread. Every call is timed
+    /// into `recorder`; the first failure ends the unit (it is already recorded), and may leave
+    /// an active thread behind, so the caller should move to another listing.
+    pub async fn run_once(self, parties: &Parties, listing: Uuid, recorder: &mut Recorder) -> Result<(), CallFailed> {
+        let (buyer, seller) = (&parties.buyer, &parties.seller);
+        match self {
+            Workload::W1 => {
+                let opening = Placement::new(OPENING_BID);
+                let placed = timed(recorder, Call::Place, buyer.place_bid(listing, &opening)).await?;
+                let offer = CounterOffer::new(SELLER_COUNTER, false);
+                let countered = timed(recorder, Call::Counter, seller.counter(placed.bid.id, &offer)).await?;
+                let offer = CounterOffer::new(BUYER_COUNTER, false);
+                let answered = timed(recorder, Call::Counter, buyer.counter(countered.bid.id, &offer)).await?;
+                timed(recorder, Call::Accept, seller.accept(answered.bid.id)).await?;
+            }
+            Workload::W2 => {
+                let opening = Placement::new(OPENING_BID);
+                let placed = timed(recorder, Call::Place, buyer.place_bid(listing, &opening)).await?;
+                timed(recorder, Call::Withdraw, buyer.withdraw(placed.bid.id)).await?;
+            }
+            Workload::Wake | Workload::Webhooks | Workload::W3 => {
+                unreachable!("the wake, webhooks and w3 workloads have their own drivers")
+            }
+        }
+        Ok(())
+    }
+}

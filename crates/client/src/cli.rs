@@ -1,0 +1,759 @@
+//! `haggle negotiate`, `haggle listings` and `haggle threads`: the API from the terminal.
+//!
+//! Results go to standard output, progress and errors to standard error.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::ValueEnum;
+use uuid::Uuid;
+
+use super::ladder::{Glyphs, Ladder, money};
+use super::{
+    Bid, Client, ClientError, CounterOffer, DEFAULT_URL, EventQuery, EventType, ListingQuery, Placement, ThreadQuery,
+    ThreadWithBids,
+};
+use haggle_domain::strategy::{
+    Adaptive, Decision, MAX_AUTO_ROUNDS, NegotiationState, Policy, Profile, SimpleThreshold, Strategy, decide,
+};
+use haggle_domain::{ListingStatus, Party, ThreadStatus};
+
+/// Where the server is and who I am there.
+#[derive(Debug, clap::Args)]
+pub struct ServerArgs {
+    /// The server's base URL.
+    #[arg(long, env = "HAGGLE_URL", default_value = DEFAULT_URL)]
+    pub url: String,
+    /// My API key.
+    #[arg(long, env = "HAGGLE_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+}
+
+impl ServerArgs {
+    fn client(&self) -> anyhow::Result<Client> {
+        Ok(Client::new(&self.url, self.api_key.clone())?)
+    }
+
+    fn keyed_client(&self, command: &str) -> anyhow::Result<Client> {
+        if self.api_key.as_deref().is_none_or(str::is_empty) {
+            bail!("haggle {command} acts as an agent: give its API key with --api-key or HAGGLE_API_KEY");
+        }
+        self.client()
+    }
+}
+
+/// The buyer's strategies (see `src/domain/strategy/buyer.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BuyerStrategy {
+    /// Opens at 15.00, pays up to 20.00, 1.00 more a round, 3 offers.
+    Conservative,
+    /// Opens at 20.00, pays up to 30.00, 2.00 more a round, 5 offers.
+    Balanced,
+    /// Opens at 15.00, pays up to 35.00, 5.00 more a round, 10 offers.
+    Aggressive,
+    /// The balanced budget, stepping by how much the seller moved last.
+    Adaptive,
+}
+
+/// `haggle negotiate` options.
+///
+/// As buyer, the strategy's profile gives the opening bid (`target`), the most it pays (`max`),
+/// how much each offer adds (`step`) and how many offers it makes (`rounds`). The profiles are
+/// the ad-buyer guide's, in currency units (balanced: 20.00 to 30.00); for a listing of another
+/// size, `--scale` multiplies the profile's amounts (`--scale 46` makes balanced 920.00 to
+/// 1,380.00), and `--target`, `--max` and `--step` (minor units) set them outright.
+#[derive(Debug, clap::Args)]
+#[command(after_long_help = NEGOTIATE_EXIT_CODES)]
+pub struct NegotiateArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// The listing to negotiate on.
+    #[arg(long)]
+    pub listing: Uuid,
+    /// Which side I am: `buyer` bids on the listing, `seller` answers the bids on my listing.
+    #[arg(long = "as", default_value = "buyer", value_parser = parse_party)]
+    pub side: Party,
+    /// The buyer's strategy.
+    #[arg(long, value_enum, default_value_t = BuyerStrategy::Balanced)]
+    pub strategy: BuyerStrategy,
+    /// Multiplies the profile's target, max and step.
+    #[arg(long, default_value_t = 1.0)]
+    pub scale: f64,
+    /// The buyer's opening bid, in minor units (overrides the profile's).
+    #[arg(long)]
+    pub target: Option<i64>,
+    /// The most the buyer pays, in minor units (overrides the profile's).
+    #[arg(long)]
+    pub max: Option<i64>,
+    /// How much each buyer offer adds, in minor units (overrides the profile's).
+    #[arg(long)]
+    pub step: Option<i64>,
+    /// How many offers the buyer makes before walking away (overrides the profile's).
+    #[arg(long)]
+    pub rounds: Option<i32>,
+    /// As seller: the lowest price I take, in minor units. Never crossed.
+    #[arg(long)]
+    pub floor: Option<i64>,
+    /// As seller: how I counter, as a policy's `counter` (JSON), e.g. '{"strategy":"step","fraction":0.25}'.
+    #[arg(long, default_value = r#"{"strategy":"split"}"#, value_parser = parse_counter)]
+    pub counter: Strategy,
+    /// Seconds each wait for the other side may last (the server allows up to 60).
+    #[arg(long, default_value_t = 30.0)]
+    pub wait: f64,
+    /// Give up (leaving the negotiation as it stands) after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+    /// Draw the ladder in plain ASCII (the default when standard output is not a terminal).
+    #[arg(long)]
+    pub ascii: bool,
+}
+
+const NEGOTIATE_EXIT_CODES: &str = "\
+Exit status:
+  0  the negotiation ended (accepted, rejected, expired or closed), or my own strategy stopped
+     (it walked away, or ran out of rounds), or the listing was sold or withdrawn
+  1  an error, or the other side did not answer before --timeout (the negotiation is left as
+     it stands)";
+
+fn parse_party(text: &str) -> Result<Party, String> {
+    text.to_ascii_lowercase().parse()
+}
+
+/// The flag of `haggle negotiate` that sets a field of the buyer's budget.
+fn budget_flag(field: &str) -> &str {
+    match field {
+        "target" => "--target",
+        "max" => "--max",
+        "step" => "--step",
+        "max_rounds" => "--rounds",
+        other => other,
+    }
+}
+
+fn parse_counter(text: &str) -> Result<Strategy, String> {
+    serde_json::from_str(text).map_err(|error| format!("not a counter strategy: {error}"))
+}
+
+/// Paging and output, shared by `haggle listings` and `haggle threads`.
+#[derive(Debug, clap::Args)]
+pub struct PageArgs {
+    /// How many to show (1 to 200).
+    #[arg(long, default_value_t = 50)]
+    pub limit: u32,
+    /// The page after this cursor (printed after a full page).
+    #[arg(long)]
+    pub cursor: Option<Uuid>,
+    /// Print the page as the API's JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `haggle listings` options.
+#[derive(Debug, clap::Args)]
+pub struct ListingsArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// Only listings in this status (ACTIVE, SOLD, WITHDRAWN).
+    #[arg(long)]
+    pub status: Option<ListingStatus>,
+    /// Only listings whose title or description contains this text.
+    #[arg(long)]
+    pub q: Option<String>,
+    /// Only this seller's listings.
+    #[arg(long)]
+    pub seller: Option<Uuid>,
+    #[command(flatten)]
+    pub page: PageArgs,
+}
+
+/// `haggle threads` options.
+#[derive(Debug, clap::Args)]
+pub struct ThreadsArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// Only threads where I am the buyer, or the seller.
+    #[arg(long, value_parser = parse_party)]
+    pub role: Option<Party>,
+    /// Only threads in this status (ACTIVE, ACCEPTED, REJECTED, EXPIRED, CLOSED).
+    #[arg(long)]
+    pub status: Option<ThreadStatus>,
+    /// Only threads on this listing.
+    #[arg(long)]
+    pub listing: Option<Uuid>,
+    #[command(flatten)]
+    pub page: PageArgs,
+}
+
+// ----- listings and threads -----
+
+pub async fn listings(args: ListingsArgs) -> anyhow::Result<()> {
+    let client = args.server.keyed_client("listings")?;
+    let query = ListingQuery {
+        seller_id: args.seller,
+        status: args.status,
+        q: args.q.clone(),
+        limit: Some(args.page.limit),
+        cursor: args.page.cursor,
+    };
+    let page = client.list_listings(&query).await?;
+    if args.page.json {
+        println!("{}", serde_json::to_string_pretty(&page)?);
+        return Ok(());
+    }
+    let rows = page
+        .data
+        .iter()
+        .map(|listing| {
+            vec![
+                listing.id.to_string(),
+                truncate(&listing.title, 32),
+                format!("{} {}", money(listing.ask_amount), listing.currency.as_str()),
+                listing.status.as_str().to_owned(),
+                if listing.negotiable { "yes" } else { "no" }.to_owned(),
+                listing.seller_id.to_string(),
+            ]
+        })
+        .collect::<Vec<_>>();
+    print!("{}", table(&["ID", "TITLE", "ASK", "STATUS", "NEGOTIABLE", "SELLER"], &rows, &[2]));
+    more(page.next_cursor);
+    Ok(())
+}
+
+pub async fn threads(args: ThreadsArgs) -> anyhow::Result<()> {
+    let client = args.server.keyed_client("threads")?;
+    let query = ThreadQuery {
+        role: args.role,
+        status: args.status,
+        listing_id: args.listing,
+        limit: Some(args.page.limit),
+        cursor: args.page.cursor,
+    };
+    let page = client.list_threads(&query).await?;
+    if args.page.json {
+        println!("{}", serde_json::to_string_pretty(&page)?);
+        return Ok(());
+    }
+    let me = client.me().await?;
+    let mut rows = Vec::with_capacity(page.data.len());
+    for thread in &page.data {
+        let last = client.get_bid(thread.last_bid_id, None).await?;
+        let role = if thread.buyer_id == me.id { Party::Buyer } else { Party::Seller };
+        let turn = match thread.turn {
+            Some(party) if party == role => "me",
+            Some(_) => "them",
+            None => "-",
+        };
+        rows.push(vec![
+            thread.id.to_string(),
+            thread.listing_id.to_string(),
+            role.as_str().to_owned(),
+            thread.status.as_str().to_owned(),
+            thread.rounds.to_string(),
+            format!("{} {}", money(last.amount), last.currency.as_str()),
+            format!("{}{}", last.author.as_str(), if last.is_final { " (final)" } else { "" }),
+            turn.to_owned(),
+        ]);
+    }
+    print!("{}", table(&["ID", "LISTING", "ROLE", "STATUS", "ROUNDS", "LAST", "BY", "TO MOVE"], &rows, &[4, 5]));
+    more(page.next_cursor);
+    Ok(())
+}
+
+fn more(next: Option<Uuid>) {
+    if let Some(cursor) = next {
+        eprintln!("more: --cursor {cursor}");
+    }
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    let clean: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    if clean.chars().count() <= max {
+        clean
+    } else {
+        clean.chars().take(max - 1).chain(std::iter::once('…')).collect()
+    }
+}
+
+/// A plain table: a header line and one line per row, columns padded to their widest cell;
+/// the columns in `right` are aligned right.
+fn table(headers: &[&str], rows: &[Vec<String>], right: &[usize]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, cell)| {
+                let pad = " ".repeat(widths[i].saturating_sub(cell.chars().count()));
+                if right.contains(&i) { format!("{pad}{cell}") } else { format!("{cell}{pad}") }
+            })
+            .collect();
+        format!("{}\n", padded.join("  ").trim_end())
+    };
+    let mut out = line(headers.to_vec());
+    for row in rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+// ----- negotiate -----
+
+pub async fn negotiate(args: NegotiateArgs) -> anyhow::Result<()> {
+    let client = args.server.keyed_client("negotiate")?;
+    if !(args.wait > 0.0 && args.wait <= 60.0) {
+        bail!("--wait must be more than 0 and at most 60 seconds");
+    }
+    let ascii = args.ascii || !std::io::stdout().is_terminal();
+    let session = Session {
+        client,
+        listing: args.listing,
+        glyphs: if ascii { Glyphs::ASCII } else { Glyphs::UNICODE },
+        wait: args.wait,
+        timeout: Duration::from_secs(args.timeout),
+        deadline: Instant::now() + Duration::from_secs(args.timeout),
+    };
+    match args.side {
+        Party::Buyer => {
+            let budget = budget(&args)?;
+            session.run_buyer(&budget).await
+        }
+        Party::Seller => {
+            let floor = args.floor.context("as seller, give the lowest price you take: --floor <minor units>")?;
+            session.run_seller(floor, args.counter).await
+        }
+    }
+}
+
+/// The buyer's strategy with the profile scaled and overridden as asked.
+#[derive(Debug, Clone, Copy)]
+enum Buyer {
+    Threshold(SimpleThreshold),
+    Adaptive(Adaptive),
+}
+
+impl Buyer {
+    fn next(&self, state: &NegotiationState) -> Decision {
+        match self {
+            Buyer::Threshold(strategy) => strategy.next(state),
+            Buyer::Adaptive(strategy) => strategy.next(state),
+        }
+    }
+
+    fn describe(&self) -> String {
+        let (name, target, max, step, rounds) = match self {
+            Buyer::Threshold(s) => ("threshold", s.target, s.max, s.step, s.max_rounds),
+            Buyer::Adaptive(s) => ("adaptive", s.target, s.max, s.step, s.max_rounds),
+        };
+        format!("{name}: open at {}, pay up to {}, step {}, {rounds} offers", money(target), money(max), money(step))
+    }
+}
+
+fn budget(args: &NegotiateArgs) -> anyhow::Result<Buyer> {
+    if !(args.scale.is_finite() && args.scale > 0.0) {
+        bail!("--scale must be a positive number");
+    }
+    let profile = match args.strategy {
+        BuyerStrategy::Conservative => Profile::Conservative,
+        BuyerStrategy::Balanced | BuyerStrategy::Adaptive => Profile::Balanced,
+        BuyerStrategy::Aggressive => Profile::Aggressive,
+    };
+    let base = SimpleThreshold::profile(profile);
+    let scaled = |amount: i64| (amount as f64 * args.scale).round() as i64;
+    let threshold = SimpleThreshold {
+        target: args.target.unwrap_or(scaled(base.target)),
+        max: args.max.unwrap_or(scaled(base.max)),
+        step: args.step.unwrap_or(scaled(base.step)),
+        max_rounds: args.rounds.unwrap_or(base.max_rounds),
+    };
+    if let Err(rejection) = threshold.validate() {
+        let problems = match rejection {
+            haggle_domain::Rejection::Validation(errors) => errors
+                .iter()
+                .map(|e| format!("{}: {}", budget_flag(&e.field), e.message))
+                .collect::<Vec<_>>()
+                .join("; "),
+            other => format!("{other:?}"),
+        };
+        bail!("the buyer's budget is not usable: {problems}");
+    }
+    Ok(match args.strategy {
+        BuyerStrategy::Adaptive => Buyer::Adaptive(threshold.into()),
+        BuyerStrategy::Conservative | BuyerStrategy::Balanced | BuyerStrategy::Aggressive => {
+            Buyer::Threshold(threshold)
+        }
+    })
+}
+
+struct Session {
+    client: Client,
+    listing: Uuid,
+    glyphs: Glyphs,
+    wait: f64,
+    timeout: Duration,
+    deadline: Instant,
+}
+
+/// How a negotiation ended, or why this command stopped following it.
+enum Outcome {
+    Ended(ThreadWithBids),
+    /// This side stopped, by its strategy or because there is nothing left to negotiate.
+    Stopped(String),
+    /// The other side did not answer before `--timeout`: an error exit.
+    TimedOut(String),
+}
+
+/// What has been printed of one thread.
+struct Shown {
+    ladder: Option<Ladder>,
+    printed: usize,
+}
+
+impl Shown {
+    fn new() -> Shown {
+        Shown { ladder: None, printed: 0 }
+    }
+
+    /// Prints the thread's bids not printed yet. The scale runs from the opening bid to the ask.
+    fn print_new(&mut self, thread: &ThreadWithBids, ask: i64, glyphs: Glyphs) {
+        let Some(opening) = thread.bids.first() else { return };
+        let ladder = *self.ladder.get_or_insert_with(|| Ladder::new(opening.amount, ask, glyphs));
+        for (i, bid) in thread.bids.iter().enumerate().skip(self.printed) {
+            let (buyer, seller) = positions(&thread.bids[..=i], ask);
+            println!("{}", ladder.line(bid.round, bid.author, bid.amount, buyer, Some(seller)));
+        }
+        self.printed = self.printed.max(thread.bids.len());
+    }
+}
+
+/// Each side's latest amount among `bids`; the seller stands at the ask before it counters.
+fn positions(bids: &[Bid], ask: i64) -> (Option<i64>, i64) {
+    let latest = |party| bids.iter().rev().find(|bid| bid.author == party).map(|bid| bid.amount);
+    (latest(Party::Buyer), latest(Party::Seller).unwrap_or(ask))
+}
+
+impl Session {
+    fn state(&self, thread: &ThreadWithBids, mover: Party, ask: i64, max_rounds: i32) -> NegotiationState {
+        NegotiationState {
+            mover,
+            ask,
+            max_rounds,
+            // Only the seller tier engine reads the buyer's tier; see run_seller.
+            buyer_tier: haggle_domain::Tier::Agency,
+            bids: thread.bids.iter().map(|bid| bid.amount).collect(),
+            pending_final: thread.bids.last().is_some_and(|bid| bid.is_final),
+            auto_moves: u32::try_from(thread.bids.iter().filter(|bid| bid.author == mover).count()).unwrap_or(0),
+        }
+    }
+
+    fn time_left(&self) -> bool {
+        Instant::now() < self.deadline
+    }
+
+    async fn run_buyer(&self, buyer: &Buyer) -> anyhow::Result<()> {
+        let listing = self.client.get_listing(self.listing).await?;
+        eprintln!(
+            "negotiating as buyer on \"{}\" (ask {} {}), {}",
+            listing.title,
+            money(listing.ask_amount),
+            listing.currency.as_str(),
+            buyer.describe()
+        );
+        let live = self
+            .client
+            .list_threads(&ThreadQuery {
+                role: Some(Party::Buyer),
+                status: Some(ThreadStatus::Active),
+                listing_id: Some(self.listing),
+                limit: Some(1),
+                cursor: None,
+            })
+            .await?;
+        let thread_id = match live.data.first() {
+            Some(thread) => {
+                eprintln!("resuming my live thread {}", thread.id);
+                thread.id
+            }
+            None => {
+                let empty = NegotiationState {
+                    mover: Party::Buyer,
+                    ask: listing.ask_amount,
+                    max_rounds: listing.max_rounds,
+                    buyer_tier: haggle_domain::Tier::Agency,
+                    bids: Vec::new(),
+                    pending_final: false,
+                    auto_moves: 0,
+                };
+                match buyer.next(&empty) {
+                    Decision::Counter { amount, .. } => {
+                        self.client.place_bid(self.listing, &Placement::new(amount)).await?.thread.id
+                    }
+                    Decision::Accept { rationale } | Decision::Reject { rationale } | Decision::Stop { rationale } => {
+                        println!("stopped: {}", rationale.describe());
+                        return Ok(());
+                    }
+                }
+            }
+        };
+        let mut shown = Shown::new();
+        let mut refusals = 0;
+        let outcome = loop {
+            let thread = self.client.get_thread(thread_id).await?;
+            shown.print_new(&thread, listing.ask_amount, self.glyphs);
+            if thread.thread.status != ThreadStatus::Active {
+                break Outcome::Ended(thread);
+            }
+            let pending = thread.thread.last_bid_id;
+            match thread.thread.turn {
+                Some(Party::Seller) | None => {
+                    if !self.time_left() {
+                        break Outcome::TimedOut("the seller did not answer".to_owned());
+                    }
+                    self.client.get_bid(pending, Some(self.wait)).await?;
+                }
+                Some(Party::Buyer) => {
+                    let state = self.state(&thread, Party::Buyer, listing.ask_amount, listing.max_rounds);
+                    let decision = buyer.next(&state);
+                    match self.act(pending, decision).await {
+                        Ok(Some(stop)) => break Outcome::Stopped(stop),
+                        Ok(None) => {}
+                        Err(error) if refused_by_state(&error) && refusals < 3 => {
+                            // The bid changed under us (it expired, or the listing sold): look again.
+                            refusals += 1;
+                            eprintln!("refused: {error}");
+                        }
+                        Err(error) => return Err(error.into()),
+                    }
+                }
+            }
+        };
+        self.print_outcome(outcome, Party::Buyer).await
+    }
+
+    /// Makes the move `decision` on the pending bid; `Some(reason)` when the decision is to stop.
+    async fn act(&self, pending: Uuid, decision: Decision) -> Result<Option<String>, ClientError> {
+        match decision {
+            Decision::Accept { .. } => {
+                self.client.accept(pending).await?;
+            }
+            Decision::Counter { amount, is_final } => {
+                self.client.counter(pending, &CounterOffer::new(amount, is_final)).await?;
+            }
+            Decision::Reject { rationale } => {
+                self.client.reject(pending).await?;
+                eprintln!("rejecting: {}", rationale.describe());
+            }
+            Decision::Stop { rationale } => return Ok(Some(rationale.describe().to_owned())),
+        }
+        Ok(None)
+    }
+
+    async fn print_outcome(&self, outcome: Outcome, me: Party) -> anyhow::Result<()> {
+        match outcome {
+            Outcome::Stopped(reason) => println!("stopped: {reason}"),
+            Outcome::TimedOut(what) => {
+                let waited = self.timeout.as_secs();
+                bail!("{what} within --timeout ({waited} s); the negotiation is left as it stands")
+            }
+            Outcome::Ended(thread) => {
+                let last = thread.bids.last().context("a thread has bids")?;
+                let reason = thread.thread.closed_reason.map_or("", |reason| reason.as_str());
+                match thread.thread.status {
+                    ThreadStatus::Accepted => {
+                        let orders = self
+                            .client
+                            .list_orders(&super::OrderQuery {
+                                role: Some(me),
+                                listing_id: Some(thread.thread.listing_id),
+                                limit: Some(200),
+                                cursor: None,
+                            })
+                            .await?;
+                        let order = orders.data.iter().find(|order| order.thread_id == Some(thread.thread.id));
+                        let order = order.map(|order| format!(" (order {})", order.id)).unwrap_or_default();
+                        println!("ACCEPTED at {} {}{order}", money(last.amount), last.currency.as_str());
+                    }
+                    ThreadStatus::Rejected => {
+                        let by = match reason {
+                            "withdrawn" => last.author,
+                            _ => last.author.other(),
+                        };
+                        let who = if by == me { "me" } else { by.as_str() };
+                        println!("REJECTED ({reason} by {who}) at round {}", thread.thread.rounds);
+                    }
+                    ThreadStatus::Expired => println!("EXPIRED at round {}", thread.thread.rounds),
+                    ThreadStatus::Closed => println!("CLOSED ({reason})"),
+                    ThreadStatus::Active => println!("stopped: the negotiation is still open"),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Answers the bids on my listing with a policy of my own, run here rather than on the
+    /// server: `floor` as its limit and `counter` as its strategy. Ends when the first thread it
+    /// took part in ends (or the listing is sold or withdrawn).
+    ///
+    /// The seller cannot read a buyer's tier, so the tier engine sees every buyer as the
+    /// listing's `min_negotiation_tier`, the least it can be.
+    async fn run_seller(&self, floor: i64, counter: Strategy) -> anyhow::Result<()> {
+        let me = self.client.me().await?;
+        let listing = self.client.get_listing(self.listing).await?;
+        if listing.seller_id != me.id {
+            bail!("listing {} is not mine: only its seller can answer its bids", listing.id);
+        }
+        if floor > listing.ask_amount {
+            bail!("--floor ({}) is above the ask ({})", money(floor), money(listing.ask_amount));
+        }
+        let policy = Policy { max_auto_rounds: MAX_AUTO_ROUNDS, ..Policy::new(floor, counter) };
+        eprintln!(
+            "answering bids on \"{}\" (ask {} {}) as seller, floor {}",
+            listing.title,
+            money(listing.ask_amount),
+            listing.currency.as_str(),
+            money(floor)
+        );
+
+        // Skip the history: what is waiting now is found below, and what comes next by events.
+        let mut after = 0;
+        loop {
+            let page = self.client.events(&EventQuery { after, limit: Some(200), wait: None }).await?;
+            after = page.next_cursor;
+            if !page.has_more {
+                break;
+            }
+        }
+        let waiting = self
+            .client
+            .list_threads(&ThreadQuery {
+                role: Some(Party::Seller),
+                status: Some(ThreadStatus::Active),
+                listing_id: Some(self.listing),
+                limit: Some(200),
+                cursor: None,
+            })
+            .await?;
+        let mut todo: Vec<Uuid> = waiting.data.iter().map(|thread| thread.id).collect();
+        let mut shown: HashMap<Uuid, Shown> = HashMap::new();
+        let state_of = |thread: &ThreadWithBids| {
+            let state = self.state(thread, Party::Seller, listing.ask_amount, listing.max_rounds);
+            NegotiationState { buyer_tier: listing.min_negotiation_tier, ..state }
+        };
+        let outcome = 'watch: loop {
+            for thread_id in std::mem::take(&mut todo) {
+                let mut refusals = 0;
+                loop {
+                    let thread = self.client.get_thread(thread_id).await?;
+                    let seen = shown.len();
+                    let view = shown.entry(thread_id).or_insert_with(Shown::new);
+                    if view.printed == 0 && seen > 0 {
+                        println!("thread {thread_id}");
+                    }
+                    view.print_new(&thread, listing.ask_amount, self.glyphs);
+                    if thread.thread.status != ThreadStatus::Active {
+                        break 'watch Outcome::Ended(thread);
+                    }
+                    if thread.thread.turn != Some(Party::Seller) {
+                        break;
+                    }
+                    let decision = decide(&policy, &state_of(&thread));
+                    match self.act(thread.thread.last_bid_id, decision).await {
+                        Ok(Some(stop)) => break 'watch Outcome::Stopped(stop),
+                        Ok(None) => {}
+                        Err(error) if refused_by_state(&error) && refusals < 3 => {
+                            refusals += 1;
+                            eprintln!("refused: {error}");
+                        }
+                        Err(error) => return Err(error.into()),
+                    }
+                }
+            }
+            if !self.time_left() {
+                break Outcome::TimedOut("no buyer finished a negotiation".to_owned());
+            }
+            let page = self.client.events(&EventQuery { after, limit: Some(100), wait: Some(self.wait) }).await?;
+            after = page.next_cursor;
+            let mut touched = BTreeMap::new();
+            for event in page.data.iter().filter(|event| event.listing_id == Some(self.listing)) {
+                match event.kind {
+                    EventType::ListingSold if shown.is_empty() => {
+                        break 'watch Outcome::Stopped("the listing is sold".to_owned());
+                    }
+                    EventType::ListingWithdrawn if shown.is_empty() => {
+                        break 'watch Outcome::Stopped("the listing is withdrawn".to_owned());
+                    }
+                    _ => {}
+                }
+                if let Some(thread) = event.thread_id {
+                    touched.insert(event.id, thread);
+                }
+            }
+            for thread in touched.into_values() {
+                if !todo.contains(&thread) {
+                    todo.push(thread);
+                }
+            }
+        };
+        self.print_outcome(outcome, Party::Seller).await
+    }
+}
+
+/// A refusal that says the negotiation moved on without us, rather than a mistake of ours.
+fn refused_by_state(error: &ClientError) -> bool {
+    matches!(error.code(), Some("invalid_transition" | "bid_expired" | "final_offer" | "not_your_turn"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_pad_columns_and_align_amounts_right() {
+        let rows = vec![vec!["a".to_owned(), "1.00".to_owned()], vec!["bbb".to_owned(), "1,000.00".to_owned()]];
+        let text = table(&["ID", "ASK"], &rows, &[1]);
+        assert_eq!(text, "ID        ASK\na        1.00\nbbb  1,000.00\n");
+        assert_eq!(truncate("a\nlong title", 6), "a lon…");
+    }
+
+    #[test]
+    fn the_profile_scales_and_gives_way_to_explicit_amounts() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: NegotiateArgs,
+        }
+        let parse = |extra: &[&str]| {
+            let listing = Uuid::nil().to_string();
+            let mut argv = vec!["haggle", "--listing", &listing, "--api-key", "hk_x"];
+            argv.extend_from_slice(extra);
+            budget(&Cli::parse_from(argv).args).unwrap()
+        };
+        let threshold = |buyer: Buyer| match buyer {
+            Buyer::Threshold(s) => s,
+            Buyer::Adaptive(_) => panic!("not a threshold"),
+        };
+        assert_eq!(threshold(parse(&[])), SimpleThreshold::profile(Profile::Balanced));
+        let scaled = threshold(parse(&["--scale", "46"]));
+        assert_eq!((scaled.target, scaled.max, scaled.step, scaled.max_rounds), (92_000, 138_000, 9_200, 5));
+        let set = threshold(parse(&["--strategy", "aggressive", "--target", "100000", "--max", "130000"]));
+        assert_eq!((set.target, set.max, set.step, set.max_rounds), (100_000, 130_000, 500, 10));
+        assert!(matches!(parse(&["--strategy", "adaptive"]), Buyer::Adaptive(_)));
+
+        let listing = Uuid::nil().to_string();
+        let refused = |extra: &[&str]| {
+            let argv = ["haggle", "--listing", &listing, "--api-key", "hk_x"].into_iter().chain(extra.iter().copied());
+            budget(&Cli::parse_from(argv).args).unwrap_err().to_string()
+        };
+        let error = refused(&["--rounds", "0"]);
+        assert!(error.contains("--rounds: must be between 1 and") && !error.contains("max_rounds"), "{error}");
+        let error = refused(&["--target", "5000", "--max", "4000"]);
+        assert!(error.contains("--max: must be at least the target"), "{error}");
+    }
+}

@@ -1,0 +1,97 @@
+//! What can go wrong talking to the API: the server's refusal (a problem+json document), or
+//! never getting a readable answer.
+
+pub use haggle_api::{Problem, ProblemField};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The server refused the request. (Boxed: a problem is large, and errors travel far.)
+    #[error("{} {}: {}{}", .0.status, .0.code, .0.detail, fields(&.0.errors))]
+    Api(Box<Problem>),
+    /// No answer: the server could not be reached, the connection broke, or it took too long.
+    #[error("{method} {url}: no answer from the server: {}", causes(.error))]
+    Transport { method: String, url: String, error: reqwest::Error },
+    /// An answer the API does not give: an error that is not problem+json, or a body of the
+    /// wrong shape (a server of another version, or not Haggle at all).
+    #[error("unexpected answer ({status}): {detail}")]
+    UnexpectedResponse { status: u16, detail: String },
+    #[error("invalid server URL `{url}`: {reason}")]
+    InvalidUrl { url: String, reason: String },
+}
+
+impl ClientError {
+    /// The problem's stable code, for a refusal by the server.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            ClientError::Api(problem) => Some(&problem.code),
+            ClientError::Transport { .. } | ClientError::UnexpectedResponse { .. } | ClientError::InvalidUrl { .. } => {
+                None
+            }
+        }
+    }
+
+    /// The HTTP status, when the server answered.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ClientError::Api(problem) => Some(problem.status),
+            ClientError::UnexpectedResponse { status, .. } => Some(*status),
+            ClientError::Transport { .. } | ClientError::InvalidUrl { .. } => None,
+        }
+    }
+
+    pub fn problem(&self) -> Option<&Problem> {
+        match self {
+            ClientError::Api(problem) => Some(problem),
+            ClientError::Transport { .. } | ClientError::UnexpectedResponse { .. } | ClientError::InvalidUrl { .. } => {
+                None
+            }
+        }
+    }
+
+    /// What this error, from one of the first calls to the server at `url`, says about the
+    /// server, in words for the user of a command whose option `flag` names the server (say
+    /// `--url`). An error that says nothing about the server comes back as it is.
+    pub fn first_contact(self, url: &str, flag: &str) -> anyhow::Error {
+        match &self {
+            ClientError::Transport { .. } => anyhow::anyhow!(
+                "cannot reach a Haggle server at {url} ({self}). Start one with `haggle serve` (it listens on \
+                 HAGGLE_BIND), or point {flag} at the one you have"
+            ),
+            ClientError::Api(problem) if problem.code == "unavailable" => {
+                anyhow::anyhow!(
+                    "the server at {url} is up but not ready (its database does not answer); fix that first"
+                )
+            }
+            ClientError::UnexpectedResponse { .. } => {
+                anyhow::anyhow!("{url} does not answer as a Haggle server ({self}); is {flag} pointing at one?")
+            }
+            ClientError::Api(_) | ClientError::InvalidUrl { .. } => anyhow::Error::new(self),
+        }
+    }
+
+    /// Whether sending the same request again (with the same idempotency key) may succeed.
+    pub(crate) fn is_retryable(&self) -> bool {
+        match self {
+            ClientError::Transport { error, .. } => !error.is_builder() && !error.is_decode(),
+            ClientError::Api(problem) => problem.code == "idempotency_key_in_use",
+            ClientError::UnexpectedResponse { .. } | ClientError::InvalidUrl { .. } => false,
+        }
+    }
+}
+
+fn fields(errors: &[ProblemField]) -> String {
+    errors.iter().map(|e| format!("; {}: {}", e.field, e.message)).collect()
+}
+
+/// What happened, from reqwest's causes: its own message only repeats the URL
+/// ("error sending request for url (...)"). The causes are written out here rather than
+/// exposed as the error's source, so that the message reads the same however it is printed.
+fn causes(error: &reqwest::Error) -> String {
+    let mut parts = Vec::new();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        parts.push(cause.to_string());
+        source = cause.source();
+    }
+    if parts.is_empty() { error.to_string() } else { parts.join(": ") }
+}

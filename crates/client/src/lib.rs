@@ -1,0 +1,388 @@
+//! A typed client for Haggle's API.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), haggle_client::ClientError> {
+//! use haggle_client::{Client, Placement};
+//! let buyer = Client::new("http://127.0.0.1:8080", Some("hk_...".to_owned()))?;
+//! let listing = "0190c6f0-0000-7000-8000-000000000000".parse().unwrap();
+//! let placed = buyer.place_bid(listing, &Placement::new(120_000)).await?;
+//! let answered = buyer.get_bid(placed.bid.id, Some(30.0)).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! **Retries.** Every `POST` carries an `Idempotency-Key` of its own, a fresh random UUID per
+//! call. When the request fails in transport (no connection, a reset, a timeout), or the server
+//! answers `409 idempotency_key_in_use` (the first attempt is still running), the client sends it
+//! again with the same key, up to [`ATTEMPTS`] times in all, so a move is made at most once and
+//! its answer is the first attempt's. `GET`, `PUT` and `DELETE` are retried the same way, being
+//! safe to repeat. Other errors are returned at once.
+
+pub mod cli;
+mod error;
+pub mod ladder;
+mod types;
+
+use std::time::Duration;
+
+use reqwest::{Method, RequestBuilder, StatusCode};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use uuid::Uuid;
+
+pub use error::{ClientError, Problem, ProblemField};
+pub use types::*;
+
+use haggle_domain::strategy::Policy;
+
+/// How many times a request is sent, by default, before its transport failure is returned.
+pub const ATTEMPTS: u32 = 3;
+/// How long a request may take beyond the time it asks the server to wait, unless the client
+/// was given another [`Client::timeout`].
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The URL a client uses when none is given.
+pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
+
+/// A client of one Haggle server, acting as one agent (or as nobody, for registration and the
+/// public routes).
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    api_key: Option<String>,
+    attempts: u32,
+    idempotency_keys: bool,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("base", &self.base)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("attempts", &self.attempts)
+            .field("idempotency_keys", &self.idempotency_keys)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl Client {
+    /// A client of the server at `base_url` (e.g. `http://127.0.0.1:8080`), authenticated with
+    /// `api_key` when given.
+    pub fn new(base_url: &str, api_key: Option<String>) -> Result<Client, ClientError> {
+        let parsed = url::Url::parse(base_url)
+            .map_err(|error| ClientError::InvalidUrl { url: base_url.to_owned(), reason: error.to_string() })?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(ClientError::InvalidUrl { url: base_url.to_owned(), reason: "not an http(s) URL".to_owned() });
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .user_agent(concat!("haggle-client/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|error| ClientError::Transport { method: "-".to_owned(), url: base_url.to_owned(), error })?;
+        // An empty key (say, `HAGGLE_API_KEY=`) is no key.
+        let api_key = api_key.filter(|key| !key.is_empty());
+        Ok(Client {
+            http,
+            base: base_url.trim_end_matches('/').to_owned(),
+            api_key,
+            attempts: ATTEMPTS,
+            idempotency_keys: true,
+            timeout: REQUEST_TIMEOUT,
+        })
+    }
+
+    /// The same server and settings, as another agent. The clients share their connections.
+    pub fn with_api_key(&self, api_key: impl Into<String>) -> Client {
+        Client { api_key: Some(api_key.into()), ..self.clone() }
+    }
+
+    /// Sends each request at most `attempts` times (at least once). With 1, a transport failure
+    /// or a busy idempotency key is returned at once, as a load generator wants.
+    pub fn attempts(self, attempts: u32) -> Client {
+        Client { attempts: attempts.max(1), ..self }
+    }
+
+    /// Whether `POST`s carry an `Idempotency-Key` (the default). Without keys a `POST` is never
+    /// retried, since a retry could make the move twice.
+    pub fn idempotency_keys(self, on: bool) -> Client {
+        Client { idempotency_keys: on, ..self }
+    }
+
+    /// Gives up on a request that has not been answered within `timeout` (by default
+    /// [`REQUEST_TIMEOUT`]) and returns it as a transport failure. A request that asks the server
+    /// to wait (`get_bid` with `wait`, `events` with `query.wait`) is given that wait on top.
+    pub fn timeout(self, timeout: Duration) -> Client {
+        Client { timeout, ..self }
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    // ----- the server -----
+
+    /// Checks that a Haggle server answers at the base URL and can serve (`GET /readyz`). A
+    /// server that is up while its database does not answer is refused with `unavailable`; see
+    /// [`ClientError::first_contact`] for telling a user what the failure means.
+    pub async fn ready(&self) -> Result<(), ClientError> {
+        #[derive(serde::Deserialize)]
+        struct Readiness {
+            status: String,
+        }
+        let url = format!("{}/readyz", self.base);
+        let readiness: Readiness = self.get("/readyz", &()).await?;
+        if readiness.status != "ready" {
+            return Err(ClientError::UnexpectedResponse {
+                status: 200,
+                detail: format!("GET {url}: the status is `{}`, not `ready`", readiness.status),
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks that the server takes this client's key as its operator token. The probe changes
+    /// an agent that cannot exist, so with a good token it is a harmless `404 not_found`, which
+    /// is `Ok`; a refused token is an `Api` error with status 401 (not the server's token) or
+    /// 403 (an agent's key).
+    pub async fn check_admin_token(&self) -> Result<(), ClientError> {
+        match self.update_agent(Uuid::nil(), &ProfilePatch::default()).await {
+            Ok(_) => Ok(()),
+            Err(ClientError::Api(problem)) if problem.code == "not_found" => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    // ----- agents -----
+
+    /// Registers an agent; the answer holds its API key, shown this once.
+    pub async fn register(&self, name: &str) -> Result<Registered, ClientError> {
+        self.post("/v1/agents", &serde_json::json!({ "name": name })).await
+    }
+
+    /// The calling agent.
+    pub async fn me(&self) -> Result<Agent, ClientError> {
+        self.get("/v1/agents/me", &()).await
+    }
+
+    // ----- listings -----
+
+    pub async fn create_listing(&self, listing: &NewListing) -> Result<Listing, ClientError> {
+        self.post("/v1/listings", listing).await
+    }
+
+    pub async fn get_listing(&self, id: Uuid) -> Result<Listing, ClientError> {
+        self.get(&format!("/v1/listings/{id}"), &()).await
+    }
+
+    /// One page of listings; pass its `next_cursor` as `query.cursor` for the next.
+    pub async fn list_listings(&self, query: &ListingQuery) -> Result<Page<Listing>, ClientError> {
+        self.get("/v1/listings", query).await
+    }
+
+    /// Buys one unit at the ask.
+    pub async fn purchase(&self, listing: Uuid) -> Result<Purchased, ClientError> {
+        self.post(&format!("/v1/listings/{listing}/purchase"), &serde_json::json!({})).await
+    }
+
+    // ----- bids -----
+
+    /// Opens a thread on a listing with a first bid.
+    pub async fn place_bid(&self, listing: Uuid, placement: &Placement) -> Result<BidAndThread, ClientError> {
+        self.post(&format!("/v1/listings/{listing}/bids"), placement).await
+    }
+
+    /// Counters the pending bid; the answer holds the new pending bid.
+    pub async fn counter(&self, bid: Uuid, offer: &CounterOffer) -> Result<BidAndThread, ClientError> {
+        self.post(&format!("/v1/bids/{bid}/counter"), offer).await
+    }
+
+    /// Accepts the pending bid; the answer holds the order.
+    pub async fn accept(&self, bid: Uuid) -> Result<Answered, ClientError> {
+        self.post(&format!("/v1/bids/{bid}/accept"), &serde_json::json!({})).await
+    }
+
+    pub async fn reject(&self, bid: Uuid) -> Result<Answered, ClientError> {
+        self.post(&format!("/v1/bids/{bid}/reject"), &serde_json::json!({})).await
+    }
+
+    /// Takes back my own pending bid.
+    pub async fn withdraw(&self, bid: Uuid) -> Result<Answered, ClientError> {
+        self.post(&format!("/v1/bids/{bid}/withdraw"), &serde_json::json!({})).await
+    }
+
+    /// A bid. With `wait` (seconds, up to 60) a pending bid is answered as soon as it leaves
+    /// `PENDING`, or when the time is up, as it then is.
+    pub async fn get_bid(&self, bid: Uuid, wait: Option<f64>) -> Result<Bid, ClientError> {
+        #[derive(Serialize)]
+        struct Wait {
+            #[serde(skip_serializing_if = "Option::is_none")]
+            wait: Option<f64>,
+        }
+        self.get_waiting(&format!("/v1/bids/{bid}"), &Wait { wait }, wait).await
+    }
+
+    // ----- threads, orders, events -----
+
+    pub async fn get_thread(&self, thread: Uuid) -> Result<ThreadWithBids, ClientError> {
+        self.get(&format!("/v1/threads/{thread}"), &()).await
+    }
+
+    pub async fn list_threads(&self, query: &ThreadQuery) -> Result<Page<Thread>, ClientError> {
+        self.get("/v1/threads", query).await
+    }
+
+    pub async fn get_order(&self, order: Uuid) -> Result<Order, ClientError> {
+        self.get(&format!("/v1/orders/{order}"), &()).await
+    }
+
+    pub async fn list_orders(&self, query: &OrderQuery) -> Result<Page<Order>, ClientError> {
+        self.get("/v1/orders", query).await
+    }
+
+    /// My events after `query.after`, long-polling up to `query.wait` seconds when there are none.
+    pub async fn events(&self, query: &EventQuery) -> Result<EventPage, ClientError> {
+        self.get_waiting("/v1/events", query, query.wait).await
+    }
+
+    // ----- policies -----
+
+    pub async fn set_policy(&self, scope: PolicyScope, policy: &Policy) -> Result<StoredPolicy, ClientError> {
+        self.request(Method::PUT, &scope.path(), &(), Some(policy), None).await
+    }
+
+    pub async fn get_policy(&self, scope: PolicyScope) -> Result<StoredPolicy, ClientError> {
+        self.get(&scope.path(), &()).await
+    }
+
+    pub async fn delete_policy(&self, scope: PolicyScope) -> Result<(), ClientError> {
+        let _: serde_json::Value = self.request(Method::DELETE, &scope.path(), &(), None::<&()>, None).await?;
+        Ok(())
+    }
+
+    // ----- webhooks -----
+
+    /// Registers a webhook; the answer holds its signing secret, shown this once.
+    pub async fn create_webhook(&self, webhook: &NewWebhook) -> Result<WebhookCreated, ClientError> {
+        self.post("/v1/webhooks", webhook).await
+    }
+
+    pub async fn list_webhooks(&self, query: &PageQuery) -> Result<Page<Webhook>, ClientError> {
+        self.get("/v1/webhooks", query).await
+    }
+
+    pub async fn get_webhook(&self, id: Uuid) -> Result<Webhook, ClientError> {
+        self.get(&format!("/v1/webhooks/{id}"), &()).await
+    }
+
+    pub async fn delete_webhook(&self, id: Uuid) -> Result<(), ClientError> {
+        let _: serde_json::Value =
+            self.request(Method::DELETE, &format!("/v1/webhooks/{id}"), &(), None::<&()>, None).await?;
+        Ok(())
+    }
+
+    /// A webhook's deliveries, newest first, each with its attempts.
+    pub async fn webhook_deliveries(&self, id: Uuid, query: &PageQuery) -> Result<Page<Delivery>, ClientError> {
+        self.get(&format!("/v1/webhooks/{id}/deliveries"), query).await
+    }
+
+    /// Turns a disabled webhook back on.
+    pub async fn enable_webhook(&self, id: Uuid) -> Result<Webhook, ClientError> {
+        self.post(&format!("/v1/webhooks/{id}/enable"), &serde_json::json!({})).await
+    }
+
+    // ----- operator -----
+
+    /// Changes an agent's tier or verified identity. The client's key must be the server's
+    /// admin token.
+    pub async fn update_agent(&self, agent: Uuid, update: &ProfilePatch) -> Result<Agent, ClientError> {
+        self.request(Method::PATCH, &format!("/v1/admin/agents/{agent}"), &(), Some(update), None).await
+    }
+
+    // ----- plumbing -----
+
+    async fn get<T: DeserializeOwned>(&self, path: &str, query: &impl Serialize) -> Result<T, ClientError> {
+        self.request(Method::GET, path, query, None::<&()>, None).await
+    }
+
+    async fn get_waiting<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &impl Serialize,
+        wait: Option<f64>,
+    ) -> Result<T, ClientError> {
+        let wait = wait.filter(|w| w.is_finite() && *w > 0.0).map(|w| Duration::from_secs_f64(w.min(3600.0)));
+        self.request(Method::GET, path, query, None::<&()>, wait).await
+    }
+
+    async fn post<T: DeserializeOwned>(&self, path: &str, body: &impl Serialize) -> Result<T, ClientError> {
+        self.request(Method::POST, path, &(), Some(body), None).await
+    }
+
+    /// Sends a request, retrying transport failures (see the module's documentation), and reads
+    /// the answer: `T` on success, a [`Problem`] otherwise.
+    async fn request<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        query: &impl Serialize,
+        body: Option<&impl Serialize>,
+        wait: Option<Duration>,
+    ) -> Result<T, ClientError> {
+        let url = format!("{}{path}", self.base);
+        let idempotency_key = (method == Method::POST && self.idempotency_keys).then(|| Uuid::now_v7().to_string());
+        // A POST without a key is not safe to send twice.
+        let attempts = if method == Method::POST && !self.idempotency_keys { 1 } else { self.attempts };
+        let timeout = self.timeout + wait.unwrap_or_default();
+        let mut attempt = 1;
+        loop {
+            let mut request: RequestBuilder = self.http.request(method.clone(), &url).query(query).timeout(timeout);
+            if let Some(key) = &self.api_key {
+                request = request.bearer_auth(key);
+            }
+            if let Some(key) = &idempotency_key {
+                request = request.header("idempotency-key", key);
+            }
+            if let Some(body) = body {
+                request = request.json(body);
+            }
+            let outcome = match request.send().await {
+                Ok(response) => read(&method, &url, response).await,
+                Err(error) => Err(ClientError::Transport { method: method.to_string(), url: url.clone(), error }),
+            };
+            match outcome {
+                Err(error) if attempt < attempts && error.is_retryable() => {
+                    tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
+                    attempt += 1;
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+}
+
+async fn read<T: DeserializeOwned>(method: &Method, url: &str, response: reqwest::Response) -> Result<T, ClientError> {
+    let status = response.status();
+    let transport = |error| ClientError::Transport { method: method.to_string(), url: url.to_owned(), error };
+    let bytes = response.bytes().await.map_err(transport)?;
+    if status.is_success() {
+        // A 204 has no body; read it as JSON null for callers that expect nothing.
+        let bytes: &[u8] = if status == StatusCode::NO_CONTENT || bytes.is_empty() { b"null" } else { &bytes };
+        return serde_json::from_slice(bytes).map_err(|error| ClientError::UnexpectedResponse {
+            status: status.as_u16(),
+            detail: format!("{method} {url}: the answer is not what the API describes ({error})"),
+        });
+    }
+    match serde_json::from_slice::<Problem>(&bytes) {
+        Ok(problem) => Err(ClientError::Api(Box::new(problem))),
+        Err(_) => Err(ClientError::UnexpectedResponse {
+            status: status.as_u16(),
+            detail: format!(
+                "{method} {url}: {}",
+                String::from_utf8_lossy(&bytes).chars().take(200).collect::<String>()
+            ),
+        }),
+    }
+}

@@ -1,0 +1,34 @@
+//! The API's request and response bodies, as a client sends and reads them (see openapi.yaml):
+//! the wire types of `haggle_api`, shared with the server, and where a policy applies.
+
+use uuid::Uuid;
+
+use haggle_domain::Party;
+
+pub use haggle_api::{
+    Agent, Answered, Attempt, Bid, BidAndThread, CounterOffer, Delivery, DeliveryStatus, Event, EventPage, EventQuery,
+    EventType, IssuedKey, KeyRecord, Listing, ListingPatch, ListingQuery, NewListing, NewWebhook, Order, OrderQuery,
+    OrderStatus, Page, PageQuery, Placement, PolicyLevel, ProfilePatch, Purchased, Registered, Registration,
+    StoredPolicy, Thread, ThreadQuery, ThreadWithBids, Webhook, WebhookCreated, WebhookStatus,
+};
+
+/// Where a policy applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyScope {
+    /// The agent's default in one role.
+    Agent(Party),
+    /// One listing: its seller's policy, or a buyer's for it.
+    Listing(Uuid),
+    /// One thread.
+    Thread(Uuid),
+}
+
+impl PolicyScope {
+    pub(crate) fn path(self) -> String {
+        match self {
+            PolicyScope::Agent(role) => format!("/v1/agents/me/policies/{}", role.as_str()),
+            PolicyScope::Listing(id) => format!("/v1/listings/{id}/policy"),
+            PolicyScope::Thread(id) => format!("/v1/threads/{id}/policy"),
+        }
+    }
+}

@@ -1,0 +1,319 @@
+//! Why the marketplace refuses an action. Each variant maps to one stable error code.
+
+use uuid::Uuid;
+
+/// A validation failure on one field of a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+        FieldError { field: field.into(), message: message.into() }
+    }
+}
+
+/// A refusal by the rules of the marketplace. Nothing has changed when one is returned,
+/// except for [`Rejection::BidExpired`], whose caller records the expiry it discovered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejection {
+    /// The thing does not exist, or is not visible to the caller.
+    NotFound {
+        what: &'static str,
+    },
+    Forbidden {
+        detail: String,
+    },
+    /// The caller authored the pending bid; only the other party may answer it.
+    NotYourTurn,
+    /// A seller tried to bid on or buy its own listing.
+    OwnListing,
+    /// The listing does not negotiate with this caller; it may still purchase at the ask.
+    NegotiationNotAllowed {
+        detail: String,
+        listing_id: Uuid,
+        ask_amount: i64,
+    },
+    /// The object is not in a status that allows the action.
+    InvalidTransition {
+        current_status: &'static str,
+        detail: String,
+    },
+    BidExpired,
+    FinalOffer,
+    /// The buyer already has a live thread on the listing (its id, when known).
+    ThreadActive {
+        thread_id: Option<Uuid>,
+    },
+    OfferLimitReached {
+        limit: i32,
+    },
+    ListingUnavailable {
+        current_status: &'static str,
+    },
+    Validation(Vec<FieldError>),
+    /// A counter outside the range the amount rules allow; `min > max` means there is no room left.
+    NotAConcession {
+        min: i64,
+        max: i64,
+        detail: String,
+    },
+}
+
+impl Rejection {
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Rejection {
+        Rejection::Validation(vec![FieldError::new(field, message)])
+    }
+
+    pub fn forbidden(detail: impl Into<String>) -> Rejection {
+        Rejection::Forbidden { detail: detail.into() }
+    }
+}
+
+/// The stable error codes of SPEC §3, each with its HTTP status: what a refusal is called
+/// wherever it is reported (an API answer, a policy's stop, an operator command).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Code {
+    MalformedRequest,
+    Unauthenticated,
+    Forbidden,
+    NotYourTurn,
+    OwnListing,
+    NegotiationNotAllowed,
+    NotFound,
+    MethodNotAllowed,
+    InvalidTransition,
+    BidExpired,
+    FinalOffer,
+    ThreadActive,
+    OfferLimitReached,
+    ListingUnavailable,
+    IdempotencyKeyInUse,
+    PayloadTooLarge,
+    ValidationFailed,
+    NotAConcession,
+    IdempotencyKeyReused,
+    RateLimited,
+    Internal,
+    Unavailable,
+}
+
+impl Code {
+    pub const ALL: [Code; 22] = [
+        Code::MalformedRequest,
+        Code::Unauthenticated,
+        Code::Forbidden,
+        Code::NotYourTurn,
+        Code::OwnListing,
+        Code::NegotiationNotAllowed,
+        Code::NotFound,
+        Code::MethodNotAllowed,
+        Code::InvalidTransition,
+        Code::BidExpired,
+        Code::FinalOffer,
+        Code::ThreadActive,
+        Code::OfferLimitReached,
+        Code::ListingUnavailable,
+        Code::IdempotencyKeyInUse,
+        Code::PayloadTooLarge,
+        Code::ValidationFailed,
+        Code::NotAConcession,
+        Code::IdempotencyKeyReused,
+        Code::RateLimited,
+        Code::Internal,
+        Code::Unavailable,
+    ];
+
+    pub fn status(self) -> u16 {
+        match self {
+            Code::MalformedRequest => 400,
+            Code::Unauthenticated => 401,
+            Code::Forbidden | Code::NotYourTurn | Code::OwnListing | Code::NegotiationNotAllowed => 403,
+            Code::NotFound => 404,
+            Code::MethodNotAllowed => 405,
+            Code::InvalidTransition
+            | Code::BidExpired
+            | Code::FinalOffer
+            | Code::ThreadActive
+            | Code::OfferLimitReached
+            | Code::ListingUnavailable
+            | Code::IdempotencyKeyInUse => 409,
+            Code::PayloadTooLarge => 413,
+            Code::ValidationFailed | Code::NotAConcession | Code::IdempotencyKeyReused => 422,
+            Code::RateLimited => 429,
+            Code::Internal => 500,
+            Code::Unavailable => 503,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::MalformedRequest => "malformed_request",
+            Code::Unauthenticated => "unauthenticated",
+            Code::Forbidden => "forbidden",
+            Code::NotYourTurn => "not_your_turn",
+            Code::OwnListing => "own_listing",
+            Code::NegotiationNotAllowed => "negotiation_not_allowed",
+            Code::NotFound => "not_found",
+            Code::MethodNotAllowed => "method_not_allowed",
+            Code::InvalidTransition => "invalid_transition",
+            Code::BidExpired => "bid_expired",
+            Code::FinalOffer => "final_offer",
+            Code::ThreadActive => "thread_active",
+            Code::OfferLimitReached => "offer_limit_reached",
+            Code::ListingUnavailable => "listing_unavailable",
+            Code::IdempotencyKeyInUse => "idempotency_key_in_use",
+            Code::PayloadTooLarge => "payload_too_large",
+            Code::ValidationFailed => "validation_failed",
+            Code::NotAConcession => "not_a_concession",
+            Code::IdempotencyKeyReused => "idempotency_key_reused",
+            Code::RateLimited => "rate_limited",
+            Code::Internal => "internal",
+            Code::Unavailable => "unavailable",
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Code::MalformedRequest => "The request could not be read",
+            Code::Unauthenticated => "Authentication required",
+            Code::Forbidden => "Not allowed",
+            Code::NotYourTurn => "Not your turn",
+            Code::OwnListing => "This is your own listing",
+            Code::NegotiationNotAllowed => "Negotiation not allowed",
+            Code::NotFound => "Not found",
+            Code::MethodNotAllowed => "Method not allowed",
+            Code::InvalidTransition => "Invalid transition",
+            Code::BidExpired => "The bid has expired",
+            Code::FinalOffer => "Final offer",
+            Code::ThreadActive => "A negotiation is already active",
+            Code::OfferLimitReached => "Offer limit reached",
+            Code::ListingUnavailable => "Listing unavailable",
+            Code::IdempotencyKeyInUse => "Idempotency key in use",
+            Code::PayloadTooLarge => "Payload too large",
+            Code::ValidationFailed => "Validation failed",
+            Code::NotAConcession => "Not a concession",
+            Code::IdempotencyKeyReused => "Idempotency key reused",
+            Code::RateLimited => "Too many requests",
+            Code::Internal => "Internal error",
+            Code::Unavailable => "Service unavailable",
+        }
+    }
+}
+
+impl std::str::FromStr for Code {
+    type Err = String;
+
+    fn from_str(value: &str) -> Result<Code, String> {
+        Code::ALL
+            .into_iter()
+            .find(|code| code.as_str() == value)
+            .ok_or_else(|| format!("unknown problem code `{value}`"))
+    }
+}
+
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Rejection {
+    /// The refusal's stable code.
+    pub fn code(&self) -> Code {
+        match self {
+            Rejection::NotFound { .. } => Code::NotFound,
+            Rejection::Forbidden { .. } => Code::Forbidden,
+            Rejection::NotYourTurn => Code::NotYourTurn,
+            Rejection::OwnListing => Code::OwnListing,
+            Rejection::NegotiationNotAllowed { .. } => Code::NegotiationNotAllowed,
+            Rejection::InvalidTransition { .. } => Code::InvalidTransition,
+            Rejection::BidExpired => Code::BidExpired,
+            Rejection::FinalOffer => Code::FinalOffer,
+            Rejection::ThreadActive { .. } => Code::ThreadActive,
+            Rejection::OfferLimitReached { .. } => Code::OfferLimitReached,
+            Rejection::ListingUnavailable { .. } => Code::ListingUnavailable,
+            Rejection::Validation(_) => Code::ValidationFailed,
+            Rejection::NotAConcession { .. } => Code::NotAConcession,
+        }
+    }
+
+    /// What went wrong, in a sentence for a person.
+    pub fn detail(&self) -> String {
+        match self {
+            Rejection::NotFound { what } => format!("no {what} with this id exists or is visible to you"),
+            Rejection::Forbidden { detail }
+            | Rejection::NegotiationNotAllowed { detail, .. }
+            | Rejection::InvalidTransition { detail, .. }
+            | Rejection::NotAConcession { detail, .. } => detail.clone(),
+            Rejection::NotYourTurn => {
+                "you made the pending bid; only the other party may counter, accept or reject it".into()
+            }
+            Rejection::OwnListing => "a seller cannot bid on or buy its own listing".into(),
+            Rejection::BidExpired => "the bid passed its expiry time and is now EXPIRED".into(),
+            Rejection::FinalOffer => "the pending bid is a final offer: accept it or reject it".into(),
+            Rejection::ThreadActive { .. } => {
+                "you already have an active negotiation on this listing; continue it instead".into()
+            }
+            Rejection::OfferLimitReached { limit } => {
+                format!("this listing allows {limit} negotiations per buyer and you have used them all")
+            }
+            Rejection::ListingUnavailable { current_status } => {
+                format!("the listing is {current_status} and no longer takes bids, purchases or changes")
+            }
+            Rejection::Validation(_) => "some fields of the request are invalid".into(),
+        }
+    }
+}
+
+/// Collects field errors so that a request learns about all of its mistakes at once.
+#[derive(Debug, Default)]
+pub struct Validator {
+    errors: Vec<FieldError>,
+}
+
+impl Validator {
+    pub fn new() -> Validator {
+        Validator::default()
+    }
+
+    /// Records the error of `result`, if any, and passes its value on.
+    pub fn check<T>(&mut self, field: &str, result: Result<T, String>) -> Option<T> {
+        match result {
+            Ok(value) => Some(value),
+            Err(message) => {
+                self.errors.push(FieldError::new(field, message));
+                None
+            }
+        }
+    }
+
+    pub fn fail(&mut self, field: &str, message: impl Into<String>) {
+        self.errors.push(FieldError::new(field, message));
+    }
+
+    pub fn finish(self) -> Result<(), Rejection> {
+        if self.errors.is_empty() { Ok(()) } else { Err(Rejection::Validation(self.errors)) }
+    }
+}
+
+/// Checks that an integer lies in an inclusive range.
+pub fn in_range<T: PartialOrd + std::fmt::Display + Copy>(value: T, min: T, max: T) -> Result<T, String> {
+    if value >= min && value <= max { Ok(value) } else { Err(format!("must be between {min} and {max}")) }
+}
+
+/// Checks a free-text field: trimmed non-emptiness where required and a length in characters.
+pub fn text(value: &str, required: bool, max_chars: usize) -> Result<String, String> {
+    if required && value.trim().is_empty() {
+        return Err("must not be empty".into());
+    }
+    if value.chars().count() > max_chars {
+        return Err(format!("must be at most {max_chars} characters"));
+    }
+    if value.chars().any(|c| c.is_control() && c != '\n' && c != '\t' && c != '\r') {
+        return Err("must not contain control characters".into());
+    }
+    Ok(value.to_owned())
+}

@@ -1,0 +1,130 @@
+//! Building and running the server: the API and its workers under one cancellation token.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::PgPool;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::events;
+use crate::http::{self, AppState, Settings};
+use crate::market::{Batcher, Market, Wakeups};
+use crate::webhooks::SealingKey;
+use crate::{deliveries, executor, sweeper};
+
+/// Rows handled per sweeper batch.
+pub const SWEEP_BATCH: i64 = 500;
+/// How often the publisher looks for events that no local request announced (those of an
+/// instance that stopped before publishing them, or of the sweeper on another instance).
+pub const PUBLISH_TICK: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Clone)]
+pub struct AppConfig {
+    pub settings: Settings,
+    /// `Duration::ZERO` leaves the sweeper off (tests drive it with `run_once`).
+    pub sweep_interval: Duration,
+    /// `HAGGLE_SECRET_KEY`, if the operator set one.
+    pub secret_key: Option<String>,
+    /// How long events are kept; `Duration::ZERO` keeps them for ever.
+    pub event_retention: Duration,
+    /// Auto-negotiation workers; `0` runs none on this instance.
+    pub auto_workers: usize,
+}
+
+pub struct App {
+    listener: TcpListener,
+    pool: PgPool,
+    config: AppConfig,
+}
+
+impl App {
+    /// Binds the listener (port 0 picks a free one) around an already migrated pool.
+    pub async fn build(pool: PgPool, bind: &str, config: AppConfig) -> std::io::Result<App> {
+        let listener = TcpListener::bind(bind).await?;
+        Ok(App { listener, pool, config })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr().expect("a bound listener has an address")
+    }
+
+    /// Serves until `shutdown` is cancelled, then stops accepting, lets in-flight requests
+    /// finish (streams and long polls end early), and stops the workers.
+    pub async fn run_until_stopped(self, shutdown: CancellationToken) -> std::io::Result<()> {
+        let sealing_key = SealingKey::new(self.config.secret_key.as_deref());
+        if !sealing_key.is_configured() {
+            tracing::info!(
+                "webhook secrets are sealed with a key kept in the database; set HAGGLE_SECRET_KEY to keep it apart"
+            );
+        }
+        let wakeups = Wakeups::default();
+        let webhook_settings = self.config.settings.webhooks.clone();
+        let mut workers = tokio::task::JoinSet::new();
+        // The batcher's connections are its own (a request waiting for its move holds one of the
+        // pool's), three a worker, which makes its three kinds of move side by side. Their
+        // statements' plans do not depend on their parameters (every move comes in one JSON
+        // document), so they run on their generic plans, never planned again.
+        let move_workers = self.config.settings.move_workers.max(1);
+        let batcher_pool = crate::db::pool_options(3 * move_workers as u32).min_connections(0).connect_lazy_with(
+            self.pool.connect_options().as_ref().clone().options([("plan_cache_mode", "force_generic_plan")]),
+        );
+        let moves = Batcher::start(batcher_pool, move_workers, &mut workers);
+        let market = Market::new(self.pool.clone(), Some(moves), wakeups.clone());
+        // Workers make their moves under locks, one at a time: they need no batcher.
+        let worker_market = Market::new(self.pool.clone(), None, wakeups.clone());
+        let state = AppState::new(market, self.config.settings, sealing_key, shutdown.clone());
+        let deliveries_queued = Arc::new(Notify::new());
+        workers.spawn(events::listener::run(
+            self.pool.clone(),
+            state.hub.clone(),
+            deliveries_queued.clone(),
+            wakeups.executor.clone(),
+            state.keys.clone(),
+            shutdown.clone(),
+        ));
+        workers.spawn(events::publisher::run(
+            self.pool.clone(),
+            wakeups.publisher.clone(),
+            PUBLISH_TICK,
+            shutdown.clone(),
+        ));
+        if self.config.auto_workers > 0 {
+            workers.spawn(executor::run(
+                worker_market.clone(),
+                state.settings.rules,
+                self.config.auto_workers,
+                shutdown.clone(),
+            ));
+        }
+        workers.spawn(deliveries::run(
+            worker_market.clone(),
+            webhook_settings,
+            state.sealing_key.clone(),
+            deliveries_queued,
+            shutdown.clone(),
+        ));
+        if !self.config.sweep_interval.is_zero() {
+            workers.spawn(sweeper::run(
+                worker_market,
+                self.config.sweep_interval,
+                SWEEP_BATCH,
+                Some(self.config.event_retention).filter(|retention| !retention.is_zero()),
+                shutdown.clone(),
+            ));
+        }
+        let service = http::router(state).into_make_service_with_connect_info::<SocketAddr>();
+        let served =
+            axum::serve(self.listener, service).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await;
+        shutdown.cancel();
+        while workers.join_next().await.is_some() {}
+        // The requests that finished during the drain committed events after the publisher's
+        // last pass; they go out now rather than at the next start.
+        if let Err(error) = events::publisher::publish_all(&self.pool).await {
+            tracing::warn!(%error, "publishing the last events failed; another instance or the next start will");
+        }
+        served
+    }
+}

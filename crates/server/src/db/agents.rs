@@ -1,0 +1,182 @@
+//! Agents and their API keys.
+
+use chrono::{DateTime, Utc};
+use haggle_api as api;
+use sqlx::{FromRow, PgConnection, PgExecutor};
+use uuid::Uuid;
+
+use haggle_domain::Tier;
+
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct Agent {
+    pub id: Uuid,
+    pub name: String,
+    #[sqlx(try_from = "String")]
+    pub tier: Tier,
+    pub agency_id: Option<String>,
+    pub advertiser_id: Option<String>,
+    pub seat_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// What an agent may see of its keys: never the key itself.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct ApiKey {
+    pub id: Uuid,
+    pub prefix: String,
+    pub created_at: DateTime<Utc>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// The caller behind a request: just what authorization needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, FromRow)]
+pub struct Caller {
+    #[sqlx(rename = "agent_id")]
+    pub id: Uuid,
+    #[sqlx(try_from = "String")]
+    pub tier: Tier,
+}
+
+impl From<Agent> for api::Agent {
+    fn from(row: Agent) -> api::Agent {
+        api::Agent {
+            id: row.id,
+            name: row.name,
+            tier: row.tier,
+            agency_id: row.agency_id,
+            advertiser_id: row.advertiser_id,
+            seat_id: row.seat_id,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        }
+    }
+}
+
+impl From<ApiKey> for api::KeyRecord {
+    fn from(row: ApiKey) -> api::KeyRecord {
+        api::KeyRecord { id: row.id, prefix: row.prefix, created_at: row.created_at, revoked_at: row.revoked_at }
+    }
+}
+
+/// The NOTIFY channel on which a changed tier or a revoked key is announced to every instance
+/// (whose key caches then forget the agent).
+pub const AGENTS_CHANNEL: &str = "haggle_agents";
+
+const AGENT_COLUMNS: &str = "id, name, tier, agency_id, advertiser_id, seat_id, created_at, updated_at";
+
+pub async fn insert(conn: &mut PgConnection, id: Uuid, name: &str, tier: Tier) -> Result<Agent, sqlx::Error> {
+    sqlx::query_as(
+        "INSERT INTO agents (id, name, tier) VALUES ($1, $2, $3)
+         RETURNING id, name, tier, agency_id, advertiser_id, seat_id, created_at, updated_at",
+    )
+    .bind(id)
+    .bind(name)
+    .bind(tier.as_str())
+    .fetch_one(conn)
+    .await
+}
+
+pub async fn get(executor: impl PgExecutor<'_>, id: Uuid) -> Result<Option<Agent>, sqlx::Error> {
+    sqlx::query_as(&format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1")).bind(id).fetch_optional(executor).await
+}
+
+/// The agent holding an unrevoked key with this digest.
+pub async fn caller_by_key_digest(executor: impl PgExecutor<'_>, digest: &[u8]) -> Result<Option<Caller>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT k.agent_id, a.tier FROM api_keys k JOIN agents a ON a.id = k.agent_id
+         WHERE k.digest = $1 AND k.revoked_at IS NULL",
+    )
+    .bind(digest)
+    .fetch_optional(executor)
+    .await
+}
+
+/// Tells every instance, at the commit, to forget what it remembers of the agent's keys
+/// ([`crate::keycache`]).
+pub async fn announce_authorization_change(conn: &mut PgConnection, agent_id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(AGENTS_CHANNEL)
+        .bind(agent_id.to_string())
+        .execute(conn)
+        .await
+        .map(drop)
+}
+
+/// Sets the tier and verified identity. `None` leaves a field alone; `Some(None)` clears it.
+pub struct ProfileUpdate<'a> {
+    pub tier: Option<Tier>,
+    pub agency_id: Option<Option<&'a str>>,
+    pub advertiser_id: Option<Option<&'a str>>,
+    pub seat_id: Option<Option<&'a str>>,
+}
+
+pub async fn update_profile(
+    conn: &mut PgConnection,
+    id: Uuid,
+    update: &ProfileUpdate<'_>,
+) -> Result<Option<Agent>, sqlx::Error> {
+    sqlx::query_as(
+        "UPDATE agents SET
+             tier = COALESCE($2, tier),
+             agency_id = CASE WHEN $3 THEN $4 ELSE agency_id END,
+             advertiser_id = CASE WHEN $5 THEN $6 ELSE advertiser_id END,
+             seat_id = CASE WHEN $7 THEN $8 ELSE seat_id END,
+             updated_at = now()
+         WHERE id = $1
+         RETURNING id, name, tier, agency_id, advertiser_id, seat_id, created_at, updated_at",
+    )
+    .bind(id)
+    .bind(update.tier.map(Tier::as_str))
+    .bind(update.agency_id.is_some())
+    .bind(update.agency_id.flatten())
+    .bind(update.advertiser_id.is_some())
+    .bind(update.advertiser_id.flatten())
+    .bind(update.seat_id.is_some())
+    .bind(update.seat_id.flatten())
+    .fetch_optional(conn)
+    .await
+}
+
+pub async fn insert_key(
+    conn: &mut PgConnection,
+    id: Uuid,
+    agent_id: Uuid,
+    digest: &[u8],
+    prefix: &str,
+) -> Result<ApiKey, sqlx::Error> {
+    sqlx::query_as(
+        "INSERT INTO api_keys (id, agent_id, digest, prefix) VALUES ($1, $2, $3, $4)
+         RETURNING id, prefix, created_at, revoked_at",
+    )
+    .bind(id)
+    .bind(agent_id)
+    .bind(digest)
+    .bind(prefix)
+    .fetch_one(conn)
+    .await
+}
+
+pub async fn keys(executor: impl PgExecutor<'_>, agent_id: Uuid) -> Result<Vec<ApiKey>, sqlx::Error> {
+    sqlx::query_as("SELECT id, prefix, created_at, revoked_at FROM api_keys WHERE agent_id = $1 ORDER BY id")
+        .bind(agent_id)
+        .fetch_all(executor)
+        .await
+}
+
+/// Locks the agent's row, so that concurrent revocations of its keys are decided one at a time.
+pub async fn lock(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT 1 FROM agents WHERE id = $1 FOR UPDATE").bind(id).execute(conn).await.map(drop)
+}
+
+pub async fn revoke_key(conn: &mut PgConnection, agent_id: Uuid, key_id: Uuid) -> Result<Option<ApiKey>, sqlx::Error> {
+    sqlx::query_as(
+        "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now())
+         WHERE id = $1 AND agent_id = $2
+         RETURNING id, prefix, created_at, revoked_at",
+    )
+    .bind(key_id)
+    .bind(agent_id)
+    .fetch_optional(conn)
+    .await
+}

@@ -1,0 +1,317 @@
+//! The outbox, the published event log, and each agent's view of it.
+
+use sqlx::types::Json;
+use sqlx::{FromRow, PgConnection, PgExecutor};
+use uuid::Uuid;
+
+use std::sync::LazyLock;
+
+use chrono::{DateTime, Utc};
+use haggle_api::{Event, EventType};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::{Bid, Listing, Order, Thread, policies};
+use haggle_api as api;
+use haggle_domain::BidStatus;
+
+/// The NOTIFY channel that carries published events' ids and recipients.
+pub const CHANNEL: &str = "haggle_events";
+/// The NOTIFY channel that tells webhook workers that deliveries were queued.
+pub const DELIVERIES_CHANNEL: &str = "haggle_deliveries";
+/// The NOTIFY channel that tells auto-negotiation executors that bids wait for a policy.
+pub const AUTO_CHANNEL: &str = "haggle_auto";
+
+/// An event about to be written: its kind, who may see it, the ids it concerns and a snapshot
+/// of the objects as the change left them.
+#[derive(Debug, Clone, Serialize)]
+pub struct NewEvent {
+    #[serde(rename = "type")]
+    pub kind: EventType,
+    pub audience: Vec<Uuid>,
+    pub listing_id: Option<Uuid>,
+    pub thread_id: Option<Uuid>,
+    pub bid_id: Option<Uuid>,
+    pub order_id: Option<Uuid>,
+    pub data: Value,
+}
+
+impl NewEvent {
+    fn about_thread(kind: EventType, thread: &Thread, bid: Option<&Bid>, data: Value) -> NewEvent {
+        NewEvent {
+            kind,
+            audience: vec![thread.buyer_id, thread.seller_id],
+            listing_id: Some(thread.listing_id),
+            thread_id: Some(thread.id),
+            bid_id: bid.map(|bid| bid.id),
+            order_id: None,
+            data,
+        }
+    }
+
+    /// A bid changed (or was made): its event type follows from its status. `bid.countered`
+    /// carries the new pending counter, whose `parent_bid_id` is the bid it answered.
+    pub fn bid(bid: &Bid, thread: &Thread) -> NewEvent {
+        let kind = match bid.status {
+            BidStatus::Pending if bid.round == 1 => EventType::BidPlaced,
+            BidStatus::Pending => EventType::BidCountered,
+            BidStatus::Countered => EventType::BidCountered,
+            BidStatus::Accepted => EventType::BidAccepted,
+            BidStatus::Rejected => EventType::BidRejected,
+            BidStatus::Expired => EventType::BidExpired,
+        };
+        NewEvent::about_thread(kind, thread, Some(bid), bid_and_thread(bid, thread))
+    }
+
+    /// A thread ended because its listing sold out or was withdrawn; `bid` is its pending bid
+    /// as the cascade left it.
+    pub fn thread_closed(thread: &Thread, bid: &Bid) -> NewEvent {
+        if bid.status == BidStatus::Expired {
+            return NewEvent::bid(bid, thread);
+        }
+        NewEvent::about_thread(EventType::ThreadClosed, thread, Some(bid), bid_and_thread(bid, thread))
+    }
+
+    pub fn order_created(order: &Order) -> NewEvent {
+        NewEvent {
+            kind: EventType::OrderCreated,
+            audience: vec![order.buyer_id, order.seller_id],
+            listing_id: Some(order.listing_id),
+            thread_id: order.thread_id,
+            bid_id: order.bid_id,
+            order_id: Some(order.id),
+            data: json!({ "order": api::Order::from(order.clone()) }),
+        }
+    }
+
+    /// The listing sold out or was withdrawn; its seller is told (the buyers of its live
+    /// threads hear of it through their threads).
+    pub fn listing(kind: EventType, listing: &Listing) -> NewEvent {
+        NewEvent {
+            kind,
+            audience: vec![listing.seller_id],
+            listing_id: Some(listing.id),
+            thread_id: None,
+            bid_id: None,
+            order_id: None,
+            data: json!({ "listing": api::Listing::from(listing.clone()) }),
+        }
+    }
+
+    /// An event for one agent only, about something of its own (a webhook, a policy stop).
+    pub fn private(kind: EventType, owner: Uuid, data: Value) -> NewEvent {
+        NewEvent { kind, audience: vec![owner], listing_id: None, thread_id: None, bid_id: None, order_id: None, data }
+    }
+}
+
+/// The payload of a bid's event: the bid as stored, and its thread as it truly is now.
+fn bid_and_thread(bid: &Bid, thread: &Thread) -> Value {
+    json!(api::BidAndThread { bid: bid.clone().into(), thread: thread.at(Utc::now()) })
+}
+
+/// What writing an outbox did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, FromRow)]
+pub struct Written {
+    pub events: i64,
+    /// New pending bids queued for their responder's policy (`auto_tasks`).
+    pub tasks: i64,
+}
+
+/// Writes events into the outbox, in the caller's transaction, and in the same statement
+/// queues a task for each new pending bid (`bid.placed`, `bid.countered`) whose responder has a
+/// policy covering it, announcing those on `haggle_auto` (delivered at commit).
+pub async fn insert_outbox(conn: &mut PgConnection, events: &[NewEvent]) -> Result<Written, sqlx::Error> {
+    static STATEMENT: LazyLock<String> = LazyLock::new(|| {
+        let new_pending = format!(
+            "(SELECT p.* FROM written w JOIN {} p ON p.bid_id = w.bid_id
+              WHERE w.type IN ('{}', '{}'))",
+            policies::STORED_PENDING,
+            EventType::BidPlaced,
+            EventType::BidCountered,
+        );
+        format!(
+            "WITH written AS (
+                 INSERT INTO outbox (type, audience, listing_id, thread_id, bid_id, order_id, data)
+                 SELECT e.type, e.audience, e.listing_id, e.thread_id, e.bid_id, e.order_id, e.data
+                 FROM jsonb_to_recordset($1) AS e(type text, audience uuid[], listing_id uuid, thread_id uuid,
+                                                  bid_id uuid, order_id uuid, data jsonb)
+                 RETURNING type, bid_id
+             ), {}
+             SELECT (SELECT count(*) FROM written) AS events, (SELECT count(*) FROM queued) AS tasks,
+                    (SELECT count(*) FROM announced) AS announced",
+            policies::queue_tasks(&new_pending, policies::Requeue::Never)
+        )
+    });
+    sqlx::query_as(STATEMENT.as_str()).bind(Json(events)).fetch_one(conn).await
+}
+
+/// A batch that was published: the highest id, and every agent it concerned.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Published {
+    pub count: usize,
+    pub last_id: i64,
+    pub recipients: Vec<Uuid>,
+    /// Webhook deliveries queued for the batch.
+    pub deliveries: usize,
+}
+
+#[derive(FromRow)]
+struct PublishedRow {
+    count: i64,
+    last_id: Option<i64>,
+    deliveries: i64,
+    recipients: Option<Vec<Uuid>>,
+}
+
+/// Publishes up to `batch` committed outbox rows in one transaction: numbers them after the last
+/// published id, fans them out to their recipients, and queues their webhook deliveries. Both
+/// statements run after the sequence row is locked, so they see every publisher before them.
+pub async fn publish(conn: &mut PgConnection, batch: i64) -> Result<Published, sqlx::Error> {
+    // The batch statement below is large, and PostgreSQL keeps choosing to plan it afresh for
+    // each batch, which costs about a third of running it. Its generic plan is as good, so the
+    // transaction asks for that, in the statement that takes the lock.
+    sqlx::query(
+        "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), last_id FROM event_sequence FOR UPDATE",
+    )
+    .execute(&mut *conn)
+    .await?;
+    let row: PublishedRow = sqlx::query_as(
+        "WITH batch AS (
+             SELECT seq FROM outbox ORDER BY seq LIMIT $1
+         ), moved AS (
+             DELETE FROM outbox o USING batch WHERE o.seq = batch.seq RETURNING o.*
+         ), base AS (
+             UPDATE event_sequence SET last_id = last_id + (SELECT count(*) FROM moved)
+             RETURNING last_id - (SELECT count(*) FROM moved) AS first
+         ), numbered AS (
+             SELECT base.first + row_number() OVER (ORDER BY moved.seq) AS id, moved.*
+             FROM moved, base
+         ), published AS (
+             INSERT INTO events (id, type, audience, listing_id, thread_id, bid_id, order_id, data, created_at)
+             SELECT id, type, audience, listing_id, thread_id, bid_id, order_id, data, created_at FROM numbered
+             RETURNING id, type, audience
+         ), inboxes AS (
+             INSERT INTO event_recipients (agent_id, event_id)
+             SELECT DISTINCT unnest(audience), id FROM published
+         ), deliveries AS (
+             INSERT INTO webhook_deliveries (id, webhook_id, event_id, status, next_attempt_at)
+             SELECT gen_random_uuid(), w.id, p.id, 'PENDING', now()
+             FROM published p
+             JOIN webhooks w ON w.agent_id = ANY (p.audience) AND w.status = 'ACTIVE'
+                            AND (p.type = ANY (w.events) OR '*' = ANY (w.events))
+             RETURNING 1
+         )
+         SELECT count(*) AS count, max(id) AS last_id, (SELECT count(*) FROM deliveries) AS deliveries,
+                (SELECT array_agg(DISTINCT a) FROM published, unnest(audience) a) AS recipients
+         FROM published",
+    )
+    .bind(batch)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(Published {
+        count: row.count as usize,
+        last_id: row.last_id.unwrap_or(0),
+        recipients: row.recipients.unwrap_or_default(),
+        deliveries: row.deliveries as usize,
+    })
+}
+
+/// Sends NOTIFY payloads; they are delivered when the caller's transaction commits.
+pub async fn notify(conn: &mut PgConnection, channel: &str, payloads: &[String]) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p")
+        .bind(channel)
+        .bind(payloads)
+        .execute(conn)
+        .await
+        .map(drop)
+}
+
+/// A published event as stored; shown as [`Event`].
+#[derive(Debug, Clone, FromRow)]
+pub struct EventRow {
+    pub id: i64,
+    #[sqlx(rename = "type", try_from = "String")]
+    pub kind: EventType,
+    pub created_at: DateTime<Utc>,
+    pub listing_id: Option<Uuid>,
+    pub thread_id: Option<Uuid>,
+    pub bid_id: Option<Uuid>,
+    pub order_id: Option<Uuid>,
+    pub data: serde_json::Value,
+}
+
+impl From<EventRow> for Event {
+    fn from(row: EventRow) -> Event {
+        Event {
+            id: row.id,
+            kind: row.kind,
+            created_at: row.created_at,
+            listing_id: row.listing_id,
+            thread_id: row.thread_id,
+            bid_id: row.bid_id,
+            order_id: row.order_id,
+            data: row.data,
+        }
+    }
+}
+
+const EVENT_COLUMNS: &str = "e.id, e.type, e.created_at, e.listing_id, e.thread_id, e.bid_id, e.order_id, e.data";
+
+/// The agent's events after `after`, oldest first.
+pub async fn for_agent(
+    executor: impl PgExecutor<'_>,
+    agent_id: Uuid,
+    after: i64,
+    limit: i64,
+) -> Result<Vec<Event>, sqlx::Error> {
+    let rows: Vec<EventRow> = sqlx::query_as(&format!(
+        "SELECT {EVENT_COLUMNS} FROM event_recipients r JOIN events e ON e.id = r.event_id
+         WHERE r.agent_id = $1 AND r.event_id > $2
+         ORDER BY r.event_id LIMIT $3"
+    ))
+    .bind(agent_id)
+    .bind(after)
+    .bind(limit)
+    .fetch_all(executor)
+    .await?;
+    Ok(rows.into_iter().map(Event::from).collect())
+}
+
+/// The highest published event id (0 before the first).
+pub async fn last_id(executor: impl PgExecutor<'_>) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("SELECT last_id FROM event_sequence").fetch_one(executor).await
+}
+
+/// One published event, whoever it concerns (for the webhook worker).
+pub async fn get(executor: impl PgExecutor<'_>, id: i64) -> Result<Option<Event>, sqlx::Error> {
+    let row: Option<EventRow> = sqlx::query_as(&format!("SELECT {EVENT_COLUMNS} FROM events e WHERE e.id = $1"))
+        .bind(id)
+        .fetch_optional(executor)
+        .await?;
+    Ok(row.map(Event::from))
+}
+
+/// Deletes up to `batch` of the oldest events published before `before`, with their inboxes,
+/// webhook deliveries and attempts. Returns how many events went.
+pub async fn purge_before(
+    executor: impl PgExecutor<'_>,
+    before: chrono::DateTime<chrono::Utc>,
+    batch: i64,
+) -> Result<u64, sqlx::Error> {
+    let purged: i64 = sqlx::query_scalar(
+        "WITH purged AS (
+             DELETE FROM events WHERE id IN (
+                 SELECT id FROM events WHERE created_at < $1 ORDER BY created_at LIMIT $2)
+             RETURNING id
+         ), inboxes AS (
+             DELETE FROM event_recipients r USING purged WHERE r.event_id = purged.id
+         )
+         SELECT count(*) FROM purged",
+    )
+    .bind(before)
+    .bind(batch)
+    .fetch_one(executor)
+    .await?;
+    Ok(purged as u64)
+}

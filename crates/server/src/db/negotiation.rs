@@ -1,0 +1,864 @@
+//! Threads and bids: the persisted state machine.
+//!
+//! Locks are always taken in one order: listing, then thread, then bid, and among rows of one
+//! table in id order when a statement makes several moves. Bid actions that do not touch the
+//! listing lock the thread first; every change of a bid is a compare-and-set on
+//! `status = 'PENDING'`, so of two racing actions exactly one changes a row.
+//!
+//! Placements, counters and acceptances are each one statement ([`place`], [`counter`],
+//! [`accept`]) that makes any number of independent moves of its kind, with their events: the
+//! caller works out the rows each move will write (and so its events) from what it read, and
+//! the statement writes exactly those, or nothing of a move whose compare-and-set fails.
+
+use std::sync::LazyLock;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::types::Json;
+use sqlx::{FromRow, PgConnection, PgExecutor, Postgres, QueryBuilder};
+use uuid::Uuid;
+
+use super::{Listing, Order, Page};
+use crate::db::events::NewEvent;
+use crate::db::policies;
+use haggle_api::{self as api, OrderStatus};
+use haggle_domain::bid::{self, Transition};
+use haggle_domain::thread;
+use haggle_domain::{BidStatus, Currency, Party, Reason, ThreadStatus};
+
+/// A thread as stored. Read back through `row_to_json`, so that its text columns come back as
+/// their enums; shown to agents as [`api::Thread`] through [`Thread::at`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Thread {
+    pub id: Uuid,
+    pub listing_id: Uuid,
+    pub buyer_id: Uuid,
+    pub seller_id: Uuid,
+    pub status: ThreadStatus,
+    pub rounds: i32,
+    pub last_bid_id: Uuid,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub closed_reason: Option<Reason>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Thread {
+    /// The thread as it truly is at `now`, before the sweeper has caught up, with whose turn it
+    /// is: what agents are shown.
+    pub fn at(&self, now: DateTime<Utc>) -> api::Thread {
+        let mut view = api::Thread {
+            id: self.id,
+            listing_id: self.listing_id,
+            buyer_id: self.buyer_id,
+            seller_id: self.seller_id,
+            status: self.status,
+            rounds: self.rounds,
+            turn: None,
+            last_bid_id: self.last_bid_id,
+            expires_at: self.expires_at,
+            closed_reason: self.closed_reason,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        };
+        let effective = thread::effective_status(self.status, self.expires_at, now);
+        if effective != self.status {
+            // Exactly what the sweeper will write.
+            view.status = effective;
+            view.closed_reason = Some(Reason::Expired);
+            view.expires_at = None;
+        }
+        view.turn = thread::turn(view.status, view.rounds);
+        view
+    }
+}
+
+/// A bid as stored (and as a move's statement reads the bid it writes). Shown to agents as
+/// [`api::Bid`], as stored or, through [`Bid::at`], as it truly is at a moment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bid {
+    pub id: Uuid,
+    pub thread_id: Uuid,
+    pub author: Party,
+    pub author_id: Uuid,
+    pub amount: i64,
+    pub currency: Currency,
+    pub message: Option<String>,
+    pub terms: Option<serde_json::Value>,
+    #[serde(rename = "final")]
+    pub is_final: bool,
+    pub status: BidStatus,
+    pub reason: Option<Reason>,
+    pub parent_bid_id: Option<Uuid>,
+    pub round: i32,
+    pub expires_at: DateTime<Utc>,
+    pub responded_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Bid {
+    /// The bid as it truly is at `now`: a PENDING bid past its time reads EXPIRED.
+    pub fn at(&self, now: DateTime<Utc>) -> api::Bid {
+        let mut view = api::Bid::from(self.clone());
+        let effective = bid::effective_status(self.status, self.expires_at, now);
+        if effective != self.status {
+            // Exactly what the sweeper will write: a bid expires at its deadline.
+            view.status = effective;
+            view.reason = Some(Reason::Expired);
+            view.responded_at = Some(self.expires_at);
+        }
+        view
+    }
+}
+
+impl From<Bid> for api::Bid {
+    fn from(bid: Bid) -> api::Bid {
+        api::Bid {
+            id: bid.id,
+            thread_id: bid.thread_id,
+            author: bid.author,
+            author_id: bid.author_id,
+            amount: bid.amount,
+            currency: bid.currency,
+            message: bid.message,
+            terms: bid.terms,
+            is_final: bid.is_final,
+            status: bid.status,
+            reason: bid.reason,
+            parent_bid_id: bid.parent_bid_id,
+            round: bid.round,
+            expires_at: bid.expires_at,
+            responded_at: bid.responded_at,
+            created_at: bid.created_at,
+            updated_at: bid.updated_at,
+        }
+    }
+}
+
+/// A write that changed a bid and its thread together.
+#[derive(Debug, FromRow)]
+struct BidAndThreadRow {
+    bid: Json<Bid>,
+    thread: Json<Thread>,
+}
+
+/// Everything a bid action decides on, read with the thread locked or, for a single-statement
+/// move, without locks (the move's compare-and-set then refuses anything that changed since):
+/// the rows as read, from which a move also works out the rows it will write (and their events).
+///
+/// The bid's columns may be one version old if another action committed while this one waited
+/// for the thread; the compare-and-set on the bid's status then refuses the write.
+#[derive(Debug, Clone, FromRow)]
+pub struct BidContext {
+    pub bid: Json<Bid>,
+    pub thread: Json<Thread>,
+    pub listing: Json<Listing>,
+    /// The amount of the bid this one answered: the responder's own previous position.
+    pub parent_amount: Option<i64>,
+    pub db_now: DateTime<Utc>,
+}
+
+impl BidContext {
+    /// The bid as the state machine sees it. A bid at or past the listing's round limit is final
+    /// even if the seller lowered `max_rounds` after it was made.
+    pub fn state(&self) -> bid::BidState {
+        bid::BidState {
+            status: self.bid.status,
+            author: self.bid.author,
+            is_final: self.bid.is_final || self.bid.round >= self.listing.max_rounds,
+            expires_at: self.bid.expires_at,
+        }
+    }
+
+    pub fn party_of(&self, agent_id: Uuid) -> Option<Party> {
+        if agent_id == self.thread.buyer_id {
+            Some(Party::Buyer)
+        } else if agent_id == self.thread.seller_id {
+            Some(Party::Seller)
+        } else {
+            None
+        }
+    }
+}
+
+macro_rules! bid_context_query {
+    ($lock:literal) => {
+        concat!(
+            "SELECT row_to_json(b) AS bid, row_to_json(t) AS thread, row_to_json(l) AS listing,
+                    p.amount AS parent_amount, now() AS db_now
+             FROM bids b
+             JOIN threads t ON t.id = b.thread_id
+             JOIN listings l ON l.id = t.listing_id
+             LEFT JOIN bids p ON p.id = b.parent_bid_id
+             WHERE b.id = $1 AND $2 IN (t.buyer_id, t.seller_id)",
+            $lock
+        )
+    };
+}
+
+/// Locks the thread of a bid the agent is party to, and reads what an action on the bid needs.
+pub async fn lock_bid_context(
+    conn: &mut PgConnection,
+    bid_id: Uuid,
+    agent_id: Uuid,
+) -> Result<Option<BidContext>, sqlx::Error> {
+    sqlx::query_as(bid_context_query!(" FOR UPDATE OF t")).bind(bid_id).bind(agent_id).fetch_optional(conn).await
+}
+
+/// Reads what an action on a bid the agent is party to needs, taking no lock: for a move made in
+/// one statement, whose compare-and-set refuses it if anything it decided on has changed.
+pub async fn read_bid_context(
+    conn: &mut PgConnection,
+    bid_id: Uuid,
+    agent_id: Uuid,
+) -> Result<Option<BidContext>, sqlx::Error> {
+    sqlx::query_as(bid_context_query!("")).bind(bid_id).bind(agent_id).fetch_optional(conn).await
+}
+
+/// Locks the listing of a bid the agent is party to; taken before the thread when an action
+/// may change the listing (the action then reads the listing with the bid). `false` if the agent
+/// cannot see the bid.
+pub async fn lock_listing_of_bid(conn: &mut PgConnection, bid_id: Uuid, agent_id: Uuid) -> Result<bool, sqlx::Error> {
+    let locked = sqlx::query(
+        "SELECT 1 FROM listings l
+         WHERE l.id = (SELECT t.listing_id FROM bids b JOIN threads t ON t.id = b.thread_id
+                       WHERE b.id = $1 AND $2 IN (t.buyer_id, t.seller_id))
+         FOR UPDATE",
+    )
+    .bind(bid_id)
+    .bind(agent_id)
+    .fetch_optional(conn)
+    .await?;
+    Ok(locked.is_some())
+}
+
+/// Locks a thread row, for a caller that is about to change one of its bids without having
+/// read it through [`lock_bid_context`].
+pub async fn lock_thread(conn: &mut PgConnection, thread_id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT 1 FROM threads WHERE id = $1 FOR UPDATE").bind(thread_id).execute(conn).await.map(drop)
+}
+
+/// The current status of a bid, to report why a compare-and-set found nothing to change.
+pub async fn stored_status(conn: &mut PgConnection, bid_id: Uuid) -> Result<StoredStatus, sqlx::Error> {
+    sqlx::query_as("SELECT status, expires_at, clock_timestamp() AS db_now FROM bids WHERE id = $1")
+        .bind(bid_id)
+        .fetch_one(conn)
+        .await
+}
+
+/// A bid's status as stored, with its deadline and the database's clock as it was read.
+#[derive(Debug, FromRow)]
+pub struct StoredStatus {
+    #[sqlx(try_from = "String")]
+    pub status: BidStatus,
+    pub expires_at: DateTime<Utc>,
+    pub db_now: DateTime<Utc>,
+}
+
+pub struct NewBid<'a> {
+    pub id: Uuid,
+    pub author_id: Uuid,
+    pub amount: i64,
+    pub currency: Currency,
+    pub message: Option<&'a str>,
+    pub terms: Option<&'a serde_json::Value>,
+    pub is_final: bool,
+    pub expires_in: i32,
+}
+
+impl NewBid<'_> {
+    /// The deadline of a bid made at `now`.
+    pub fn expires_at(&self, now: DateTime<Utc>) -> DateTime<Utc> {
+        now + chrono::Duration::seconds(self.expires_in.into())
+    }
+
+    /// The row this bid is stored as when it is made at `now` as the pending bid of `round`.
+    pub fn row(&self, thread_id: Uuid, parent_bid_id: Option<Uuid>, round: i32, now: DateTime<Utc>) -> Bid {
+        Bid {
+            id: self.id,
+            thread_id,
+            author: Party::author_of_round(round),
+            author_id: self.author_id,
+            amount: self.amount,
+            currency: self.currency,
+            message: self.message.map(str::to_owned),
+            terms: self.terms.cloned(),
+            is_final: self.is_final,
+            status: BidStatus::Pending,
+            reason: None,
+            parent_bid_id,
+            round,
+            expires_at: self.expires_at(now),
+            responded_at: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+}
+
+/// The last part of a statement that makes moves: it writes the events (`$1`, each with the
+/// index of its move in `move`) of the moves that were made (`made`: a condition on `e.move`),
+/// and queues the new pending bids (the CTE `new_pending`) for their responders' policies
+/// ([`policies::queue_tasks`]). The statement's SELECT must read `announced`.
+fn move_events(made: &str) -> String {
+    format!(
+        "written AS (
+             INSERT INTO outbox (type, audience, listing_id, thread_id, bid_id, order_id, data)
+             SELECT e.type, e.audience, e.listing_id, e.thread_id, e.bid_id, e.order_id, e.data
+             FROM jsonb_to_recordset($1) AS e(move int, type text, audience uuid[], listing_id uuid, thread_id uuid,
+                                              bid_id uuid, order_id uuid, data jsonb)
+             WHERE {made}
+             RETURNING 1
+         ), {}",
+        policies::queue_tasks("new_pending", policies::Requeue::Never)
+    )
+}
+
+/// An event of the move at `index` in a statement's batch.
+#[derive(Serialize)]
+pub struct MoveEvent<'a> {
+    #[serde(rename = "move")]
+    pub index: usize,
+    #[serde(flatten)]
+    pub event: &'a NewEvent,
+}
+
+/// What a transition of the state machine writes to the bid it ends and to its thread, as a
+/// statement binds it: the statements take these from the domain's [`Transition`] rather than
+/// spelling them out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Outcome {
+    pub bid_status: BidStatus,
+    pub reason: Reason,
+    pub thread_status: ThreadStatus,
+}
+
+impl From<Transition> for Outcome {
+    fn from(transition: Transition) -> Outcome {
+        Outcome {
+            bid_status: transition.bid_status(),
+            reason: transition.reason(),
+            thread_status: transition.thread_status(),
+        }
+    }
+}
+
+/// A counter to make: the pending bid it answers, what the counter does to it (the domain's
+/// [`Transition::Counter`]), and the counter's row as worked out at `now`, the time it was
+/// decided at (written as its timestamps).
+#[derive(Debug, Clone, Serialize)]
+pub struct CounterMove {
+    pub thread_id: Uuid,
+    pub bid_id: Uuid,
+    pub now: DateTime<Utc>,
+    #[serde(flatten)]
+    pub outcome: Outcome,
+    pub counter: Bid,
+}
+
+/// A move as its statement reads it: with its index in the batch, which the statement's rows
+/// and the move's events carry.
+#[derive(Serialize)]
+struct Indexed<'a, M> {
+    index: usize,
+    #[serde(flatten)]
+    what: &'a M,
+}
+
+fn indexed<M>(moves: &[M]) -> Vec<Indexed<'_, M>> {
+    moves.iter().enumerate().map(|(index, what)| Indexed { index, what }).collect()
+}
+
+/// Each move's outcome, in the order of the moves, from those that were made (by index).
+fn by_move<T>(moves: usize, made: impl IntoIterator<Item = (i32, Made<T>)>) -> Vec<Option<Made<T>>> {
+    let mut outcomes: Vec<Option<Made<T>>> = (0..moves).map(|_| None).collect();
+    for (index, made) in made {
+        if let Some(slot) = usize::try_from(index).ok().and_then(|index| outcomes.get_mut(index)) {
+            *slot = Some(made);
+        }
+    }
+    outcomes
+}
+
+/// A move made: its rows as stored, and whether a task was queued for a policy.
+#[derive(Debug)]
+pub struct Made<T> {
+    pub rows: T,
+    pub queued: bool,
+}
+
+/// A thread to open with the buyer's first bid, worked out at `now` (the time it was decided
+/// at, written as its timestamps) from the listing as it was when last updated at
+/// `listing_updated_at`.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlaceMove {
+    pub listing_id: Uuid,
+    pub listing_updated_at: DateTime<Utc>,
+    pub seller_id: Uuid,
+    pub max_threads_per_buyer: i32,
+    pub now: DateTime<Utc>,
+    /// The new thread's status.
+    pub thread_status: ThreadStatus,
+    pub opening: Bid,
+}
+
+/// Opens threads with their buyers' first bids in one statement, each for its own buyer and
+/// listing: locks the listings in share mode (each still ACTIVE and unchanged since the move
+/// was decided), checks each buyer's count of threads on the listing against its limit, inserts
+/// each thread unless its buyer already has an ACTIVE one there, and its opening bid, and writes
+/// the events of the threads opened with their tasks for policies. Each move comes back `None`
+/// if it was not made (a concurrent placement by the same buyer came first, the listing changed,
+/// or the limit was reached); then nothing of it is written.
+pub async fn place(
+    conn: &mut PgConnection,
+    moves: &[PlaceMove],
+    events: &[MoveEvent<'_>],
+) -> Result<Vec<Option<Made<(Bid, Thread)>>>, sqlx::Error> {
+    static STATEMENT: LazyLock<String> = LazyLock::new(|| {
+        ["WITH input AS (
+             SELECT i.index, i.listing_id, i.listing_updated_at, i.seller_id, i.max_threads_per_buyer, i.now,
+                    i.thread_status, o.*
+             FROM jsonb_to_recordset($2) AS i(index int, listing_id uuid, listing_updated_at timestamptz, seller_id uuid,
+                                              max_threads_per_buyer int, now timestamptz, thread_status text,
+                                              opening jsonb)
+             CROSS JOIN LATERAL jsonb_to_record(i.opening) AS o(id uuid, thread_id uuid, author text, author_id uuid,
+                 amount bigint, currency text, message text, terms jsonb, final boolean, status text, round int,
+                 expires_at timestamptz)
+         ), locked_listing AS (
+             SELECT i.index FROM (SELECT index, listing_id, listing_updated_at FROM input ORDER BY listing_id) i
+             CROSS JOIN LATERAL (
+                 SELECT id FROM listings
+                 WHERE id = i.listing_id AND status = 'ACTIVE' AND updated_at = i.listing_updated_at
+                 FOR SHARE) l
+         ), allowed AS (
+             SELECT i.* FROM input i
+             WHERE i.index IN (SELECT index FROM locked_listing)
+               AND (SELECT count(*) FROM threads t WHERE t.listing_id = i.listing_id AND t.buyer_id = i.author_id)
+                   < i.max_threads_per_buyer
+         ), thread AS (
+             INSERT INTO threads (id, listing_id, buyer_id, seller_id, status, rounds, last_bid_id, expires_at,
+                                  created_at, updated_at)
+             SELECT thread_id, listing_id, author_id, seller_id, thread_status, round, id, expires_at, now, now
+             FROM allowed
+             ON CONFLICT (listing_id, buyer_id) WHERE status = 'ACTIVE' DO NOTHING
+             RETURNING *
+         ), bid AS (
+             INSERT INTO bids (id, thread_id, author, author_id, amount, currency, message, terms, final, status, round,
+                               expires_at, created_at, updated_at)
+             SELECT i.id, thread.id, i.author, i.author_id, i.amount, i.currency, i.message,
+                    CASE WHEN jsonb_typeof(i.terms) = 'null' THEN NULL ELSE i.terms END, i.final, i.status, i.round,
+                    i.expires_at, i.now, i.now
+             FROM thread JOIN input i ON i.thread_id = thread.id
+             RETURNING *
+         ), new_pending AS (
+             SELECT bid.id AS bid_id, bid.thread_id, thread.listing_id, thread.seller_id AS agent_id, 'seller' AS role
+             FROM bid JOIN thread ON thread.id = bid.thread_id
+         ), ",
+        &move_events("e.move IN (SELECT i.index FROM thread JOIN input i ON i.thread_id = thread.id)"),
+        "
+         SELECT i.index, row_to_json(bid) AS bid, row_to_json(thread) AS thread,
+                EXISTS (SELECT 1 FROM queued q WHERE q.bid_id = bid.id) AS queued,
+                (SELECT count(*) FROM announced) AS announced
+         FROM bid JOIN thread ON thread.id = bid.thread_id JOIN input i ON i.thread_id = thread.id"]
+        .concat()
+    });
+    let rows: Vec<MadeRow> =
+        sqlx::query_as(STATEMENT.as_str()).bind(Json(events)).bind(Json(indexed(moves))).fetch_all(conn).await?;
+    Ok(by_move(moves.len(), rows.into_iter().map(MadeRow::made)))
+}
+
+/// A row of a statement that made moves of a bid and its thread.
+#[derive(Debug, FromRow)]
+struct MadeRow {
+    index: i32,
+    bid: Json<Bid>,
+    thread: Json<Thread>,
+    queued: bool,
+}
+
+impl MadeRow {
+    fn made(self) -> (i32, Made<(Bid, Thread)>) {
+        (self.index, Made { rows: (self.bid.0, self.thread.0), queued: self.queued })
+    }
+}
+
+/// Makes counters in one statement, each on its own thread: locks the threads (in id order),
+/// marks each answered bid COUNTERED (a compare-and-set on its status and deadline), adds its
+/// counter as the thread's new pending bid, moves the thread on, and writes the events of the
+/// counters made with their tasks for policies. Each move comes back `None` if its
+/// compare-and-set failed (the bid no longer PENDING, past its deadline, or its thread no longer
+/// ACTIVE); then nothing of it is written.
+pub async fn counter(
+    conn: &mut PgConnection,
+    moves: &[CounterMove],
+    events: &[MoveEvent<'_>],
+) -> Result<Vec<Option<Made<(Bid, Thread)>>>, sqlx::Error> {
+    static STATEMENT: LazyLock<String> = LazyLock::new(|| {
+        [
+            "WITH input AS (
+             SELECT i.index, i.thread_id, i.bid_id, i.now, i.bid_status AS answered_status,
+                    i.reason AS answered_reason, c.*
+             FROM jsonb_to_recordset($2) AS i(index int, thread_id uuid, bid_id uuid, now timestamptz, bid_status text,
+                                              reason text, counter jsonb)
+             CROSS JOIN LATERAL jsonb_to_record(i.counter) AS c(id uuid, author text, author_id uuid, amount bigint,
+                 currency text, message text, terms jsonb, final boolean, status text, round int,
+                 expires_at timestamptz)
+         ), locked AS (
+             SELECT t.id FROM (SELECT thread_id FROM input ORDER BY thread_id) i
+             CROSS JOIN LATERAL (SELECT id FROM threads WHERE id = i.thread_id AND status = 'ACTIVE' FOR UPDATE) t
+         ), answered AS (
+             UPDATE bids b SET status = i.answered_status, reason = i.answered_reason, responded_at = i.now,
+                    updated_at = i.now
+             FROM input i
+             WHERE b.id = i.bid_id AND b.thread_id = i.thread_id AND i.thread_id IN (SELECT id FROM locked)
+               AND b.status = 'PENDING' AND b.expires_at > clock_timestamp()
+             RETURNING b.id, b.thread_id, i.index
+         ), bid AS (
+             INSERT INTO bids (id, thread_id, author, author_id, amount, currency, message, terms, final, status,
+                               parent_bid_id, round, expires_at, created_at, updated_at)
+             SELECT i.id, a.thread_id, i.author, i.author_id, i.amount, i.currency, i.message,
+                    CASE WHEN jsonb_typeof(i.terms) = 'null' THEN NULL ELSE i.terms END, i.final, i.status, a.id,
+                    i.round, i.expires_at, i.now, i.now
+             FROM answered a JOIN input i ON i.index = a.index
+             RETURNING *
+         ), thread AS (
+             UPDATE threads SET rounds = bid.round, last_bid_id = bid.id, expires_at = bid.expires_at,
+                    updated_at = bid.updated_at
+             FROM bid WHERE threads.id = bid.thread_id
+             RETURNING threads.*
+         ), new_pending AS (
+             SELECT bid.id AS bid_id, bid.thread_id, thread.listing_id,
+                    CASE bid.author WHEN 'buyer' THEN thread.seller_id ELSE thread.buyer_id END AS agent_id,
+                    CASE bid.author WHEN 'buyer' THEN 'seller' ELSE 'buyer' END AS role
+             FROM bid JOIN thread ON thread.id = bid.thread_id
+         ), ",
+            &move_events("e.move IN (SELECT index FROM answered)"),
+            "
+         SELECT a.index, row_to_json(bid) AS bid, row_to_json(thread) AS thread,
+                EXISTS (SELECT 1 FROM queued q WHERE q.bid_id = bid.id) AS queued,
+                (SELECT count(*) FROM announced) AS announced
+         FROM answered a JOIN bid ON bid.parent_bid_id = a.id JOIN thread ON thread.id = bid.thread_id",
+        ]
+        .concat()
+    });
+    let rows: Vec<MadeRow> =
+        sqlx::query_as(STATEMENT.as_str()).bind(Json(events)).bind(Json(indexed(moves))).fetch_all(conn).await?;
+    Ok(by_move(moves.len(), rows.into_iter().map(MadeRow::made)))
+}
+
+/// Ends a thread through its pending bid: a rejection, a withdrawal or an expiry. The caller
+/// must hold the thread's lock (the bid row is changed first here, so taking the thread's
+/// lock only now would invert the lock order). `None` if the bid was no longer PENDING, or,
+/// for a rejection or withdrawal, its deadline has passed.
+pub async fn end_with_bid(
+    conn: &mut PgConnection,
+    bid_id: Uuid,
+    transition: Transition,
+) -> Result<Option<(Bid, Thread)>, sqlx::Error> {
+    let row: Option<BidAndThreadRow> = sqlx::query_as(
+        "WITH bid AS (
+             UPDATE bids SET status = $2, reason = $3, updated_at = now(),
+                    responded_at = CASE WHEN $2 = 'EXPIRED' THEN expires_at ELSE now() END
+             WHERE id = $1 AND status = 'PENDING' AND ($2 = 'EXPIRED' OR expires_at > clock_timestamp())
+             RETURNING *
+         ), thread AS (
+             UPDATE threads SET status = $4, closed_reason = $3, expires_at = NULL, updated_at = now()
+             FROM bid WHERE threads.id = bid.thread_id
+             RETURNING threads.*
+         )
+         SELECT row_to_json(bid) AS bid, row_to_json(thread) AS thread FROM bid, thread",
+    )
+    .bind(bid_id)
+    .bind(transition.bid_status().as_str())
+    .bind(transition.reason().as_str())
+    .bind(transition.thread_status().as_str())
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(|row| (row.bid.0, row.thread.0)))
+}
+
+/// An acceptance to make: the pending bid, its thread and listing, what accepting does to them
+/// (the domain's [`Transition::Accept`]), the new order's id and status, how many units the
+/// listing must still have, and `now`, the time it was decided at.
+#[derive(Debug, Clone, Serialize)]
+pub struct AcceptMove {
+    pub listing_id: Uuid,
+    pub thread_id: Uuid,
+    pub bid_id: Uuid,
+    #[serde(flatten)]
+    pub outcome: Outcome,
+    pub order_id: Uuid,
+    pub order_status: OrderStatus,
+    pub min_available: i32,
+    pub now: DateTime<Utc>,
+}
+
+#[derive(Debug, FromRow)]
+struct AcceptedRow {
+    index: i32,
+    bid: Json<Bid>,
+    thread: Json<Thread>,
+    order: Json<Order>,
+    listing: Json<Listing>,
+}
+
+pub struct Accepted {
+    pub bid: Bid,
+    pub thread: Thread,
+    pub order: Order,
+    /// The listing with one unit fewer.
+    pub listing: Listing,
+}
+
+/// Makes acceptances in one statement, each on its own listing: locks the listings (each ACTIVE
+/// with at least its move's `min_available` units) and then the threads, in id order, marks
+/// each bid and thread ACCEPTED (a compare-and-set on the bid's status and deadline), creates
+/// the order at the bid's amount and terms, takes one unit off the listing (SOLD at zero), and
+/// writes the events of the acceptances made. Each move comes back `None` if its
+/// compare-and-set or its listing's condition failed; then nothing of it is written.
+pub async fn accept(
+    conn: &mut PgConnection,
+    moves: &[AcceptMove],
+    events: &[MoveEvent<'_>],
+) -> Result<Vec<Option<Made<Accepted>>>, sqlx::Error> {
+    static STATEMENT: LazyLock<String> = LazyLock::new(|| {
+        [r#"WITH input AS (
+             SELECT * FROM jsonb_to_recordset($2) AS i(index int, listing_id uuid, thread_id uuid, bid_id uuid,
+                                                       bid_status text, reason text, thread_status text,
+                                                       order_id uuid, order_status text, min_available int,
+                                                       now timestamptz)
+         ), locked_listing AS (
+             SELECT l.id FROM (SELECT listing_id, min_available FROM input ORDER BY listing_id) i
+             CROSS JOIN LATERAL (
+                 SELECT id FROM listings
+                 WHERE id = i.listing_id AND status = 'ACTIVE' AND quantity_available >= i.min_available
+                 FOR UPDATE) l
+         ), locked AS (
+             SELECT t.id
+             FROM (SELECT thread_id FROM input WHERE listing_id IN (SELECT id FROM locked_listing) ORDER BY thread_id) i
+             CROSS JOIN LATERAL (SELECT id FROM threads WHERE id = i.thread_id AND status = 'ACTIVE' FOR UPDATE) t
+         ), bid AS (
+             UPDATE bids b SET status = i.bid_status, reason = i.reason, responded_at = i.now, updated_at = i.now
+             FROM input i
+             WHERE b.id = i.bid_id AND b.thread_id = i.thread_id AND i.thread_id IN (SELECT id FROM locked)
+               AND b.status = 'PENDING' AND b.expires_at > clock_timestamp()
+             RETURNING b.*
+         ), thread AS (
+             UPDATE threads SET status = i.thread_status, closed_reason = i.reason, expires_at = NULL,
+                    updated_at = bid.updated_at
+             FROM bid JOIN input i ON i.bid_id = bid.id WHERE threads.id = bid.thread_id
+             RETURNING threads.*
+         ), ordered AS (
+             INSERT INTO orders (id, listing_id, thread_id, bid_id, buyer_id, seller_id, amount, currency, terms, status,
+                                 created_at, updated_at)
+             SELECT i.order_id, thread.listing_id, thread.id, bid.id, thread.buyer_id, thread.seller_id, bid.amount,
+                    bid.currency, bid.terms, i.order_status, i.now, i.now
+             FROM bid JOIN thread ON thread.id = bid.thread_id JOIN input i ON i.bid_id = bid.id
+             RETURNING *
+         ), listing AS (
+             UPDATE listings SET quantity_available = listings.quantity_available - 1,
+                    status = CASE WHEN listings.quantity_available = 1 THEN 'SOLD' ELSE listings.status END,
+                    updated_at = ordered.created_at
+             FROM ordered WHERE listings.id = ordered.listing_id
+             RETURNING listings.*
+         ), new_pending AS (
+             SELECT NULL::uuid AS bid_id, NULL::uuid AS thread_id, NULL::uuid AS listing_id, NULL::uuid AS agent_id,
+                    NULL::text AS role
+             WHERE false
+         ), "#, &move_events("e.move IN (SELECT i.index FROM bid JOIN input i ON i.bid_id = bid.id)"), r#"
+         SELECT i.index, row_to_json(bid) AS bid, row_to_json(thread) AS thread, row_to_json(ordered) AS "order",
+                row_to_json(listing) AS listing, (SELECT count(*) FROM announced) AS announced
+         FROM bid JOIN input i ON i.bid_id = bid.id JOIN thread ON thread.id = bid.thread_id
+         JOIN ordered ON ordered.bid_id = bid.id JOIN listing ON listing.id = ordered.listing_id"#].concat()
+    });
+    let rows: Vec<AcceptedRow> =
+        sqlx::query_as(STATEMENT.as_str()).bind(Json(events)).bind(Json(indexed(moves))).fetch_all(conn).await?;
+    Ok(by_move(
+        moves.len(),
+        rows.into_iter().map(|row| {
+            let rows = Accepted { bid: row.bid.0, thread: row.thread.0, order: row.order.0, listing: row.listing.0 };
+            (row.index, Made { rows, queued: false })
+        }),
+    ))
+}
+
+/// Ends every live thread of a listing that sold out or was withdrawn (`reason`), each as the
+/// domain closes it ([`bid::close`]): its pending bid rejected and the thread closed, or, past
+/// its deadline, expired. The listing must be locked. Returns each ended thread with its bid.
+///
+/// The threads are locked first, waiting for any a concurrent move holds; their pending bids
+/// are then read in a statement of their own, whose fresh snapshot sees that move's new bid.
+pub async fn end_listing_threads(
+    conn: &mut PgConnection,
+    listing_id: Uuid,
+    reason: Reason,
+) -> Result<Vec<(Bid, Thread)>, sqlx::Error> {
+    let locked: Vec<Uuid> =
+        sqlx::query_scalar("SELECT id FROM threads WHERE listing_id = $1 AND status = 'ACTIVE' ORDER BY id FOR UPDATE")
+            .bind(listing_id)
+            .fetch_all(&mut *conn)
+            .await?;
+    if locked.is_empty() {
+        return Ok(Vec::new());
+    }
+    let pending: Vec<DueBid> = sqlx::query_as(
+        "SELECT b.id AS bid_id, t.id AS thread_id, b.status, b.expires_at, now() AS db_now
+         FROM threads t JOIN bids b ON b.id = t.last_bid_id
+         WHERE t.id = ANY($1) AND t.status = 'ACTIVE' AND b.status = 'PENDING'",
+    )
+    .bind(&locked)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut ended = Vec::new();
+    for transition in [Transition::Expire, Transition::Close(reason)] {
+        let bids: Vec<Uuid> = pending
+            .iter()
+            .filter(|due| bid::close(due.expires_at, due.db_now, reason) == transition)
+            .map(|due| due.bid_id)
+            .collect();
+        ended.extend(end_threads(&mut *conn, &bids, transition).await?);
+    }
+    Ok(ended)
+}
+
+/// A pending bid the sweeper may expire: its thread is locked, and the domain decides.
+#[derive(Debug, FromRow)]
+pub struct DueBid {
+    pub bid_id: Uuid,
+    pub thread_id: Uuid,
+    #[sqlx(try_from = "String")]
+    pub status: BidStatus,
+    pub expires_at: DateTime<Utc>,
+    pub db_now: DateTime<Utc>,
+}
+
+/// Locks up to `batch` threads whose pending bid has reached its deadline, oldest deadline
+/// first, skipping threads another transaction holds.
+pub async fn lock_due(conn: &mut PgConnection, batch: i64) -> Result<Vec<DueBid>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT b.id AS bid_id, t.id AS thread_id, b.status, b.expires_at, now() AS db_now
+         FROM bids b JOIN threads t ON t.id = b.thread_id
+         WHERE b.status = 'PENDING' AND b.expires_at <= now() AND t.status = 'ACTIVE'
+         ORDER BY b.expires_at LIMIT $1
+         FOR UPDATE OF t SKIP LOCKED",
+    )
+    .bind(batch)
+    .fetch_all(conn)
+    .await
+}
+
+/// Ends locked threads through their pending bids with one transition of the domain's (the
+/// sweeper's expiries). Returns the bids it changed with their threads.
+pub async fn end_threads(
+    conn: &mut PgConnection,
+    bids: &[Uuid],
+    transition: Transition,
+) -> Result<Vec<(Bid, Thread)>, sqlx::Error> {
+    if bids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let outcome = Outcome::from(transition);
+    let rows: Vec<BidAndThreadRow> = sqlx::query_as(
+        "WITH bid AS (
+             UPDATE bids SET status = $2, reason = $3, updated_at = now(),
+                    responded_at = CASE WHEN $2 = 'EXPIRED' THEN expires_at ELSE now() END
+             WHERE id = ANY($1) AND status = 'PENDING'
+             RETURNING *
+         ), thread AS (
+             UPDATE threads SET status = $4, closed_reason = $3, expires_at = NULL, updated_at = now()
+             FROM bid WHERE threads.id = bid.thread_id
+             RETURNING threads.*
+         )
+         SELECT row_to_json(bid) AS bid, row_to_json(thread) AS thread FROM bid JOIN thread ON thread.id = bid.thread_id",
+    )
+    .bind(bids)
+    .bind(outcome.bid_status.as_str())
+    .bind(outcome.reason.as_str())
+    .bind(outcome.thread_status.as_str())
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|row| (row.bid.0, row.thread.0)).collect())
+}
+
+/// A bid, if the agent is party to its thread.
+pub async fn get_bid(executor: impl PgExecutor<'_>, bid_id: Uuid, agent_id: Uuid) -> Result<Option<Bid>, sqlx::Error> {
+    let bid: Option<Json<Bid>> = sqlx::query_scalar(
+        "SELECT row_to_json(b) FROM bids b JOIN threads t ON t.id = b.thread_id
+         WHERE b.id = $1 AND $2 IN (t.buyer_id, t.seller_id)",
+    )
+    .bind(bid_id)
+    .bind(agent_id)
+    .fetch_optional(executor)
+    .await?;
+    Ok(bid.map(|bid| bid.0))
+}
+
+#[derive(Debug, FromRow)]
+struct ThreadWithBidsRow {
+    thread: Json<Thread>,
+    bids: Json<Vec<Bid>>,
+}
+
+/// A thread with its bids in order, if the agent is party to it. One statement, so the thread
+/// and its bids are read from the same snapshot.
+pub async fn get_thread_with_bids(
+    executor: impl PgExecutor<'_>,
+    thread_id: Uuid,
+    agent_id: Uuid,
+) -> Result<Option<(Thread, Vec<Bid>)>, sqlx::Error> {
+    let row: Option<ThreadWithBidsRow> = sqlx::query_as(
+        "SELECT row_to_json(t) AS thread,
+                COALESCE((SELECT json_agg(b ORDER BY b.round) FROM bids b WHERE b.thread_id = t.id), '[]') AS bids
+         FROM threads t WHERE t.id = $1 AND $2 IN (t.buyer_id, t.seller_id)",
+    )
+    .bind(thread_id)
+    .bind(agent_id)
+    .fetch_optional(executor)
+    .await?;
+    Ok(row.map(|row| (row.thread.0, row.bids.0)))
+}
+
+#[derive(Debug, Default)]
+pub struct ThreadFilter {
+    pub role: Option<Party>,
+    pub status: Option<ThreadStatus>,
+    pub listing_id: Option<Uuid>,
+    pub after: Option<Uuid>,
+    pub limit: i64,
+}
+
+/// The agent's threads, newest first. A status filter means the effective status: an ACTIVE
+/// thread past its deadline counts as EXPIRED.
+pub async fn list_threads(
+    executor: impl PgExecutor<'_>,
+    agent_id: Uuid,
+    filter: &ThreadFilter,
+) -> Result<Page<Thread>, sqlx::Error> {
+    let mut query: QueryBuilder<Postgres> = QueryBuilder::new("SELECT row_to_json(threads) FROM threads WHERE ");
+    match filter.role {
+        Some(Party::Buyer) => query.push("buyer_id = ").push_bind(agent_id),
+        Some(Party::Seller) => query.push("seller_id = ").push_bind(agent_id),
+        None => query.push("(buyer_id = ").push_bind(agent_id).push(" OR seller_id = ").push_bind(agent_id).push(")"),
+    };
+    match filter.status {
+        Some(ThreadStatus::Active) => query.push(" AND status = 'ACTIVE' AND expires_at > now()"),
+        Some(ThreadStatus::Expired) => {
+            query.push(" AND (status = 'EXPIRED' OR (status = 'ACTIVE' AND expires_at <= now()))")
+        }
+        Some(status @ (ThreadStatus::Accepted | ThreadStatus::Rejected | ThreadStatus::Closed)) => {
+            query.push(" AND status = ").push_bind(status.as_str())
+        }
+        None => &mut query,
+    };
+    if let Some(listing_id) = filter.listing_id {
+        query.push(" AND listing_id = ").push_bind(listing_id);
+    }
+    if let Some(after) = filter.after {
+        query.push(" AND id < ").push_bind(after);
+    }
+    query.push(" ORDER BY id DESC LIMIT ").push_bind(filter.limit + 1);
+    let rows: Vec<Json<Thread>> = query.build_query_scalar().fetch_all(executor).await?;
+    let rows = rows.into_iter().map(|thread| thread.0).collect();
+    Ok(Page::from_rows(rows, filter.limit, |thread| thread.id))
+}

@@ -1,0 +1,358 @@
+//! Webhooks, their deliveries, and the attempts made at each.
+
+use chrono::{DateTime, Utc};
+use sqlx::{FromRow, PgConnection, PgExecutor};
+use uuid::Uuid;
+
+use super::Page;
+use haggle_api::{self as api, Attempt, DeliveryStatus, EventType, WebhookStatus};
+
+/// A webhook as its owner sees it: never its secret, only the secret's first characters.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct Webhook {
+    pub id: Uuid,
+    pub url: String,
+    pub events: Vec<String>,
+    #[sqlx(try_from = "String")]
+    pub status: WebhookStatus,
+    pub disabled_reason: Option<String>,
+    pub secret_prefix: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<Webhook> for api::Webhook {
+    fn from(row: Webhook) -> api::Webhook {
+        api::Webhook {
+            id: row.id,
+            url: row.url,
+            events: row.events,
+            status: row.status,
+            disabled_reason: row.disabled_reason,
+            secret_prefix: row.secret_prefix,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        }
+    }
+}
+
+const WEBHOOK_COLUMNS: &str = "id, url, events, status, disabled_reason, secret_prefix, created_at, updated_at";
+
+/// What a new webhook is made of.
+pub struct NewWebhook<'a> {
+    pub id: Uuid,
+    pub agent_id: Uuid,
+    pub url: &'a str,
+    pub events: &'a [String],
+    pub secret_sealed: &'a [u8],
+    pub secret_prefix: &'a str,
+}
+
+pub async fn insert(conn: &mut PgConnection, new: &NewWebhook<'_>) -> Result<Webhook, sqlx::Error> {
+    sqlx::query_as(&format!(
+        "INSERT INTO webhooks (id, agent_id, url, events, secret_sealed, secret_prefix)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         RETURNING {WEBHOOK_COLUMNS}"
+    ))
+    .bind(new.id)
+    .bind(new.agent_id)
+    .bind(new.url)
+    .bind(new.events)
+    .bind(new.secret_sealed)
+    .bind(new.secret_prefix)
+    .fetch_one(conn)
+    .await
+}
+
+/// How many webhooks the agent has.
+pub async fn count_for_agent(executor: impl PgExecutor<'_>, agent_id: Uuid) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("SELECT count(*) FROM webhooks WHERE agent_id = $1").bind(agent_id).fetch_one(executor).await
+}
+
+/// A webhook, if the agent owns it.
+pub async fn get(executor: impl PgExecutor<'_>, id: Uuid, agent_id: Uuid) -> Result<Option<Webhook>, sqlx::Error> {
+    sqlx::query_as(&format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE id = $1 AND agent_id = $2"))
+        .bind(id)
+        .bind(agent_id)
+        .fetch_optional(executor)
+        .await
+}
+
+/// The agent's webhooks, newest first, after the cursor.
+pub async fn list(
+    executor: impl PgExecutor<'_>,
+    agent_id: Uuid,
+    after: Option<Uuid>,
+    limit: i64,
+) -> Result<Page<Webhook>, sqlx::Error> {
+    let rows: Vec<Webhook> = sqlx::query_as(&format!(
+        "SELECT {WEBHOOK_COLUMNS} FROM webhooks
+         WHERE agent_id = $1 AND ($2::uuid IS NULL OR id < $2)
+         ORDER BY id DESC LIMIT $3"
+    ))
+    .bind(agent_id)
+    .bind(after)
+    .bind(limit + 1)
+    .fetch_all(executor)
+    .await?;
+    Ok(Page::from_rows(rows, limit, |webhook| webhook.id))
+}
+
+/// Deletes the agent's webhook with its deliveries and their attempts; `false` if it has none
+/// with this id.
+pub async fn delete(executor: impl PgExecutor<'_>, id: Uuid, agent_id: Uuid) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query("DELETE FROM webhooks WHERE id = $1 AND agent_id = $2")
+        .bind(id)
+        .bind(agent_id)
+        .execute(executor)
+        .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// Locks the agent's webhook until the transaction ends.
+pub async fn lock(conn: &mut PgConnection, id: Uuid, agent_id: Uuid) -> Result<Option<Webhook>, sqlx::Error> {
+    sqlx::query_as(&format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE id = $1 AND agent_id = $2 FOR UPDATE"))
+        .bind(id)
+        .bind(agent_id)
+        .fetch_optional(conn)
+        .await
+}
+
+/// Makes a disabled webhook active again and its pending deliveries due now.
+pub async fn enable(conn: &mut PgConnection, id: Uuid) -> Result<Webhook, sqlx::Error> {
+    let webhook = sqlx::query_as(&format!(
+        "UPDATE webhooks SET status = 'ACTIVE', disabled_reason = NULL, updated_at = now()
+         WHERE id = $1 RETURNING {WEBHOOK_COLUMNS}"
+    ))
+    .bind(id)
+    .fetch_one(&mut *conn)
+    .await?;
+    sqlx::query(
+        "UPDATE webhook_deliveries SET next_attempt_at = now(), updated_at = now()
+         WHERE webhook_id = $1 AND status = 'PENDING'",
+    )
+    .bind(id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(webhook)
+}
+
+/// Disables an active webhook and unschedules its pending deliveries (they stay PENDING, with
+/// no next attempt, until it is enabled); `None` if it is gone or already disabled.
+pub async fn disable(conn: &mut PgConnection, id: Uuid, reason: &str) -> Result<Option<Webhook>, sqlx::Error> {
+    let webhook: Option<Webhook> = sqlx::query_as(&format!(
+        "UPDATE webhooks SET status = 'DISABLED', disabled_reason = $2, updated_at = now()
+         WHERE id = $1 AND status = 'ACTIVE' RETURNING {WEBHOOK_COLUMNS}"
+    ))
+    .bind(id)
+    .bind(reason)
+    .fetch_optional(&mut *conn)
+    .await?;
+    if webhook.is_some() {
+        sqlx::query(
+            "UPDATE webhook_deliveries SET next_attempt_at = NULL, updated_at = now()
+             WHERE webhook_id = $1 AND status = 'PENDING'",
+        )
+        .bind(id)
+        .execute(conn)
+        .await?;
+    }
+    Ok(webhook)
+}
+
+/// One event on its way to one webhook, with every attempt made so far, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct Delivery {
+    pub id: Uuid,
+    pub webhook_id: Uuid,
+    pub event_id: i64,
+    #[sqlx(try_from = "String")]
+    pub event_type: EventType,
+    #[sqlx(try_from = "String")]
+    pub status: DeliveryStatus,
+    pub attempts: i32,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    #[sqlx(json)]
+    pub attempt_log: Vec<Attempt>,
+}
+
+impl From<Delivery> for api::Delivery {
+    fn from(row: Delivery) -> api::Delivery {
+        api::Delivery {
+            id: row.id,
+            webhook_id: row.webhook_id,
+            event_id: row.event_id,
+            event_type: row.event_type,
+            status: row.status,
+            attempts: row.attempts,
+            next_attempt_at: row.next_attempt_at,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+            attempt_log: row.attempt_log,
+        }
+    }
+}
+
+/// The webhook's deliveries, newest event first, after the cursor (a delivery id).
+pub async fn deliveries(
+    executor: impl PgExecutor<'_>,
+    webhook_id: Uuid,
+    after: Option<Uuid>,
+    limit: i64,
+) -> Result<Page<Delivery>, sqlx::Error> {
+    let rows: Vec<Delivery> = sqlx::query_as(
+        "SELECT d.id, d.webhook_id, d.event_id, e.type AS event_type, d.status, d.attempts, d.next_attempt_at,
+                d.created_at, d.updated_at,
+                COALESCE((SELECT json_agg(json_build_object(
+                                    'attempt', a.attempt, 'started_at', a.started_at, 'duration_ms', a.duration_ms,
+                                    'response_status', a.response_status, 'error', a.error) ORDER BY a.attempt)
+                          FROM webhook_attempts a WHERE a.delivery_id = d.id), '[]') AS attempt_log
+         FROM webhook_deliveries d JOIN events e ON e.id = d.event_id
+         WHERE d.webhook_id = $1
+           AND ($2::uuid IS NULL
+                OR d.event_id < (SELECT c.event_id FROM webhook_deliveries c WHERE c.id = $2 AND c.webhook_id = $1))
+         ORDER BY d.event_id DESC LIMIT $3",
+    )
+    .bind(webhook_id)
+    .bind(after)
+    .bind(limit + 1)
+    .fetch_all(executor)
+    .await?;
+    Ok(Page::from_rows(rows, limit, |delivery| delivery.id))
+}
+
+/// A delivery a worker has claimed, with what it needs to make the attempt.
+#[derive(Debug, Clone, FromRow)]
+pub struct Claimed {
+    pub id: Uuid,
+    pub webhook_id: Uuid,
+    pub event_id: i64,
+    pub attempts: i32,
+    pub agent_id: Uuid,
+    pub url: String,
+    pub secret_sealed: Vec<u8>,
+    /// The end of this claim's lease: the delivery's `next_attempt_at` as the claim set it. An
+    /// outcome is recorded against it, so a worker whose lease ran out and was claimed again
+    /// cannot reschedule or fail the delivery under the new holder.
+    pub lease_until: DateTime<Utc>,
+}
+
+/// Claims up to `limit` due deliveries of active webhooks in one statement, which commits on
+/// its own: each one's `next_attempt_at` moves `lease` ahead, so no other worker takes it
+/// while this one tries, and another does if this one dies before recording the attempt.
+pub async fn claim_due(
+    executor: impl PgExecutor<'_>,
+    limit: i64,
+    lease: std::time::Duration,
+) -> Result<Vec<Claimed>, sqlx::Error> {
+    sqlx::query_as(
+        "WITH due AS (
+             -- One table, read in the due index's order: the scan stops at the limit instead of
+             -- sorting every due delivery on each claim. A disabled webhook's deliveries have no
+             -- next attempt, so they are never due.
+             SELECT d.id FROM webhook_deliveries d
+             WHERE d.status = 'PENDING' AND d.next_attempt_at <= now()
+             ORDER BY d.next_attempt_at
+             LIMIT $1
+             FOR UPDATE SKIP LOCKED
+         )
+         UPDATE webhook_deliveries d SET next_attempt_at = now() + make_interval(secs => $2)
+         FROM due, webhooks w
+         WHERE d.id = due.id AND w.id = d.webhook_id
+         RETURNING d.id, d.webhook_id, d.event_id, d.attempts, w.agent_id, w.url, w.secret_sealed,
+                   d.next_attempt_at AS lease_until",
+    )
+    .bind(limit)
+    .bind(lease.as_secs_f64())
+    .fetch_all(executor)
+    .await
+}
+
+/// A delivery as an attempt's outcome finds it, locked until the transaction ends.
+#[derive(Debug, Clone, FromRow)]
+pub struct Recorded {
+    /// The number of the attempt just recorded.
+    pub attempts: i32,
+    #[sqlx(try_from = "String")]
+    pub status: DeliveryStatus,
+}
+
+/// Counts one more attempt and logs it; `None` if the delivery no longer exists (its webhook
+/// was deleted meanwhile).
+pub async fn record_attempt(
+    conn: &mut PgConnection,
+    delivery_id: Uuid,
+    started_at: DateTime<Utc>,
+    duration_ms: i32,
+    response_status: Option<i32>,
+    error: Option<&str>,
+) -> Result<Option<Recorded>, sqlx::Error> {
+    let recorded: Option<Recorded> = sqlx::query_as(
+        "UPDATE webhook_deliveries SET attempts = attempts + 1, updated_at = now()
+         WHERE id = $1 RETURNING attempts, status",
+    )
+    .bind(delivery_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(recorded) = recorded else { return Ok(None) };
+    sqlx::query(
+        "INSERT INTO webhook_attempts (delivery_id, attempt, started_at, duration_ms, response_status, error)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(delivery_id)
+    .bind(recorded.attempts)
+    .bind(started_at)
+    .bind(duration_ms)
+    .bind(response_status)
+    .bind(error)
+    .execute(&mut *conn)
+    .await?;
+    Ok(Some(recorded))
+}
+
+/// Ends a pending delivery: SUCCEEDED (whoever holds it: the event did arrive), or FAILED
+/// only under the lease that `lease_until` names. `false` if nothing changed.
+pub async fn finish(
+    conn: &mut PgConnection,
+    delivery_id: Uuid,
+    status: DeliveryStatus,
+    lease_until: DateTime<Utc>,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE webhook_deliveries SET status = $2, next_attempt_at = NULL, updated_at = now()
+         WHERE id = $1 AND status = 'PENDING' AND ($2 = 'SUCCEEDED' OR next_attempt_at = $3)",
+    )
+    .bind(delivery_id)
+    .bind(status.as_str())
+    .bind(lease_until)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// Schedules a pending delivery's next attempt `pause` from now, if the lease that
+/// `lease_until` names still holds it. `false` if nothing changed.
+pub async fn retry_after(
+    conn: &mut PgConnection,
+    delivery_id: Uuid,
+    pause: std::time::Duration,
+    lease_until: DateTime<Utc>,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE webhook_deliveries SET next_attempt_at = now() + make_interval(secs => $2), updated_at = now()
+         WHERE id = $1 AND status = 'PENDING' AND next_attempt_at = $3",
+    )
+    .bind(delivery_id)
+    .bind(pause.as_secs_f64())
+    .bind(lease_until)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// Locks a webhook row, before any of its deliveries, in the order deleting it takes them.
+pub async fn lock_for_outcome(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT 1 FROM webhooks WHERE id = $1 FOR UPDATE").bind(id).execute(conn).await.map(drop)
+}

@@ -1,0 +1,264 @@
+//! The executor: answers pending bids for agents whose policies cover them (SPEC §5).
+//!
+//! A bid that waits for the answer of an agent with a policy is queued as a task in the
+//! transaction that makes it, with its event (`Outbox::flush`), so the executor only ever sees
+//! committed bids; the request that made it wakes this instance's executor after its commit,
+//! and a NOTIFY wakes the others. A counter the executor makes queues the other side's task the
+//! same way, and the worker takes the next task at once. Each task is decided and acted
+//! on in one transaction that also takes the task off the queue: a crash before the commit
+//! leaves the task for the next executor (on this instance after a restart, or on another), and
+//! the bid state machine's compare-and-set lets at most one answer to a bid through, whether it
+//! comes from a policy on another instance or from the agent itself.
+
+use std::time::Duration;
+
+use serde_json::json;
+use sqlx::PgConnection;
+use sqlx::types::Json;
+use tokio_util::sync::CancellationToken;
+
+use crate::db;
+use crate::db::agents::Caller;
+use crate::db::policies::{Decided, Task, TaskContext};
+use crate::events::{EventType, NewEvent, Outbox};
+use crate::market::negotiation::{self, Answer};
+use crate::market::{self, Access, Market, Rules};
+use haggle_domain::bid::Proposal;
+use haggle_domain::strategy::{self, Decision, MAX_AUTO_ROUNDS, NegotiationState, Policy};
+use haggle_domain::{BidStatus, Rejection, ThreadStatus};
+
+/// How often each worker looks for tasks nobody announced (those left by a stopped instance,
+/// or due for a retry).
+pub const TICK: Duration = Duration::from_secs(1);
+/// A task whose transaction keeps failing is given up after this many attempts.
+const MAX_ATTEMPTS: i32 = 8;
+
+/// What became of one task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The policy answered the bid.
+    Acted(&'static str),
+    /// The policy stopped and told its owner (`negotiation.action_required`), for this reason.
+    Stopped(&'static str),
+    /// Nothing to do: the bid was answered or ended meanwhile, or the policy was removed.
+    Dropped,
+}
+
+/// Runs `workers` executor loops until cancelled. `wake` is signalled when tasks are queued on
+/// this instance; each worker that finds a task passes the signal on, so that a backlog is
+/// worked on in parallel.
+pub async fn run(market: Market, rules: Rules, workers: usize, shutdown: CancellationToken) {
+    tracing::info!(workers, "auto-negotiation executor started");
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..workers.max(1) {
+        set.spawn(work(market.clone(), rules, shutdown.clone()));
+    }
+    while set.join_next().await.is_some() {}
+    tracing::info!("auto-negotiation executor stopped");
+}
+
+async fn work(market: Market, rules: Rules, shutdown: CancellationToken) {
+    let wake = market.wakeups().executor.clone();
+    loop {
+        let mut pause = TICK;
+        match run_once(&market, rules).await {
+            Ok(Some(_)) => {
+                wake.notify();
+                continue;
+            }
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!(%error, "auto-negotiation: reading the task queue failed; retrying");
+                pause = Duration::from_millis(200);
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = wake.notified() => {}
+            _ = tokio::time::sleep(pause) => {}
+        }
+        if shutdown.is_cancelled() {
+            break;
+        }
+    }
+}
+
+/// Takes one due task and decides it. `None` when no task is due.
+pub async fn run_once(market: &Market, rules: Rules) -> Result<Option<Outcome>, sqlx::Error> {
+    let pool = market.pool();
+    let mut unit = market.begin().await?;
+    let Some(task) = db::policies::take_task(unit.conn()).await? else {
+        return Ok(None);
+    };
+    let decided = async {
+        let (conn, events) = unit.parts();
+        let outcome = act(conn, events, task, rules).await?;
+        unit.commit().await?;
+        Ok::<_, sqlx::Error>(outcome)
+    }
+    .await;
+    // A failed unit was rolled back when dropped: its task is free to be touched again.
+    match decided {
+        Ok(outcome) => {
+            tracing::debug!(bid_id = %task.bid_id, ?outcome, "auto-negotiation decided");
+            Ok(Some(outcome))
+        }
+        Err(error) if task.attempts + 1 >= MAX_ATTEMPTS => {
+            tracing::error!(bid_id = %task.bid_id, %error, "auto-negotiation gave up on a bid after repeated failures");
+            give_up(market, task).await?;
+            Ok(Some(Outcome::Stopped("failed")))
+        }
+        Err(error) => {
+            tracing::warn!(bid_id = %task.bid_id, %error, "auto-negotiation failed; retrying");
+            let delay = 100i64 << task.attempts.clamp(0, 10);
+            db::policies::retry_task(pool, task, delay).await?;
+            Ok(Some(Outcome::Dropped))
+        }
+    }
+}
+
+/// Hands a bid the executor keeps failing on back to its owner, who is told.
+async fn give_up(market: &Market, task: Task) -> Result<(), sqlx::Error> {
+    let mut unit = market.begin().await?;
+    let (conn, events) = unit.parts();
+    db::policies::finish_task(&mut *conn, task.bid_id).await?;
+    let context = db::policies::task_context(&mut *conn, task).await?;
+    if let Some(context) = context.filter(|context| context.bid_status == BidStatus::Pending) {
+        let detail = "the policy could not act on this bid after repeated attempts; it is yours to answer";
+        stop(conn, events, task, &context, "failed", detail, None).await?;
+    }
+    unit.commit().await?;
+    Ok(())
+}
+
+/// The sentence the counterparty may read with a policy's move: the same for every reason,
+/// since a reason (an acceptance threshold met, a limit passed) would tell of private values.
+fn public_rationale(action: &str) -> &'static str {
+    match action {
+        "accept" => "Offer accepted.",
+        "reject" => "Offer declined.",
+        _ => "Counter-offer.",
+    }
+}
+
+/// Decides the task's bid with the agent's policy and acts on it, in the caller's transaction.
+async fn act(conn: &mut PgConnection, events: &mut Outbox, task: Task, rules: Rules) -> Result<Outcome, sqlx::Error> {
+    let Some(context) = db::policies::task_context(conn, task).await? else {
+        return Ok(Outcome::Dropped);
+    };
+    if context.bid_status != BidStatus::Pending
+        || context.thread_status != ThreadStatus::Active
+        || context.last_bid_id != task.bid_id
+    {
+        return Ok(Outcome::Dropped);
+    }
+    let Some(Json(stored)) = context.policy.clone() else {
+        return Ok(Outcome::Dropped);
+    };
+    let Some((policy, state, caller)) = prepare(&context, stored, task) else {
+        tracing::warn!(bid_id = %task.bid_id, "auto-negotiation: the stored policy or thread could not be read");
+        return Ok(Outcome::Dropped);
+    };
+    let decision = strategy::decide(&policy, &state);
+    let (action, reason, done) = match decision {
+        Decision::Counter { amount, is_final } => {
+            let offer = Proposal::of(amount).finally(is_final);
+            let countered =
+                negotiation::counter(conn, events, Access::Locked, caller, task.bid_id, &offer, rules).await;
+            ("counter", "strategy", countered.map(|(bid, _)| Some(bid.id)))
+        }
+        Decision::Accept { rationale } => {
+            let accepted = negotiation::answer(conn, events, Access::Locked, caller, task.bid_id, Answer::Accept).await;
+            ("accept", rationale.as_str(), accepted.map(|_| None))
+        }
+        Decision::Reject { rationale } => {
+            let rejected = negotiation::answer(conn, events, Access::Locked, caller, task.bid_id, Answer::Reject).await;
+            ("reject", rationale.as_str(), rejected.map(|_| None))
+        }
+        Decision::Stop { rationale } => {
+            let suggestion = suggest(&policy, &state);
+            stop(conn, events, task, &context, rationale.as_str(), rationale.describe(), suggestion).await?;
+            return Ok(Outcome::Stopped(rationale.as_str()));
+        }
+    };
+    match done {
+        Ok(counter_bid_id) => {
+            let rationale = public_rationale(action);
+            db::policies::record_decision(conn, task, Decided { action, reason, rationale, counter_bid_id }).await?;
+            Ok(Outcome::Acted(action))
+        }
+        // Another answer came first, or the bid ran out of time: the state machine decided.
+        Err(market::Error::Rejected(
+            Rejection::InvalidTransition { .. } | Rejection::BidExpired | Rejection::NotFound { .. },
+        )) => Ok(Outcome::Dropped),
+        Err(market::Error::Rejected(rejection)) => {
+            // The marketplace refused what the policy chose (a listing sold meanwhile, say):
+            // the owner decides.
+            let detail =
+                format!("the marketplace refused the policy's {action} ({}): {}", rejection.code(), rejection.detail());
+            tracing::info!(bid_id = %task.bid_id, action, "auto-negotiation: the action was refused; asking the owner");
+            stop(conn, events, task, &context, "refused", &detail, Some(decision)).await?;
+            Ok(Outcome::Stopped("refused"))
+        }
+        Err(market::Error::Database(error)) => Err(error),
+        Err(market::Error::NeedsLocks) => unreachable!("a locked move never asks for locks"),
+    }
+}
+
+/// Reads the stored policy and the thread into what [`strategy::decide`] takes.
+fn prepare(context: &TaskContext, stored: serde_json::Value, task: Task) -> Option<(Policy, NegotiationState, Caller)> {
+    let policy: Policy = serde_json::from_value(stored).ok()?;
+    let state = NegotiationState {
+        mover: context.role,
+        ask: context.ask_amount,
+        max_rounds: context.max_rounds,
+        buyer_tier: context.buyer_tier,
+        bids: context.amounts.clone(),
+        pending_final: context.bid_final,
+        auto_moves: u32::try_from(context.auto_counters).ok()?,
+    };
+    let caller = Caller { id: task.agent_id, tier: context.agent_tier };
+    Some((policy, state, caller))
+}
+
+/// What the policy would do without its approval requirement and round budget: a suggestion
+/// for the owner it stopped for.
+fn suggest(policy: &Policy, state: &NegotiationState) -> Option<Decision> {
+    let unbound = Policy { require_approval: false, max_auto_rounds: MAX_AUTO_ROUNDS, ..policy.clone() };
+    let fresh = NegotiationState { auto_moves: 0, ..state.clone() };
+    match strategy::decide(&unbound, &fresh) {
+        Decision::Stop { .. } => None,
+        decision => Some(decision),
+    }
+}
+
+/// Leaves the bid to its owner: records the stop and tells the owner alone.
+async fn stop(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    task: Task,
+    context: &TaskContext,
+    reason: &str,
+    detail: &str,
+    suggestion: Option<Decision>,
+) -> Result<(), sqlx::Error> {
+    let decided = Decided { action: "stop", reason, rationale: detail, counter_bid_id: None };
+    db::policies::record_decision(conn, task, decided).await?;
+    let bid = db::negotiation::get_bid(&mut *conn, task.bid_id, task.agent_id).await?;
+    events.push(NewEvent {
+        kind: EventType::NegotiationActionRequired,
+        audience: vec![task.agent_id],
+        listing_id: Some(context.listing_id),
+        thread_id: Some(task.thread_id),
+        bid_id: Some(task.bid_id),
+        order_id: None,
+        data: json!({
+            "reason": reason,
+            "detail": detail,
+            "role": context.role,
+            "suggestion": suggestion,
+            "bid": bid,
+        }),
+    });
+    Ok(())
+}

@@ -1,0 +1,166 @@
+//! `/v1/bids`: reading a bid, and the responder's and author's moves on it.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use std::time::Duration;
+
+use chrono::Utc;
+use haggle_api::{self as api, Answered as AnswerView, BidAndThread};
+use serde::Deserialize;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::error::ApiError;
+use super::events::{subscribe, wait_param, wake_or_stop};
+use super::extract::{ActionBody, Id, IdempotencyKey, JsonBody, Params};
+use super::{AppState, Command, Endpoint, Reply};
+use crate::db;
+use crate::db::agents::Caller;
+use crate::market::negotiation::{self, Answer, Answered};
+use haggle_domain::BidStatus;
+use haggle_domain::bid::Proposal;
+
+pub fn endpoints() -> Vec<Endpoint> {
+    vec![
+        Endpoint::get("/v1/bids/{id}", read),
+        Endpoint::post("/v1/bids/{id}/counter", counter),
+        Endpoint::post("/v1/bids/{id}/accept", accept),
+        Endpoint::post("/v1/bids/{id}/reject", reject),
+        Endpoint::post("/v1/bids/{id}/withdraw", withdraw),
+    ]
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadQuery {
+    wait: Option<f64>,
+}
+
+async fn read_now(state: &AppState, caller: Caller, id: Uuid) -> Result<api::Bid, ApiError> {
+    let bid = db::negotiation::get_bid(&state.pool, id, caller.id).await?;
+    bid.map(|bid| bid.at(Utc::now())).ok_or_else(|| ApiError::not_found("bid"))
+}
+
+/// A bid; with `wait`, as soon as it leaves the status it had when asked (a pending bid's
+/// deadline counts: it then reads EXPIRED), or as it is when the time is up.
+async fn read(
+    State(state): State<AppState>,
+    caller: Caller,
+    Id(id): Id,
+    Params(query): Params<ReadQuery>,
+) -> Result<Json<api::Bid>, ApiError> {
+    let Some(wait) = wait_param(query.wait)? else {
+        return read_now(&state, caller, id).await.map(Json);
+    };
+    wait_for_change(&state, caller, id, wait).await.map(Json)
+}
+
+/// The bid as soon as it leaves the status it has now (a pending bid's deadline counts: it then
+/// reads EXPIRED), or as it is after `wait`, or when the server shuts down.
+pub async fn wait_for_change(state: &AppState, caller: Caller, id: Uuid, wait: Duration) -> Result<api::Bid, ApiError> {
+    let deadline = Instant::now() + wait;
+    // Every change of a bid publishes an event to both parties, the caller among them.
+    let mut subscription = subscribe(state, caller.id)?;
+    subscription.mark();
+    let mut bid = read_now(state, caller, id).await?;
+    let asked = bid.status;
+    while bid.status == asked && bid.status == BidStatus::Pending {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            break;
+        }
+        // Expiry writes nothing until the sweeper comes, so the deadline itself wakes us.
+        let until_expiry = (bid.expires_at - Utc::now()).to_std().unwrap_or_default() + Duration::from_millis(1);
+        let woke = wake_or_stop(&mut subscription, remaining.min(until_expiry), &state.shutdown).await;
+        if !woke && state.shutdown.is_cancelled() {
+            break;
+        }
+        subscription.mark();
+        bid = read_now(state, caller, id).await?;
+    }
+    Ok(bid)
+}
+
+async fn counter(
+    State(state): State<AppState>,
+    caller: Caller,
+    Id(id): Id,
+    key: IdempotencyKey,
+    body: JsonBody<api::CounterOffer>,
+) -> Result<Response, Response> {
+    let mut command = Command::begin_unlocked(&state, caller.id, key, body.digest).await?;
+    let rules = state.settings.rules;
+    let offer = Proposal::from(body.value);
+    let outcome = command
+        .run(|conn, events, access| {
+            let offer = offer.clone();
+            Box::pin(async move { negotiation::counter(conn, events, access, caller, id, &offer, rules).await })
+        })
+        .await;
+    let now = Utc::now();
+    Ok(command
+        .finish(outcome.map(|(bid, thread)| {
+            Reply::json(StatusCode::CREATED, &BidAndThread { bid: bid.into(), thread: thread.at(now) })
+        }))
+        .await)
+}
+
+async fn answer(
+    state: AppState,
+    caller: Caller,
+    id: Uuid,
+    key: IdempotencyKey,
+    body: ActionBody,
+    answer: Answer,
+) -> Result<Response, Response> {
+    // Only an acceptance is tried unlocked; rejecting and withdrawing are rarer, and end the
+    // thread in the transaction that records any expiry found on the way.
+    let mut command = match answer {
+        Answer::Accept => Command::begin_unlocked(&state, caller.id, key, body.digest).await?,
+        Answer::Reject | Answer::Withdraw => Command::begin(&state, caller.id, key, body.digest).await?,
+    };
+    let outcome = command
+        .run(|conn, events, access| Box::pin(negotiation::answer(conn, events, access, caller, id, answer)))
+        .await;
+    let now = Utc::now();
+    Ok(command
+        .finish(outcome.map(|Answered { bid, thread, order }| {
+            Reply::json(
+                StatusCode::OK,
+                &AnswerView { bid: bid.into(), thread: thread.at(now), order: order.map(Into::into) },
+            )
+        }))
+        .await)
+}
+
+async fn accept(
+    State(state): State<AppState>,
+    caller: Caller,
+    Id(id): Id,
+    key: IdempotencyKey,
+    body: ActionBody,
+) -> Result<Response, Response> {
+    answer(state, caller, id, key, body, Answer::Accept).await
+}
+
+async fn reject(
+    State(state): State<AppState>,
+    caller: Caller,
+    Id(id): Id,
+    key: IdempotencyKey,
+    body: ActionBody,
+) -> Result<Response, Response> {
+    answer(state, caller, id, key, body, Answer::Reject).await
+}
+
+async fn withdraw(
+    State(state): State<AppState>,
+    caller: Caller,
+    Id(id): Id,
+    key: IdempotencyKey,
+    body: ActionBody,
+) -> Result<Response, Response> {
+    answer(state, caller, id, key, body, Answer::Withdraw).await
+}

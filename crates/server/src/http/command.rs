@@ -1,0 +1,278 @@
+//! One state-changing request = one transaction, with its `Idempotency-Key` honoured inside it.
+//!
+//! The request's writes are one unit of work of the market ([`Unit`]), which owns the
+//! transaction, the retry under locks and the wake-ups after the commit; this layer adds only
+//! what belongs to HTTP: the key's claim, the stored answer, and the response. The common moves
+//! may first be tried without a transaction ([`Command::begin_unlocked`]). With an
+//! `Idempotency-Key` the answer must be stored with the effect, so such a request always runs in
+//! a transaction.
+//!
+//! With a key, the transaction first takes an advisory lock on (agent, key): a concurrent
+//! duplicate finds it taken and gets 409 `idempotency_key_in_use`. Then it looks for a stored
+//! response: the same request replays it, a different one gets 422 `idempotency_key_reused`.
+//! Otherwise the operation runs and its response, success or refusal, is stored in the same
+//! transaction as its effect. Database failures roll everything back and store nothing.
+//! A handler that goes on after the commit (the compatibility routes wait for the other party's
+//! answer) may then replace the stored response with its complete answer ([`Committed::complete`]).
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::future::BoxFuture;
+use serde::Serialize;
+use sqlx::{PgConnection, PgPool};
+use uuid::Uuid;
+
+use super::AppState;
+use super::error::{ApiError, Code, PROBLEM_JSON};
+use super::extract::IdempotencyKey;
+use crate::db::idempotency::{self, Saved};
+use crate::events::Outbox;
+use crate::market::{self, Access, Unit};
+use crate::secrets;
+
+const JSON: &str = "application/json";
+
+/// The shortest `Idempotency-Key` accepted on unauthenticated registration.
+pub const MIN_ANONYMOUS_KEY_LEN: usize = 32;
+
+/// A response ready to send and to store for replays.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    status: StatusCode,
+    content_type: &'static str,
+    body: Vec<u8>,
+    /// The body carries a secret shown once: it is stored sealed.
+    secret: bool,
+}
+
+impl Reply {
+    pub fn json<T: Serialize>(status: StatusCode, value: &T) -> Reply {
+        let body = serde_json::to_vec(value).expect("responses serialize to JSON");
+        Reply { status, content_type: JSON, body, secret: false }
+    }
+
+    /// Marks the reply as carrying a secret (an API key), so that a stored copy is sealed.
+    pub fn with_secret(mut self) -> Reply {
+        self.secret = true;
+        self
+    }
+
+    fn problem(error: &ApiError) -> Reply {
+        Reply { status: error.status(), content_type: PROBLEM_JSON, body: error.body(), secret: false }
+    }
+}
+
+impl IntoResponse for Reply {
+    fn into_response(self) -> Response {
+        (self.status, [(header::CONTENT_TYPE, self.content_type)], self.body).into_response()
+    }
+}
+
+/// What identifies a stored response, and the key that seals it.
+struct Claim {
+    scope: Uuid,
+    key_digest: [u8; 32],
+    seal_key: [u8; 32],
+    request_digest: [u8; 32],
+}
+
+impl Claim {
+    fn new(scope: Uuid, key: &str, request_digest: [u8; 32]) -> Claim {
+        Claim {
+            scope,
+            key_digest: secrets::sha256_parts(&[b"haggle idempotency key", scope.as_bytes(), key.as_bytes()]),
+            seal_key: secrets::sha256_parts(&[b"haggle idempotency seal", scope.as_bytes(), key.as_bytes()]),
+            request_digest,
+        }
+    }
+
+    fn lock_id(&self) -> i64 {
+        i64::from_be_bytes(self.key_digest[..8].try_into().expect("eight bytes"))
+    }
+
+    fn replay(&self, saved: Saved) -> Result<Response, ApiError> {
+        if saved.request_digest != self.request_digest {
+            return Err(ApiError::new(
+                Code::IdempotencyKeyReused,
+                "this Idempotency-Key was used for a different request; use a new key for a new request",
+            ));
+        }
+        if saved.in_progress {
+            return Err(ApiError::new(
+                Code::IdempotencyKeyInUse,
+                "the request with this Idempotency-Key has committed and is still waiting for the other party; retry when it has finished",
+            ));
+        }
+        let body = if saved.sealed {
+            secrets::open(&self.seal_key, &saved.body).ok_or_else(ApiError::internal)?
+        } else {
+            saved.body
+        };
+        let status = StatusCode::from_u16(saved.status_code as u16).map_err(|_| ApiError::internal())?;
+        let mut response = (status, [(header::CONTENT_TYPE, saved.content_type)], body).into_response();
+        response.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
+        Ok(response)
+    }
+
+    fn record(&self, reply: &Reply) -> Saved {
+        Saved {
+            request_digest: self.request_digest.to_vec(),
+            status_code: reply.status.as_u16() as i16,
+            content_type: reply.content_type.to_owned(),
+            body: if reply.secret { secrets::seal(&self.seal_key, &reply.body) } else { reply.body.clone() },
+            sealed: reply.secret,
+            in_progress: false,
+        }
+    }
+}
+
+/// A state-changing request in progress: its unit of work, and the claim on its
+/// `Idempotency-Key`, if it has one.
+pub struct Command {
+    unit: Unit,
+    claim: Option<Claim>,
+}
+
+impl Command {
+    /// Opens the request's unit of work in a transaction. `Err` carries the whole answer when
+    /// there is nothing to run: a replay, a key in use or reused, or a database failure. `scope`
+    /// is the calling agent (the nil UUID for unauthenticated registration).
+    pub async fn begin(
+        state: &AppState,
+        scope: Uuid,
+        key: IdempotencyKey,
+        request_digest: [u8; 32],
+    ) -> Result<Command, Response> {
+        Self::try_begin(state, scope, key, request_digest).await.map_err(IntoResponse::into_response)?
+    }
+
+    async fn try_begin(
+        state: &AppState,
+        scope: Uuid,
+        key: IdempotencyKey,
+        request_digest: [u8; 32],
+    ) -> Result<Result<Command, Response>, ApiError> {
+        let mut unit = state.market.begin().await?;
+        let Some(key) = key.0 else {
+            return Ok(Ok(Command { unit, claim: None }));
+        };
+        if scope.is_nil() && key.len() < MIN_ANONYMOUS_KEY_LEN {
+            // Without an agent, the key alone decides who gets the stored answer (and the API key
+            // in it), so it must be unguessable.
+            return Err(ApiError::fields(
+                Code::MalformedRequest,
+                "the Idempotency-Key header is invalid",
+                &[haggle_domain::FieldError::new(
+                    "Idempotency-Key",
+                    format!("must be at least {MIN_ANONYMOUS_KEY_LEN} characters when registering; use a random UUID"),
+                )],
+            ));
+        }
+        let claim = Claim::new(scope, &key, request_digest);
+        if !idempotency::try_lock(unit.conn(), claim.lock_id()).await? {
+            return Err(ApiError::new(
+                Code::IdempotencyKeyInUse,
+                "a request with this Idempotency-Key is still being processed; retry when it has finished",
+            ));
+        }
+        if let Some(saved) = idempotency::find(unit.conn(), scope, &claim.key_digest).await? {
+            return Ok(Err(claim.replay(saved)?));
+        }
+        Ok(Ok(Command { unit, claim: Some(claim) }))
+    }
+
+    /// Opens the request without a transaction when it has no `Idempotency-Key` (its move is
+    /// then tried unlocked first), else as [`begin`](Self::begin) does: the answer to a keyed
+    /// request is stored with its effect, in one transaction.
+    pub async fn begin_unlocked(
+        state: &AppState,
+        scope: Uuid,
+        key: IdempotencyKey,
+        request_digest: [u8; 32],
+    ) -> Result<Command, Response> {
+        if key.0.is_some() {
+            return Self::begin(state, scope, key, request_digest).await;
+        }
+        match state.market.begin_unlocked().await {
+            Ok(unit) => Ok(Command { unit, claim: None }),
+            Err(error) => Err(ApiError::from(error).into_response()),
+        }
+    }
+
+    /// The unit's connection, for an operation that runs in its transaction.
+    pub fn conn(&mut self) -> &mut PgConnection {
+        self.unit.conn()
+    }
+
+    /// The connection, and the outbox the operation's events go to.
+    pub fn parts(&mut self) -> (&mut PgConnection, &mut Outbox) {
+        self.unit.parts()
+    }
+
+    /// Runs a market operation in the request's unit of work ([`Unit::run`]).
+    pub async fn run<T, F>(&mut self, operation: F) -> market::Result<T>
+    where
+        F: for<'u> FnMut(&'u mut PgConnection, &'u mut Outbox, Access) -> BoxFuture<'u, market::Result<T>>,
+    {
+        self.unit.run(operation).await
+    }
+
+    /// Stores the answer with the effect and commits, or rolls back on a database failure.
+    pub async fn finish(self, outcome: Result<Reply, market::Error>) -> Response {
+        match self.try_finish(outcome, false).await {
+            Ok(committed) => committed.reply.into_response(),
+            Err(error) => error.into_response(),
+        }
+    }
+
+    /// Commits as [`finish`](Self::finish) does, for a handler that goes on after the commit
+    /// (waiting for the other party's answer) and must then [complete](Committed::complete) the
+    /// answer: until then, a retry with the same key is told the request is still running.
+    /// `Err` is the whole answer: the database failed and nothing was done.
+    pub async fn commit(self, outcome: Result<Reply, market::Error>) -> Result<Committed, Response> {
+        self.try_finish(outcome, true).await.map_err(IntoResponse::into_response)
+    }
+
+    async fn try_finish(mut self, outcome: Result<Reply, market::Error>, running: bool) -> Result<Committed, ApiError> {
+        let reply = match outcome {
+            Ok(reply) => reply,
+            Err(market::Error::Rejected(rejection)) => Reply::problem(&ApiError::from(rejection)),
+            // Dropping the unit rolls it back.
+            Err(error @ (market::Error::Database(_) | market::Error::NeedsLocks)) => return Err(error.into()),
+        };
+        if let Some(claim) = &self.claim {
+            // A keyed request always runs in a transaction: its answer is stored with its effect.
+            let saved = Saved { in_progress: running, ..claim.record(&reply) };
+            if !idempotency::save(self.unit.conn(), claim.scope, &claim.key_digest, &saved).await? {
+                return Err(ApiError::new(
+                    Code::IdempotencyKeyInUse,
+                    "a concurrent request with this Idempotency-Key came first",
+                ));
+            }
+        }
+        self.unit.commit().await?;
+        Ok(Committed { reply, claim: self.claim })
+    }
+}
+
+/// A committed request's answer, and the key its copy for replays is stored under, if any.
+pub struct Committed {
+    pub reply: Reply,
+    claim: Option<Claim>,
+}
+
+impl Committed {
+    /// Replaces the answer stored for replays with `reply`, the request's complete answer, which
+    /// was known only after the commit (the other party's answer to the committed move), and
+    /// lets retries have it. If this fails, the committed answer stays stored, and is replayed
+    /// once its mark has run out ([`idempotency::RUNNING_SECONDS`]): it was true when stored.
+    pub async fn complete(self, pool: &PgPool, reply: Reply) -> Reply {
+        if let Some(claim) = &self.claim {
+            if let Err(error) = idempotency::replace(pool, claim.scope, &claim.key_digest, &claim.record(&reply)).await
+            {
+                tracing::warn!(%error, "could not store the completed answer for replays");
+            }
+        }
+        reply
+    }
+}

@@ -1,0 +1,244 @@
+//! `/v1/events`: an agent's events, read from a cursor, long-polled or streamed.
+//!
+//! Waiting never holds a database connection: a waiter subscribes to this instance's hub,
+//! reads, and sleeps until the listener says that an event for its agent was published (on
+//! any instance) or its time is up.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use futures::Stream;
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::error::{ApiError, Code};
+use super::extract::{Params, api_key_digest};
+use super::{AppState, DEFAULT_LIMIT, Endpoint, MAX_LIMIT, MAX_WAIT};
+use crate::db;
+use crate::db::agents::Caller;
+use crate::events::{Event, MAX_WAITERS_PER_AGENT, Subscription};
+use haggle_domain::FieldError;
+
+pub fn endpoints() -> Vec<Endpoint> {
+    vec![Endpoint::get("/v1/events", list), Endpoint::get("/v1/events/stream", stream)]
+}
+
+/// How often a stream checks that its API key still stands (and, with nothing to send,
+/// re-reads in case a wake-up went astray).
+const REAUTHENTICATE: Duration = Duration::from_secs(10);
+/// Events read per query by a stream.
+const STREAM_BATCH: i64 = 100;
+
+fn invalid(field: &str, message: impl Into<String>) -> ApiError {
+    ApiError::fields(Code::ValidationFailed, "some query parameters are invalid", &[FieldError::new(field, message)])
+}
+
+/// Validates a `wait` parameter in seconds: 0 to 60, fractions allowed.
+pub fn wait_param(wait: Option<f64>) -> Result<Option<Duration>, ApiError> {
+    match wait {
+        None => Ok(None),
+        Some(seconds) if seconds.is_finite() && (0.0..=MAX_WAIT.as_secs_f64()).contains(&seconds) => {
+            Ok(Some(Duration::from_secs_f64(seconds)))
+        }
+        Some(_) => Err(invalid("wait", format!("must be a number of seconds from 0 to {}", MAX_WAIT.as_secs()))),
+    }
+}
+
+fn after_param(after: Option<i64>) -> Result<i64, ApiError> {
+    match after {
+        None => Ok(0),
+        Some(after) if after >= 0 => Ok(after),
+        Some(_) => Err(invalid("after", "must be an event id (0 or more)")),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    after: Option<i64>,
+    limit: Option<i64>,
+    wait: Option<f64>,
+}
+
+/// A page of events. `next_cursor` is where to resume (pass it as `after`): the last event's
+/// id, or the `after` given when there was none.
+#[derive(Debug, Serialize)]
+struct EventPage {
+    data: Vec<Event>,
+    next_cursor: String,
+    has_more: bool,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Params(query): Params<ListQuery>,
+) -> Result<Json<EventPage>, ApiError> {
+    let after = after_param(query.after)?;
+    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(invalid("limit", format!("must be between 1 and {MAX_LIMIT}")));
+    }
+    let wait = wait_param(query.wait)?.unwrap_or(Duration::ZERO);
+    let deadline = Instant::now() + wait;
+    let mut subscription = subscribe(&state, caller.id)?;
+    let mut events = loop {
+        subscription.mark();
+        let events = db::events::for_agent(&state.pool, caller.id, after, limit + 1).await?;
+        if !events.is_empty() {
+            break events;
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() || !wake_or_stop(&mut subscription, remaining, &state.shutdown).await {
+            break events;
+        }
+    };
+    let has_more = events.len() as i64 > limit;
+    events.truncate(limit as usize);
+    let next_cursor = events.last().map_or(after, |event| event.id).to_string();
+    Ok(Json(EventPage { data: events, next_cursor, has_more }))
+}
+
+/// Subscribes a waiter for the agent, or answers 429 when it already has as many as it may.
+pub fn subscribe(state: &AppState, agent_id: Uuid) -> Result<Subscription, ApiError> {
+    state.hub.subscribe(agent_id).map_err(|_| ApiError {
+        detail: format!(
+            "this agent already has {MAX_WAITERS_PER_AGENT} long polls, bid waits and event streams open on this \
+             server; close one, or follow everything with one stream"
+        ),
+        ..ApiError::rate_limited(Duration::from_secs(1))
+    })
+}
+
+/// Waits for a wake-up, at most `timeout`. `false` when the time ran out or the server is
+/// stopping.
+pub async fn wake_or_stop(subscription: &mut Subscription, timeout: Duration, shutdown: &CancellationToken) -> bool {
+    tokio::select! {
+        woke = subscription.wait(timeout) => woke,
+        _ = shutdown.cancelled() => false,
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StreamQuery {
+    after: Option<i64>,
+}
+
+/// Where a stream starts: after `Last-Event-ID` when reconnecting, else after `?after=`, else
+/// after the newest event (only what happens from now on).
+async fn stream_start(pool: &PgPool, headers: &HeaderMap, after: Option<i64>) -> Result<i64, ApiError> {
+    if let Some(value) = headers.get("last-event-id") {
+        return value
+            .to_str()
+            .ok()
+            .and_then(|value| value.trim().parse::<i64>().ok())
+            .filter(|id| *id >= 0)
+            .ok_or_else(|| {
+                ApiError::fields(
+                    Code::MalformedRequest,
+                    "the Last-Event-ID header is invalid",
+                    &[FieldError::new("Last-Event-ID", "must be the id of an event this stream sent")],
+                )
+            });
+    }
+    match after {
+        Some(after) => after_param(Some(after)),
+        None => Ok(db::events::last_id(pool).await?),
+    }
+}
+
+struct Streaming {
+    pool: PgPool,
+    agent_id: Uuid,
+    /// The stream's API key, checked again every [`REAUTHENTICATE`]: revoking it ends the stream.
+    key_digest: [u8; 32],
+    authenticated_at: Instant,
+    cursor: i64,
+    ready: VecDeque<Event>,
+    subscription: Subscription,
+    shutdown: CancellationToken,
+}
+
+impl Streaming {
+    /// The next event, waiting for it if need be; `None` ends the stream (the server is
+    /// stopping, or the database failed and the client should reconnect with Last-Event-ID).
+    async fn next(&mut self) -> Option<Event> {
+        loop {
+            if self.authenticated_at.elapsed() >= REAUTHENTICATE {
+                match db::agents::caller_by_key_digest(&self.pool, &self.key_digest).await {
+                    Ok(Some(caller)) if caller.id == self.agent_id => self.authenticated_at = Instant::now(),
+                    Ok(_) => {
+                        tracing::info!("an event stream's API key was revoked; closing the stream");
+                        return None;
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "an event stream could not check its API key; closing it");
+                        return None;
+                    }
+                }
+            }
+            if let Some(event) = self.ready.pop_front() {
+                self.cursor = event.id;
+                return Some(event);
+            }
+            self.subscription.mark();
+            match db::events::for_agent(&self.pool, self.agent_id, self.cursor, STREAM_BATCH).await {
+                Ok(events) if !events.is_empty() => {
+                    self.ready.extend(events);
+                    continue;
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(%error, "an event stream could not read its events; closing it");
+                    return None;
+                }
+            }
+            let recheck = REAUTHENTICATE.saturating_sub(self.authenticated_at.elapsed()).max(Duration::from_millis(10));
+            tokio::select! {
+                _ = self.subscription.wait(recheck) => {}
+                _ = self.shutdown.cancelled() => return None,
+            }
+        }
+    }
+}
+
+async fn stream(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    Params(query): Params<StreamQuery>,
+) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
+    // Subscribed before the start is read, so nothing published in between is missed.
+    let subscription = subscribe(&state, caller.id)?;
+    let key_digest = api_key_digest(&headers).ok_or_else(ApiError::internal)?;
+    let cursor = stream_start(&state.pool, &headers, query.after).await?;
+    let streaming = Streaming {
+        pool: state.pool.clone(),
+        agent_id: caller.id,
+        key_digest,
+        authenticated_at: Instant::now(),
+        cursor,
+        ready: VecDeque::new(),
+        subscription,
+        shutdown: state.shutdown.clone(),
+    };
+    let events = futures::stream::unfold(streaming, |mut streaming| async move {
+        let event = streaming.next().await?;
+        let sse = SseEvent::default()
+            .id(event.id.to_string())
+            .event(event.kind.as_str())
+            .json_data(&event)
+            .expect("events serialize to JSON");
+        Some((Ok(sse), streaming))
+    });
+    Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(state.settings.heartbeat).text("heartbeat")))
+}

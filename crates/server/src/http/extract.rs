@@ -1,0 +1,254 @@
+//! Extractors that turn every malformed input into a problem+json answer.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
+use serde::de::DeserializeOwned;
+use serde_json::error::Category;
+use uuid::Uuid;
+
+use super::AppState;
+use super::error::{ApiError, Code};
+use crate::db;
+use crate::db::agents::Caller;
+use crate::secrets;
+use haggle_domain::FieldError;
+
+/// The longest `Idempotency-Key` accepted.
+pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
+
+/// A JSON request body, with a digest of the request it came in (method, path and body), which
+/// idempotency uses to tell a retry from a different request under the same key.
+pub struct JsonBody<T> {
+    pub value: T,
+    pub digest: [u8; 32],
+}
+
+/// The body of an action that takes no fields: empty, or `{}`.
+pub struct ActionBody {
+    pub digest: [u8; 32],
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoFields {}
+
+async fn read_body<S: Send + Sync>(request: Request, state: &S) -> Result<(Bytes, [u8; 32]), ApiError> {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let bytes = Bytes::from_request(request, state).await.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(Code::PayloadTooLarge, "the request body is larger than this server accepts")
+        } else {
+            ApiError::malformed("the request body could not be read")
+        }
+    })?;
+    let digest = secrets::sha256_parts(&[method.as_str().as_bytes(), path.as_bytes(), &bytes]);
+    Ok((bytes, digest))
+}
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let (bytes, digest) = read_body(request, state).await?;
+        match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+            None => Err(ApiError::malformed("the request body is empty; send a JSON object")),
+            // Serde would read a JSON array into a struct field by field; only objects are accepted.
+            Some(b'{') => Ok(JsonBody { value: parse_json(&bytes)?, digest }),
+            Some(_) => Err(ApiError::malformed("the request body must be a JSON object")),
+        }
+    }
+}
+
+impl<S: Send + Sync> FromRequest<S> for ActionBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let (bytes, digest) = read_body(request, state).await?;
+        match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+            None => {}
+            Some(b'{') => parse_json::<NoFields>(&bytes).map(drop)?,
+            Some(_) => return Err(ApiError::malformed("the request body must be empty or a JSON object")),
+        }
+        Ok(ActionBody { digest })
+    }
+}
+
+/// Parses JSON, naming the field at fault. Unreadable JSON, wrong types and unknown fields are
+/// malformed requests (400); a missing field or a value outside a field's choices fails
+/// validation (422).
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+        let path = error.path().to_string();
+        classify(error.into_inner(), &path)
+    })?;
+    deserializer
+        .end()
+        .map_err(|error| ApiError::malformed(format!("the request body has data after its JSON value: {error}")))?;
+    Ok(value)
+}
+
+fn classify(error: serde_json::Error, path: &str) -> ApiError {
+    match error.classify() {
+        Category::Syntax | Category::Eof | Category::Io => {
+            ApiError::malformed(format!("the request body is not valid JSON: {error}"))
+        }
+        Category::Data => {
+            let full = error.to_string();
+            let message = full.split(" at line ").next().unwrap_or(&full).to_owned();
+            let (code, field, message) = if let Some(name) = message.strip_prefix("missing field `") {
+                let name = name.trim_end_matches('`');
+                let field = if path == "." { name.to_owned() } else { format!("{path}.{name}") };
+                (Code::ValidationFailed, field, "is required".to_owned())
+            } else if message.starts_with("unknown variant") || message.starts_with("invalid value") {
+                (Code::ValidationFailed, path.to_owned(), message)
+            } else {
+                (Code::MalformedRequest, path.to_owned(), message)
+            };
+            let detail = match code {
+                Code::ValidationFailed => "some fields of the request are invalid",
+                _ => "the request body does not have the expected shape",
+            };
+            ApiError::fields(code, detail, &[FieldError::new(field, message)])
+        }
+    }
+}
+
+/// A UUID path parameter.
+pub struct Id(pub Uuid);
+
+impl<S: Send + Sync> FromRequestParts<S> for Id {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Path(raw) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|_| ApiError::malformed("the path is missing its id"))?;
+        Uuid::parse_str(&raw).map(Id).map_err(|_| {
+            ApiError::fields(
+                Code::MalformedRequest,
+                "the id in the path is not a UUID",
+                &[FieldError::new("id", "must be a UUID")],
+            )
+        })
+    }
+}
+
+/// Query parameters; unknown parameters and unreadable values are malformed requests.
+pub struct Params<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(value)| Params(value))
+            .map_err(|rejection| ApiError::malformed(rejection.body_text()))
+    }
+}
+
+/// The `Idempotency-Key` header, if sent.
+pub struct IdempotencyKey(pub Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        let Some(value) = parts.headers.get("idempotency-key") else {
+            return Ok(IdempotencyKey(None));
+        };
+        let invalid = || {
+            ApiError::fields(
+                Code::MalformedRequest,
+                "the Idempotency-Key header is invalid",
+                &[FieldError::new(
+                    "Idempotency-Key",
+                    format!("must be 1 to {MAX_IDEMPOTENCY_KEY_LEN} printable ASCII characters"),
+                )],
+            )
+        };
+        let key = value.to_str().map_err(|_| invalid())?;
+        if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY_LEN || !key.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(invalid());
+        }
+        Ok(IdempotencyKey(Some(key.to_owned())))
+    }
+}
+
+fn bearer_token(parts: &Parts) -> Option<&str> {
+    bearer_token_of(&parts.headers)
+}
+
+/// The digest of the API key a request authenticated with, for a long-lived request (an event
+/// stream) to check later that the key still stands.
+pub fn api_key_digest(headers: &axum::http::HeaderMap) -> Option<[u8; 32]> {
+    api_key_of(headers).map(|token| secrets::sha256(token.as_bytes()))
+}
+
+/// An agent's API key: `Authorization: Bearer <key>`, or `X-API-Key: <key>` as IAB-style buyer
+/// agents send it.
+fn api_key_of(headers: &axum::http::HeaderMap) -> Option<&str> {
+    bearer_token_of(headers).or_else(|| {
+        let key = headers.get("x-api-key")?.to_str().ok()?.trim();
+        (!key.is_empty()).then_some(key)
+    })
+}
+
+fn bearer_token_of(headers: &axum::http::HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|token| !token.is_empty())
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let token = api_key_of(&parts.headers)
+            .ok_or_else(|| ApiError::unauthenticated("send your API key as `Authorization: Bearer <api key>`"))?;
+        let invalid = || ApiError::unauthenticated("the API key is not valid or has been revoked");
+        if !token.starts_with(secrets::API_KEY_PREFIX) || token.len() > 128 {
+            return Err(invalid());
+        }
+        let digest = secrets::sha256(token.as_bytes());
+        let caller = match state.keys.get(&digest) {
+            Ok(caller) => caller,
+            Err(ticket) => {
+                let caller = db::agents::caller_by_key_digest(&state.pool, &digest).await?.ok_or_else(invalid)?;
+                state.keys.store(ticket, digest, caller);
+                caller
+            }
+        };
+        state.check_rate(super::ratelimit::Caller::Agent(caller.id))?;
+        Ok(caller)
+    }
+}
+
+/// The operator, authenticated by `HAGGLE_ADMIN_TOKEN`.
+pub struct Operator;
+
+impl FromRequestParts<AppState> for Operator {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let Some(expected) = state.settings.admin_token.as_deref() else {
+            return Err(ApiError::new(
+                Code::Forbidden,
+                "the operator API is disabled on this server; start it with HAGGLE_ADMIN_TOKEN set",
+            ));
+        };
+        let token = bearer_token(parts)
+            .ok_or_else(|| ApiError::unauthenticated("send the operator token as `Authorization: Bearer <token>`"))?;
+        if secrets::secrets_equal(token, expected) {
+            Ok(Operator)
+        } else if token.starts_with(secrets::API_KEY_PREFIX) {
+            Err(ApiError::new(Code::Forbidden, "this route is for the operator; agent keys cannot use it"))
+        } else {
+            Err(ApiError::unauthenticated("the operator token is not valid"))
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! `/v1/listings`: listings, and the bids and purchases made on them.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use chrono::Utc;
+use haggle_api::{self as api, BidAndThread, ListingPatch, NewListing, Purchased};
+use serde::Deserialize;
+use uuid::Uuid;
+
+use super::error::ApiError;
+use super::extract::{ActionBody, Id, IdempotencyKey, JsonBody, Params};
+use super::{AppState, Command, Endpoint, Page, Reply, choice, paging};
+use crate::db;
+use crate::db::agents::Caller;
+use crate::db::listings::ListingFilter;
+use crate::market::{listings, negotiation};
+use haggle_domain::bid::Proposal;
+
+pub fn endpoints() -> Vec<Endpoint> {
+    vec![
+        Endpoint::post("/v1/listings", create),
+        Endpoint::get("/v1/listings", list),
+        Endpoint::get("/v1/listings/{id}", read),
+        Endpoint::patch("/v1/listings/{id}", update),
+        Endpoint::post("/v1/listings/{id}/withdraw", withdraw),
+        Endpoint::post("/v1/listings/{id}/bids", place_bid),
+        Endpoint::post("/v1/listings/{id}/purchase", purchase),
+    ]
+}
+
+async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    key: IdempotencyKey,
+    body: JsonBody<NewListing>,
+) -> Result<Response, Response> {
+    let mut command = Command::begin(&state, caller.id, key, body.digest).await?;
+    let outcome = listings::create(command.conn(), caller, body.value, state.settings.rules).await;
+    Ok(command.finish(outcome.map(|listing| Reply::json(StatusCode::CREATED, &api::Listing::from(listing)))).await)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    seller_id: Option<Uuid>,
+    status: Option<String>,
+    q: Option<String>,
+    limit: Option<i64>,
+    cursor: Option<String>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    _caller: Caller,
+    Params(query): Params<ListQuery>,
+) -> Result<Json<Page<api::Listing>>, ApiError> {
+    let (limit, after) = paging(query.limit, query.cursor.as_deref())?;
+    let filter = ListingFilter {
+        seller_id: query.seller_id,
+        status: choice("status", query.status.as_deref())?,
+        q: search_text(query.q)?,
+        after,
+        limit,
+    };
+    let page = db::listings::list(&state.pool, &filter).await?;
+    Ok(Json(page.map(api::Listing::from)))
+}
+
+/// The `q` parameter: free text of at most 200 characters, without control characters.
+fn search_text(q: Option<String>) -> Result<Option<String>, ApiError> {
+    let Some(q) = q.filter(|q| !q.trim().is_empty()) else { return Ok(None) };
+    haggle_domain::rejection::text(&q, false, 200).map(Some).map_err(|message| {
+        ApiError::fields(
+            super::error::Code::ValidationFailed,
+            "some query parameters are invalid",
+            &[haggle_domain::FieldError::new("q", message)],
+        )
+    })
+}
+
+async fn read(State(state): State<AppState>, _caller: Caller, Id(id): Id) -> Result<Json<api::Listing>, ApiError> {
+    db::listings::get(&state.pool, id)
+        .await?
+        .map(|listing| Json(listing.into()))
+        .ok_or_else(|| ApiError::not_found("listing"))
+}
+
+async fn update(
+    State(state): State<AppState>,
+    caller: Caller,
+    Id(id): Id,
+    body: JsonBody<ListingPatch>,
+) -> Result<Response, Response> {
+    let mut command = Command::begin(&state, caller.id, IdempotencyKey(None), body.digest).await?;
+    let outcome = listings::update(command.conn(), caller, id, body.value, state.settings.rules).await;
+    Ok(command.finish(outcome.map(|listing| Reply::json(StatusCode::OK, &api::Listing::from(listing)))).await)
+}
+
+async fn withdraw(
+    State(state): State<AppState>,
+    caller: Caller,
+    Id(id): Id,
+    key: IdempotencyKey,
+    body: ActionBody,
+) -> Result<Response, Response> {
+    let mut command = Command::begin(&state, caller.id, key, body.digest).await?;
+    let (conn, events) = command.parts();
+    let outcome = listings::withdraw(conn, events, caller, id).await;
+    Ok(command.finish(outcome.map(|listing| Reply::json(StatusCode::OK, &api::Listing::from(listing)))).await)
+}
+
+async fn place_bid(
+    State(state): State<AppState>,
+    caller: Caller,
+    Id(id): Id,
+    key: IdempotencyKey,
+    body: JsonBody<api::Placement>,
+) -> Result<Response, Response> {
+    let mut command = Command::begin_unlocked(&state, caller.id, key, body.digest).await?;
+    let rules = state.settings.rules;
+    let placement = Proposal::from(body.value);
+    let outcome = command
+        .run(|conn, events, access| {
+            let placement = placement.clone();
+            Box::pin(async move { negotiation::place(conn, events, access, caller, id, &placement, rules).await })
+        })
+        .await;
+    let now = Utc::now();
+    Ok(command
+        .finish(outcome.map(|(bid, thread)| {
+            Reply::json(StatusCode::CREATED, &BidAndThread { bid: bid.into(), thread: thread.at(now) })
+        }))
+        .await)
+}
+
+async fn purchase(
+    State(state): State<AppState>,
+    caller: Caller,
+    Id(id): Id,
+    key: IdempotencyKey,
+    body: ActionBody,
+) -> Result<Response, Response> {
+    let mut command = Command::begin(&state, caller.id, key, body.digest).await?;
+    let (conn, events) = command.parts();
+    let outcome = listings::purchase(conn, events, caller, id).await;
+    Ok(command.finish(outcome.map(|order| Reply::json(StatusCode::CREATED, &Purchased { order: order.into() }))).await)
+}

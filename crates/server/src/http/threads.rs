@@ -1,0 +1,55 @@
+//! `/v1/threads`: my negotiations.
+
+use axum::Json;
+use axum::extract::State;
+use chrono::Utc;
+use haggle_api::{self as api, ThreadWithBids};
+use serde::Deserialize;
+use uuid::Uuid;
+
+use super::error::ApiError;
+use super::extract::{Id, Params};
+use super::{AppState, Endpoint, Page, choice, paging};
+use crate::db;
+use crate::db::agents::Caller;
+use crate::db::negotiation::ThreadFilter;
+
+pub fn endpoints() -> Vec<Endpoint> {
+    vec![Endpoint::get("/v1/threads", list), Endpoint::get("/v1/threads/{id}", read)]
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    role: Option<String>,
+    status: Option<String>,
+    listing_id: Option<Uuid>,
+    limit: Option<i64>,
+    cursor: Option<String>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Params(query): Params<ListQuery>,
+) -> Result<Json<Page<api::Thread>>, ApiError> {
+    let (limit, after) = paging(query.limit, query.cursor.as_deref())?;
+    let filter = ThreadFilter {
+        role: choice("role", query.role.as_deref())?,
+        status: choice("status", query.status.as_deref())?,
+        listing_id: query.listing_id,
+        after,
+        limit,
+    };
+    let page = db::negotiation::list_threads(&state.pool, caller.id, &filter).await?;
+    let now = Utc::now();
+    Ok(Json(page.map(|thread| thread.at(now))))
+}
+
+async fn read(State(state): State<AppState>, caller: Caller, Id(id): Id) -> Result<Json<ThreadWithBids>, ApiError> {
+    let (thread, bids) = db::negotiation::get_thread_with_bids(&state.pool, id, caller.id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("thread"))?;
+    let now = Utc::now();
+    Ok(Json(ThreadWithBids { thread: thread.at(now), bids: bids.iter().map(|bid| bid.at(now)).collect() }))
+}

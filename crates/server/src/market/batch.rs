@@ -1,0 +1,243 @@
+//! Moves made together. Unlocked placements, counters and acceptances ([`Access::Unlocked`]) are
+//! handed to a worker with connections of its own, which makes all the moves waiting when it is
+//! free in one statement per kind of move, the three statements side by side: one round trip,
+//! one commit and one plan for many moves. Each move keeps its own compare-and-set, so a move
+//! that lost a race or found its bid past its deadline comes back unmade, with nothing of it
+//! written, and its request makes it again under locks. Two moves on one thread (one listing,
+//! for acceptances; one buyer's threads on a listing, for placements) never share a statement;
+//! the later one waits for the next round.
+//!
+//! A worker never waits to gather moves: under light load each statement carries one move, and
+//! under heavy load the moves that arrive while a round runs go together in the next. One
+//! worker makes the largest statements, which cost the least per move; more workers
+//! (`HAGGLE_MOVE_WORKERS`) split the waiting moves between them.
+//!
+//! [`Access::Unlocked`]: super::Access::Unlocked
+
+use std::any::Any;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use sqlx::{PgConnection, PgPool};
+use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio::task::JoinSet;
+use uuid::Uuid;
+
+use crate::db::negotiation::{self, AcceptMove, Accepted, CounterMove, Made, MoveEvent, PlaceMove};
+use crate::db::{Bid, Thread};
+use crate::events::NewEvent;
+
+/// The most moves one round makes.
+const MAX_BATCH: usize = 64;
+
+/// What a statement of moves gives back: each move's outcome, in order (`None` for a move that
+/// was not made, of which nothing was written).
+pub type Outcomes<'a, T> = BoxFuture<'a, Result<Vec<Option<Made<T>>>, sqlx::Error>>;
+
+/// A move's outcome, as its request hears it: `None` if it was not made (its compare-and-set
+/// failed, or its statement did), and nothing of it was written.
+type Reply<T> = oneshot::Sender<Option<Made<T>>>;
+
+/// A kind of move made in one statement: the statement, and what two moves in one statement
+/// must not share.
+pub(crate) trait Move: Clone + Send + Sync + Sized + 'static {
+    /// The rows a move of this kind writes, as stored.
+    type Made: Send + 'static;
+    /// What a statement of them is called, in logs.
+    const KIND: &'static str;
+
+    /// Two moves with the same key never share a statement.
+    fn key(&self) -> (Uuid, Uuid);
+
+    /// Makes the moves in one statement, with their events (each tagged with its move's index).
+    fn make<'a>(conn: &'a mut PgConnection, moves: &'a [Self], events: &'a [MoveEvent<'a>])
+    -> Outcomes<'a, Self::Made>;
+}
+
+impl Move for PlaceMove {
+    type Made = (Bid, Thread);
+    const KIND: &'static str = "placements";
+
+    /// A buyer's threads on a listing.
+    fn key(&self) -> (Uuid, Uuid) {
+        (self.listing_id, self.opening.author_id)
+    }
+
+    fn make<'a>(
+        conn: &'a mut PgConnection,
+        moves: &'a [Self],
+        events: &'a [MoveEvent<'a>],
+    ) -> Outcomes<'a, Self::Made> {
+        Box::pin(negotiation::place(conn, moves, events))
+    }
+}
+
+impl Move for CounterMove {
+    type Made = (Bid, Thread);
+    const KIND: &'static str = "counters";
+
+    /// The thread.
+    fn key(&self) -> (Uuid, Uuid) {
+        (self.thread_id, Uuid::nil())
+    }
+
+    fn make<'a>(
+        conn: &'a mut PgConnection,
+        moves: &'a [Self],
+        events: &'a [MoveEvent<'a>],
+    ) -> Outcomes<'a, Self::Made> {
+        Box::pin(negotiation::counter(conn, moves, events))
+    }
+}
+
+impl Move for AcceptMove {
+    type Made = Accepted;
+    const KIND: &'static str = "acceptances";
+
+    /// The listing, which sells a unit.
+    fn key(&self) -> (Uuid, Uuid) {
+        (self.listing_id, Uuid::nil())
+    }
+
+    fn make<'a>(
+        conn: &'a mut PgConnection,
+        moves: &'a [Self],
+        events: &'a [MoveEvent<'a>],
+    ) -> Outcomes<'a, Self::Made> {
+        Box::pin(negotiation::accept(conn, moves, events))
+    }
+}
+
+/// A move waiting to be made, with its events and where its outcome goes.
+struct Pending<M: Move> {
+    what: M,
+    events: Vec<NewEvent>,
+    reply: Reply<M::Made>,
+}
+
+/// A move of any kind in the queue: what two moves in one statement must not share, the move
+/// itself (a [`Pending`] of its kind), and how a statement of moves of its kind is made. The
+/// batcher knows no kind by name: a new kind of move is one more [`Move`] implementation.
+pub(crate) struct Job {
+    kind: &'static str,
+    key: (Uuid, Uuid),
+    pending: Queued,
+    make_all: MakeAll,
+}
+
+/// Makes a statement of moves of one kind, each a boxed [`Pending`] of that kind.
+type MakeAll = for<'a> fn(&'a PgPool, Vec<Queued>) -> BoxFuture<'a, ()>;
+
+/// A boxed [`Pending`] of some kind of move.
+type Queued = Box<dyn Any + Send>;
+
+impl Job {
+    fn new<M: Move>(what: M, events: Vec<NewEvent>, reply: Reply<M::Made>) -> Job {
+        Job {
+            kind: M::KIND,
+            key: what.key(),
+            pending: Box::new(Pending { what, events, reply }),
+            make_all: make_all::<M>,
+        }
+    }
+}
+
+fn make_all<M: Move>(pool: &PgPool, pending: Vec<Queued>) -> BoxFuture<'_, ()> {
+    let moves: Vec<Pending<M>> =
+        pending.into_iter().map(|job| *job.downcast::<Pending<M>>().expect("jobs are grouped by kind")).collect();
+    Box::pin(statement(pool, moves))
+}
+
+/// Where unlocked moves are sent to be made; cheap to clone.
+#[derive(Clone)]
+pub struct Batcher {
+    jobs: mpsc::UnboundedSender<Job>,
+}
+
+impl Batcher {
+    /// Starts `workers` workers in `tasks`, which make moves over `pool`'s connections (three
+    /// at a time each). The pool must be the workers' own: a request waiting for its move holds
+    /// a connection of the server's. The workers stop when the last handle is dropped.
+    pub fn start(pool: PgPool, workers: usize, tasks: &mut JoinSet<()>) -> Batcher {
+        let (jobs, queue) = mpsc::unbounded_channel();
+        let queue = Arc::new(Mutex::new(queue));
+        for _ in 0..workers.max(1) {
+            tasks.spawn(work(pool.clone(), queue.clone()));
+        }
+        Batcher { jobs }
+    }
+
+    /// Makes the move with its events; `None` if it was not made.
+    pub(crate) async fn make<M: Move>(&self, what: M, events: Vec<NewEvent>) -> Option<Made<M::Made>> {
+        let (reply, answer) = oneshot::channel();
+        self.jobs.send(Job::new(what, events, reply)).ok()?;
+        answer.await.ok().flatten()
+    }
+}
+
+async fn work(pool: PgPool, queue: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>) {
+    loop {
+        let mut jobs = Vec::new();
+        {
+            let mut queue = queue.lock().await;
+            let Some(first) = queue.recv().await else { return };
+            jobs.push(first);
+            while jobs.len() < MAX_BATCH {
+                match queue.try_recv() {
+                    Ok(job) => jobs.push(job),
+                    Err(_) => break,
+                }
+            }
+        }
+        while !jobs.is_empty() {
+            // Moves that share what they must not with an earlier one wait for the next round.
+            let mut keys = HashSet::new();
+            let (round, later): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|job| keys.insert(job.key));
+            jobs = later;
+            make_round(&pool, round).await;
+        }
+    }
+}
+
+/// Makes one round of moves: one statement per kind of move, side by side, each on a
+/// connection of its own.
+async fn make_round(pool: &PgPool, round: Vec<Job>) {
+    let mut kinds: Vec<(&'static str, MakeAll, Vec<Queued>)> = Vec::new();
+    for job in round {
+        match kinds.iter_mut().find(|(kind, _, _)| *kind == job.kind) {
+            Some((_, _, pending)) => pending.push(job.pending),
+            None => kinds.push((job.kind, job.make_all, vec![job.pending])),
+        }
+    }
+    futures::future::join_all(kinds.into_iter().map(|(_, make_all, pending)| make_all(pool, pending))).await;
+}
+
+/// Makes the moves in one statement and hands each its outcome. If the statement fails, or no
+/// connection can be had, none of them was made: each request makes its move again under locks,
+/// which will say why if the database is out of reach.
+async fn statement<M: Move>(pool: &PgPool, moves: Vec<Pending<M>>) {
+    if moves.is_empty() {
+        return;
+    }
+    let Ok(mut conn) = pool.acquire().await else { return };
+    let what: Vec<M> = moves.iter().map(|pending| pending.what.clone()).collect();
+    let made = {
+        let events: Vec<MoveEvent> = moves
+            .iter()
+            .enumerate()
+            .flat_map(|(index, pending)| pending.events.iter().map(move |event| MoveEvent { index, event }))
+            .collect();
+        M::make(&mut conn, &what, &events).await
+    };
+    match made {
+        Ok(made) => {
+            for (pending, made) in moves.into_iter().zip(made) {
+                let _ = pending.reply.send(made);
+            }
+        }
+        Err(error) => {
+            tracing::warn!(%error, moves = moves.len(), "a statement of {} failed; each is made again under locks", M::KIND);
+        }
+    }
+}

@@ -1,0 +1,497 @@
+//! Placing, countering and answering bids.
+
+use chrono::{DateTime, Utc};
+use haggle_api::OrderStatus;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::batch::Move;
+use super::{Access, Error, Result, Rules};
+use crate::db::agents::Caller;
+use crate::db::negotiation::{self, AcceptMove, BidContext, CounterMove, Made, MoveEvent, NewBid, PlaceMove};
+use crate::db::{self, Bid, Listing, Order, Thread};
+use crate::events::{EventType, NewEvent, Outbox, Written};
+use haggle_domain::bid::{self, Action, Actor, Proposal, Transition};
+use haggle_domain::money::RawAmount;
+use haggle_domain::rejection::Validator;
+use haggle_domain::{BidStatus, ListingStatus, Party, Reason, Rejection, ThreadStatus};
+
+/// The answers to a pending bid that end the thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    Accept,
+    Reject,
+    Withdraw,
+}
+
+impl Answer {
+    fn action(self) -> Action {
+        match self {
+            Answer::Accept => Action::Accept,
+            Answer::Reject => Action::Reject,
+            Answer::Withdraw => Action::Withdraw,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Answered {
+    pub bid: Bid,
+    pub thread: Thread,
+    pub order: Option<Order>,
+}
+
+/// Checks the parts of a new bid that do not depend on the negotiation's state.
+fn check_bid_fields(
+    v: &mut Validator,
+    amount: RawAmount,
+    message: Option<&str>,
+    terms: Option<&serde_json::Value>,
+    expires_in: Option<i64>,
+    rules: Rules,
+) -> Option<i64> {
+    let amount = v.check("amount", amount.validate(rules.amounts)).map(|a| a.minor_units());
+    v.check("message", bid::check_message(message));
+    v.check("terms", bid::check_terms(terms));
+    if expires_in.is_some() {
+        v.check("expires_in", bid::expires_in(expires_in, 0));
+    }
+    amount
+}
+
+fn not_found() -> Rejection {
+    Rejection::NotFound { what: "bid" }
+}
+
+/// Opens a thread on a listing with the buyer's first bid. Unlocked, a placement that finds the
+/// buyer's last thread there past its deadline (which must be ended first) is made under locks.
+pub async fn place(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    access: Access,
+    caller: Caller,
+    listing_id: Uuid,
+    input: &Proposal,
+    rules: Rules,
+) -> Result<(Bid, Thread)> {
+    let mut v = Validator::new();
+    let amount =
+        check_bid_fields(&mut v, input.amount, input.message.as_deref(), input.own_terms(), input.expires_in, rules);
+    v.finish()?;
+    let amount = amount.expect("validated");
+
+    let not_found = || Rejection::NotFound { what: "listing" };
+    let (listing, now, mine) = match access {
+        Access::Locked => {
+            let locked = db::listings::lock_for_placement(conn, listing_id, caller.id).await?.ok_or_else(not_found)?;
+            // Read in a statement of its own, after the locks: it sees every thread committed
+            // while they were awaited.
+            let mine = db::listings::buyer_threads(conn, listing_id, caller.id).await?;
+            (locked.listing, locked.db_now, mine)
+        }
+        Access::Unlocked(_) => {
+            let read = db::listings::read_for_placement(conn, listing_id, caller.id).await?.ok_or_else(not_found)?;
+            (read.listing, read.db_now, read.mine)
+        }
+    };
+    check_negotiable(&listing, caller)?;
+    if let (Some(thread_id), Some(deadline), Some(pending)) =
+        (mine.active_thread_id, mine.active_expires_at, mine.active_last_bid_id)
+    {
+        if deadline > now {
+            return Err(Rejection::ThreadActive { thread_id: Some(thread_id) }.into());
+        }
+        if !access.is_locked() {
+            return Err(Error::NeedsLocks);
+        }
+        // The buyer's live thread ran out of time before the sweeper saw it: it ends now.
+        negotiation::lock_thread(conn, thread_id).await?;
+        record_expiry(conn, events, pending, BidStatus::Pending, deadline, now).await?;
+    }
+    if mine.thread_count >= i64::from(listing.max_threads_per_buyer) {
+        return Err(Rejection::OfferLimitReached { limit: listing.max_threads_per_buyer }.into());
+    }
+    bid::check_opening(amount, listing.ask_amount)?;
+    let expires_in =
+        bid::expires_in(input.expires_in, listing.bid_ttl_seconds).map_err(|m| Rejection::invalid("expires_in", m))?;
+    let opening = NewBid {
+        id: Uuid::now_v7(),
+        author_id: caller.id,
+        amount,
+        currency: listing.currency,
+        message: input.message.as_deref(),
+        terms: input.own_terms(),
+        is_final: bid::is_final(1, listing.max_rounds, false),
+        expires_in,
+    };
+    // The rows the move writes, decided at `now`, and so its event.
+    let bid = opening.row(Uuid::now_v7(), None, 1, now);
+    let thread = Thread {
+        id: bid.thread_id,
+        listing_id: listing.id,
+        buyer_id: caller.id,
+        seller_id: listing.seller_id,
+        status: ThreadStatus::Active,
+        rounds: 1,
+        last_bid_id: bid.id,
+        expires_at: Some(bid.expires_at),
+        closed_reason: None,
+        created_at: now,
+        updated_at: now,
+    };
+    let event = NewEvent::bid(&bid, &thread);
+    let place = PlaceMove {
+        listing_id: listing.id,
+        listing_updated_at: listing.updated_at,
+        seller_id: listing.seller_id,
+        max_threads_per_buyer: listing.max_threads_per_buyer,
+        now,
+        thread_status: thread.status,
+        opening: bid.clone(),
+    };
+    // Under the locks, only a concurrent placement by the same buyer can have come first.
+    let made =
+        make(conn, events, access, place, vec![event]).await?.ok_or(Rejection::ThreadActive { thread_id: None })?;
+    // The statement wrote the rows worked out above (a property the tests hold it to).
+    Ok(made.rows)
+}
+
+/// Whether the caller may negotiate on the listing: someone else's, ACTIVE, negotiable, and open
+/// to the caller's tier.
+fn check_negotiable(listing: &Listing, caller: Caller) -> Result<()> {
+    if listing.seller_id == caller.id {
+        return Err(Rejection::OwnListing.into());
+    }
+    match listing.status {
+        ListingStatus::Active => {}
+        ListingStatus::Sold | ListingStatus::Withdrawn => {
+            return Err(Rejection::ListingUnavailable { current_status: listing.status.as_str() }.into());
+        }
+    }
+    if !listing.negotiable {
+        return Err(Rejection::NegotiationNotAllowed {
+            detail: format!(
+                "this listing is not negotiable; buy it at the ask of {} {} with POST /v1/listings/{}/purchase",
+                listing.ask_amount, listing.currency, listing.id
+            ),
+            listing_id: listing.id,
+            ask_amount: listing.ask_amount,
+        }
+        .into());
+    }
+    if !caller.tier.may_negotiate(listing.min_negotiation_tier) {
+        return Err(Rejection::NegotiationNotAllowed {
+            detail: format!(
+                "negotiating on this listing takes tier {} or above and yours is {}; any tier may buy it at the ask of {} {} with POST /v1/listings/{}/purchase",
+                listing.min_negotiation_tier, caller.tier, listing.ask_amount, listing.currency, listing.id
+            ),
+            listing_id: listing.id,
+            ask_amount: listing.ask_amount,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// Decides `action` on the bid in `context`, recording the expiry if the bid ran out of time
+/// (under locks; an unlocked move leaves that to its locked retry).
+async fn decide(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    access: &Access,
+    context: &BidContext,
+    action: Action,
+    party: Party,
+) -> Result<Transition> {
+    match bid::apply(&context.state(), action, Actor::Party(party), context.db_now) {
+        Ok(transition) => Ok(transition),
+        Err(Rejection::BidExpired) if !access.is_locked() => Err(Error::NeedsLocks),
+        Err(Rejection::BidExpired) => {
+            let bid = &context.bid;
+            record_expiry(conn, events, bid.id, bid.status, bid.expires_at, context.db_now).await?;
+            Err(Rejection::BidExpired.into())
+        }
+        Err(rejection) => Err(rejection.into()),
+    }
+}
+
+/// Records that the pending bid ran out of time, with its event, as the state machine's expiry
+/// decides it. The caller holds the thread's lock.
+async fn record_expiry(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    bid_id: Uuid,
+    status: BidStatus,
+    expires_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    let expiry = bid::expire(status, expires_at, now)?;
+    if let Some((bid, thread)) = negotiation::end_with_bid(conn, bid_id, expiry).await? {
+        events.push(NewEvent::bid(&bid, &thread));
+    }
+    Ok(())
+}
+
+/// Records the end of threads that a sold-out or withdrawn listing closed.
+pub(super) fn record_closed(events: &mut Outbox, ended: Vec<(Bid, Thread)>) {
+    for (bid, thread) in ended {
+        events.push(NewEvent::thread_closed(&thread, &bid));
+    }
+}
+
+/// The compare-and-set changed nothing: a concurrent action won, or the bid's deadline passed
+/// while this request waited for its locks (then the expiry is recorded).
+async fn lost_race(conn: &mut PgConnection, events: &mut Outbox, bid_id: Uuid) -> Error {
+    let stored = match negotiation::stored_status(conn, bid_id).await {
+        Ok(stored) => stored,
+        Err(error) => return error.into(),
+    };
+    match stored.status {
+        BidStatus::Pending => {
+            match record_expiry(conn, events, bid_id, stored.status, stored.expires_at, stored.db_now).await {
+                Ok(()) => Rejection::BidExpired.into(),
+                Err(error) => error,
+            }
+        }
+        current @ (BidStatus::Countered | BidStatus::Accepted | BidStatus::Rejected | BidStatus::Expired) => {
+            Rejection::InvalidTransition {
+                current_status: current.as_str(),
+                detail: format!("the bid is {current}: another action on it came first"),
+            }
+            .into()
+        }
+    }
+}
+
+async fn read_context(
+    conn: &mut PgConnection,
+    access: &Access,
+    caller: Caller,
+    bid_id: Uuid,
+) -> Result<(BidContext, Party)> {
+    let context = match access {
+        Access::Locked => negotiation::lock_bid_context(conn, bid_id, caller.id).await?,
+        Access::Unlocked(_) => negotiation::read_bid_context(conn, bid_id, caller.id).await?,
+    };
+    let context = context.ok_or_else(not_found)?;
+    let party = context.party_of(caller.id).ok_or_else(not_found)?;
+    Ok((context, party))
+}
+
+/// Answers the pending bid with a counter: it becomes COUNTERED and the counter is the new
+/// pending bid, one round later. The move, its events and the counter's task for a policy are
+/// one statement.
+pub async fn counter(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    access: Access,
+    caller: Caller,
+    bid_id: Uuid,
+    input: &Proposal,
+    rules: Rules,
+) -> Result<(Bid, Thread)> {
+    let mut v = Validator::new();
+    let amount =
+        check_bid_fields(&mut v, input.amount, input.message.as_deref(), input.own_terms(), input.expires_in, rules);
+    v.finish()?;
+    let amount = amount.expect("validated");
+
+    let (context, party) = read_context(conn, &access, caller, bid_id).await?;
+    let transition = decide(conn, events, &access, &context, Action::Counter, party).await?;
+    // The responder's own previous position: the bid this one answered, or the ask for the
+    // seller's first counter.
+    let own_previous = context.parent_amount.unwrap_or(context.listing.ask_amount);
+    bid::check_counter(party, amount, context.bid.amount, own_previous)?;
+    let round = context.bid.round + 1;
+    let expires_in = bid::expires_in(input.expires_in, context.listing.bid_ttl_seconds)
+        .map_err(|m| Rejection::invalid("expires_in", m))?;
+    let terms = if input.carries_terms_over() { context.bid.terms.as_ref() } else { input.own_terms() };
+    let counter = NewBid {
+        id: Uuid::now_v7(),
+        author_id: caller.id,
+        amount,
+        currency: context.bid.currency,
+        message: input.message.as_deref(),
+        terms,
+        is_final: bid::is_final(round, context.listing.max_rounds, input.is_final),
+        expires_in,
+    };
+    // The rows the move writes, decided at `now`, and so its event.
+    let now = context.db_now;
+    let bid = counter.row(context.thread.id, Some(bid_id), round, now);
+    let thread = Thread {
+        rounds: round,
+        last_bid_id: bid.id,
+        expires_at: Some(bid.expires_at),
+        updated_at: now,
+        ..context.thread.0.clone()
+    };
+    let event = NewEvent::bid(&bid, &thread);
+    let counter =
+        CounterMove { thread_id: context.thread.id, bid_id, now, outcome: transition.into(), counter: bid.clone() };
+    let Some(made) = make(conn, events, access, counter, vec![event]).await? else {
+        return Err(lost_race(conn, events, bid_id).await);
+    };
+    Ok(made.rows)
+}
+
+/// Makes a move with its events: unlocked, through the batcher (which asks for locks if it
+/// could not make it); under locks, in the caller's transaction, with every pending event of the
+/// outbox (any recorded before the move, then its own). `None` if, under locks, the move's
+/// compare-and-set failed: its own events are dropped, and the earlier ones wait for the flush.
+async fn make<M: Move>(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    access: Access,
+    what: M,
+    made_events: Vec<NewEvent>,
+) -> Result<Option<Made<M::Made>>> {
+    match access {
+        Access::Unlocked(batcher) => {
+            let count = made_events.len() as i64;
+            let made = batcher.make(what, made_events).await.ok_or(Error::NeedsLocks)?;
+            events.wrote(Written { events: count, tasks: made.queued.into() });
+            Ok(Some(made))
+        }
+        Access::Locked => {
+            let before = events.pending().len();
+            for event in made_events {
+                events.push(event);
+            }
+            let moved: Vec<MoveEvent> = events.pending().iter().map(|event| MoveEvent { index: 0, event }).collect();
+            let made = M::make(conn, std::slice::from_ref(&what), &moved).await?.pop().flatten();
+            let count = moved.len() as i64;
+            match made {
+                Some(made) => {
+                    events.wrote(Written { events: count, tasks: made.queued.into() });
+                    Ok(Some(made))
+                }
+                None => {
+                    events.truncate(before);
+                    Ok(None)
+                }
+            }
+        }
+    }
+}
+
+/// Accepts, rejects or withdraws the pending bid, which ends its thread. Accepting creates the
+/// order, and the listing's last unit ends the listing's other live threads. Unlocked, only an
+/// acceptance that leaves units on the listing is made (in one statement).
+pub async fn answer(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    access: Access,
+    caller: Caller,
+    bid_id: Uuid,
+    answer: Answer,
+) -> Result<Answered> {
+    match (&access, answer) {
+        // Accepting changes the listing, which is locked before the thread.
+        (Access::Locked, Answer::Accept) => {
+            if !negotiation::lock_listing_of_bid(conn, bid_id, caller.id).await? {
+                return Err(not_found().into());
+            }
+        }
+        (Access::Locked, Answer::Reject | Answer::Withdraw) | (Access::Unlocked(_), Answer::Accept) => {}
+        (Access::Unlocked(_), Answer::Reject | Answer::Withdraw) => return Err(Error::NeedsLocks),
+    }
+    let (context, party) = read_context(conn, &access, caller, bid_id).await?;
+    let transition = decide(conn, events, &access, &context, answer.action(), party).await?;
+    match transition {
+        Transition::Accept => accept(conn, events, access, &context, transition).await,
+        Transition::Reject(_) | Transition::Expire => {
+            match negotiation::end_with_bid(conn, bid_id, transition).await? {
+                Some((bid, thread)) => {
+                    events.push(NewEvent::bid(&bid, &thread));
+                    Ok(Answered { bid, thread, order: None })
+                }
+                None => Err(lost_race(conn, events, bid_id).await),
+            }
+        }
+        Transition::Counter | Transition::Close(_) => {
+            unreachable!("a party's accept, reject or withdrawal neither counters nor closes")
+        }
+    }
+}
+
+/// Accepts the bid in `context`, which the state machine allowed: one statement makes the
+/// order, ends the thread, takes the unit off the listing and writes their events; a sale of
+/// the last unit then ends the listing's other threads.
+async fn accept(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    access: Access,
+    context: &BidContext,
+    transition: Transition,
+) -> Result<Answered> {
+    let listing = &context.listing.0;
+    if let status @ (ListingStatus::Sold | ListingStatus::Withdrawn) = listing.status {
+        return Err(Rejection::ListingUnavailable { current_status: status.as_str() }.into());
+    }
+    // Unlocked, the last unit is not sold: that ends the other threads, more than one statement.
+    let min_available = if access.is_locked() { 1 } else { 2 };
+    if listing.quantity_available < min_available {
+        return Err(Error::NeedsLocks);
+    }
+    // The rows the move writes, decided at `now`, and so its events.
+    let now = context.db_now;
+    let bid = Bid {
+        status: transition.bid_status(),
+        reason: Some(transition.reason()),
+        responded_at: Some(now),
+        updated_at: now,
+        ..context.bid.0.clone()
+    };
+    let thread = Thread {
+        status: transition.thread_status(),
+        closed_reason: Some(transition.reason()),
+        expires_at: None,
+        updated_at: now,
+        ..context.thread.0.clone()
+    };
+    let order = Order {
+        id: Uuid::now_v7(),
+        listing_id: listing.id,
+        thread_id: Some(thread.id),
+        bid_id: Some(bid.id),
+        buyer_id: thread.buyer_id,
+        seller_id: thread.seller_id,
+        amount: bid.amount,
+        currency: bid.currency,
+        terms: bid.terms.clone(),
+        status: OrderStatus::Confirmed,
+        created_at: now,
+        updated_at: now,
+    };
+    let quantity_available = listing.quantity_available - 1;
+    let listing = Listing {
+        quantity_available,
+        status: if quantity_available == 0 { ListingStatus::Sold } else { listing.status },
+        updated_at: now,
+        ..listing.clone()
+    };
+    let mut made_events = vec![NewEvent::bid(&bid, &thread), NewEvent::order_created(&order)];
+    if listing.status == ListingStatus::Sold {
+        made_events.push(NewEvent::listing(EventType::ListingSold, &listing));
+    }
+    let accept = AcceptMove {
+        outcome: transition.into(),
+        order_status: order.status,
+        listing_id: listing.id,
+        thread_id: thread.id,
+        bid_id: bid.id,
+        order_id: order.id,
+        min_available,
+        now,
+    };
+    let Some(made) = make(conn, events, access, accept, made_events).await? else {
+        return Err(lost_race(conn, events, context.bid.id).await);
+    };
+    let accepted = made.rows;
+    if accepted.listing.status == ListingStatus::Sold {
+        let ended = negotiation::end_listing_threads(conn, context.listing.id, Reason::ListingSold).await?;
+        record_closed(events, ended);
+    }
+    Ok(Answered { bid: accepted.bid, thread: accepted.thread, order: Some(accepted.order) })
+}

@@ -1,0 +1,172 @@
+//! The unit of work: every write of the market, whoever makes it (a request, the executor, the
+//! sweeper, the webhook worker, an operator command), is one of these.
+//!
+//! A unit begins in a transaction ([`Market::begin`]) or, for the common moves, without one
+//! ([`Market::begin_unlocked`]): an unlocked read, then one statement that is its own
+//! transaction and makes the move only if nothing it was decided on has changed. An operation
+//! run through [`Unit::run`] that cannot be made that way ([`Error::NeedsLocks`]) has written
+//! nothing, and is run again at once in a transaction, which decides on current rows. The unit
+//! collects the events of what it did in its outbox; [`Unit::commit`] writes them with the
+//! change, commits, and wakes this instance's publisher (events were written) and executor
+//! (bids now wait for a policy). Dropping a unit rolls it back.
+
+use futures::future::BoxFuture;
+use sqlx::pool::PoolConnection;
+use sqlx::{PgConnection, PgPool, Postgres, Transaction};
+
+use super::{Access, Batcher, Error, Result};
+use crate::events::publisher::Signal;
+use crate::events::{Outbox, Written};
+
+/// Whom a commit wakes on this instance.
+#[derive(Debug, Clone, Default)]
+pub struct Wakeups {
+    /// The publisher, when events were written.
+    pub publisher: Signal,
+    /// The executor, when bids were queued for a policy.
+    pub executor: Signal,
+}
+
+/// Where the market's writes go: the database, the batcher that makes unlocked moves (when this
+/// process runs one), and whom a commit wakes. Cheap to clone.
+#[derive(Clone)]
+pub struct Market {
+    pool: PgPool,
+    moves: Option<Batcher>,
+    wakeups: Wakeups,
+}
+
+impl Market {
+    pub fn new(pool: PgPool, moves: Option<Batcher>, wakeups: Wakeups) -> Market {
+        Market { pool, moves, wakeups }
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    pub fn wakeups(&self) -> &Wakeups {
+        &self.wakeups
+    }
+
+    /// A unit in a transaction: its operations lock what they read.
+    pub async fn begin(&self) -> std::result::Result<Unit, sqlx::Error> {
+        let tx = self.pool.begin().await?;
+        Ok(self.unit(Connection::Transaction(tx)))
+    }
+
+    /// A unit whose moves are first tried without a transaction, through the batcher; without
+    /// a batcher, as [`begin`](Self::begin).
+    pub async fn begin_unlocked(&self) -> std::result::Result<Unit, sqlx::Error> {
+        if self.moves.is_none() {
+            return self.begin().await;
+        }
+        let conn = self.pool.acquire().await?;
+        Ok(self.unit(Connection::Unlocked(conn)))
+    }
+
+    fn unit(&self, conn: Connection) -> Unit {
+        Unit { conn, moves: self.moves.clone(), events: Outbox::new(), wakeups: self.wakeups.clone() }
+    }
+}
+
+/// Where a unit's statements go.
+enum Connection {
+    /// Each statement is its own transaction.
+    Unlocked(PoolConnection<Postgres>),
+    Transaction(Transaction<'static, Postgres>),
+    /// Between the two, while a transaction is being opened.
+    Opening,
+}
+
+/// A unit of work in progress.
+pub struct Unit {
+    conn: Connection,
+    moves: Option<Batcher>,
+    events: Outbox,
+    wakeups: Wakeups,
+}
+
+impl Unit {
+    /// How the unit's operations read: unlocked until an operation asks for locks.
+    pub fn access(&self) -> Access {
+        match (&self.conn, &self.moves) {
+            (Connection::Unlocked(_), Some(moves)) => Access::Unlocked(moves.clone()),
+            (Connection::Unlocked(_), None) | (Connection::Transaction(_) | Connection::Opening, _) => Access::Locked,
+        }
+    }
+
+    /// Whether the unit is a transaction (so far: an unlocked unit becomes one when it must).
+    pub fn is_transaction(&self) -> bool {
+        matches!(self.conn, Connection::Transaction(_))
+    }
+
+    pub fn conn(&mut self) -> &mut PgConnection {
+        match &mut self.conn {
+            Connection::Unlocked(conn) => conn,
+            Connection::Transaction(tx) => tx,
+            Connection::Opening => unreachable!("a transaction is opened before the unit goes on"),
+        }
+    }
+
+    /// The connection, and the outbox its events go to.
+    pub fn parts(&mut self) -> (&mut PgConnection, &mut Outbox) {
+        let conn = match &mut self.conn {
+            Connection::Unlocked(conn) => &mut **conn,
+            Connection::Transaction(tx) => &mut **tx,
+            Connection::Opening => unreachable!("a transaction is opened before the unit goes on"),
+        };
+        (conn, &mut self.events)
+    }
+
+    /// Runs a market operation: as the unit began, and again under locks if it cannot be made
+    /// without them.
+    pub async fn run<T, F>(&mut self, mut operation: F) -> Result<T>
+    where
+        F: for<'u> FnMut(&'u mut PgConnection, &'u mut Outbox, Access) -> BoxFuture<'u, Result<T>>,
+    {
+        loop {
+            let access = self.access();
+            let locked = access.is_locked();
+            let (conn, events) = self.parts();
+            match operation(conn, events, access).await {
+                Err(Error::NeedsLocks) if !locked => self.take_locks().await?,
+                outcome => return outcome,
+            }
+        }
+    }
+
+    /// Opens a transaction for an operation that could not be made unlocked. Nothing was written
+    /// by the unlocked attempt, so its events are dropped.
+    async fn take_locks(&mut self) -> std::result::Result<(), sqlx::Error> {
+        if let Connection::Unlocked(conn) = std::mem::replace(&mut self.conn, Connection::Opening) {
+            self.events = Outbox::new();
+            self.conn = Connection::Transaction(Transaction::begin(conn, None).await?);
+        }
+        Ok(())
+    }
+
+    /// Writes the outbox's events with the change and commits, then wakes whoever must hear of
+    /// it. An unlocked unit's moves committed with their events already.
+    pub async fn commit(mut self) -> std::result::Result<Written, sqlx::Error> {
+        let written = match std::mem::replace(&mut self.conn, Connection::Opening) {
+            Connection::Transaction(mut tx) => {
+                let written = self.events.flush(&mut tx).await?;
+                tx.commit().await?;
+                written
+            }
+            Connection::Unlocked(mut conn) => {
+                debug_assert!(self.events.pending().is_empty(), "an unlocked move left events unwritten");
+                self.events.flush(&mut conn).await?
+            }
+            Connection::Opening => unreachable!("a transaction is opened before the unit goes on"),
+        };
+        if written.events > 0 {
+            self.wakeups.publisher.notify();
+        }
+        if written.tasks > 0 {
+            self.wakeups.executor.notify();
+        }
+        Ok(written)
+    }
+}

@@ -1,0 +1,115 @@
+//! The expiry sweeper: PENDING bids past their deadline become EXPIRED with their threads, in
+//! batches that skip rows another transaction holds. It also forgets idempotency records,
+//! finished auto-negotiation tasks, and events and auto-negotiation decisions older than their
+//! retention.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+use haggle_domain::bid::{self, Transition};
+
+use crate::db;
+use crate::events::NewEvent;
+use crate::market::Market;
+
+/// What one pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Outcome {
+    pub expired_bids: usize,
+    pub purged_idempotency_keys: u64,
+    pub purged_tasks: u64,
+}
+
+impl Outcome {
+    fn is_full(&self, batch: i64) -> bool {
+        self.expired_bids as i64 >= batch
+            || self.purged_idempotency_keys as i64 >= batch
+            || self.purged_tasks as i64 >= batch
+    }
+}
+
+/// How long a finished auto-negotiation task is kept, as a record of when its bid was decided.
+pub const DONE_TASK_KEEP: Duration = Duration::from_secs(3600);
+
+/// One batch of each kind of clean-up. The expiries' events are written with them; the
+/// publisher picks them up on its next tick unless told sooner.
+pub async fn run_once(market: &Market, batch: i64) -> Result<Outcome, sqlx::Error> {
+    let pool = market.pool();
+    let mut unit = market.begin().await?;
+    let (conn, events) = unit.parts();
+    let due = db::negotiation::lock_due(&mut *conn, batch).await?;
+    // Expiry is the state machine's decision, here as wherever else a bid expires.
+    let expiring: Vec<_> = due
+        .iter()
+        .filter(|due| bid::expire(due.status, due.expires_at, due.db_now) == Ok(Transition::Expire))
+        .map(|due| due.bid_id)
+        .collect();
+    let expired = db::negotiation::end_threads(conn, &expiring, Transition::Expire).await?;
+    for (bid, thread) in &expired {
+        events.push(NewEvent::bid(bid, thread));
+    }
+    unit.commit().await?;
+    let purged = db::idempotency::purge_expired(pool, batch).await?;
+    let purged_tasks = db::policies::purge_done_tasks(pool, before(DONE_TASK_KEEP), batch).await?;
+    Ok(Outcome { expired_bids: expired.len(), purged_idempotency_keys: purged, purged_tasks })
+}
+
+/// The instant `age` ago (nothing is older than 1970, should `age` reach back further).
+fn before(age: Duration) -> chrono::DateTime<chrono::Utc> {
+    chrono::Duration::from_std(age)
+        .ok()
+        .and_then(|age| chrono::Utc::now().checked_sub_signed(age))
+        .map_or(chrono::DateTime::UNIX_EPOCH, |at| at.max(chrono::DateTime::UNIX_EPOCH))
+}
+
+/// Deletes up to `batch` events older than `retention`, with their inboxes and webhook
+/// deliveries, and up to `batch` auto-negotiation decisions as old in ended threads. Returns
+/// how many of each went.
+pub async fn purge_events(pool: &PgPool, retention: Duration, batch: i64) -> Result<(u64, u64), sqlx::Error> {
+    let events = db::events::purge_before(pool, before(retention), batch).await?;
+    let decisions = db::policies::purge_decisions(pool, before(retention), batch).await?;
+    Ok((events, decisions))
+}
+
+/// Sweeps every `interval` until cancelled, and again at once after a full batch. With an
+/// `event_retention`, older events are purged on the same rhythm.
+pub async fn run(
+    market: Market,
+    interval: Duration,
+    batch: i64,
+    event_retention: Option<Duration>,
+    shutdown: CancellationToken,
+) {
+    tracing::info!(?interval, batch, ?event_retention, "expiry sweeper started");
+    loop {
+        let mut pause = match run_once(&market, batch).await {
+            Ok(outcome) => {
+                if outcome.expired_bids > 0 {
+                    tracing::info!(expired_bids = outcome.expired_bids, "expired bids swept");
+                }
+                if outcome.is_full(batch) { Duration::ZERO } else { interval }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "expiry sweep failed; retrying after the interval");
+                interval
+            }
+        };
+        if let Some(retention) = event_retention {
+            match purge_events(market.pool(), retention, batch).await {
+                Ok((events, decisions)) if events.max(decisions) as i64 >= batch => pause = Duration::ZERO,
+                Ok((events, decisions)) if events + decisions > 0 => {
+                    tracing::info!(events, decisions, "events and decisions past their retention purged");
+                }
+                Ok(_) => {}
+                Err(error) => tracing::warn!(%error, "purging old events failed; retrying after the interval"),
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(pause) => {}
+        }
+    }
+    tracing::info!("expiry sweeper stopped");
+}
