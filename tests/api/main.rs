@@ -15,6 +15,7 @@ mod foreseen;
 mod idempotency;
 mod listings;
 mod malformed;
+mod migrations;
 mod moves;
 mod negotiation;
 mod openapi;

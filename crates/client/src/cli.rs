@@ -44,7 +44,7 @@ impl ServerArgs {
     }
 }
 
-/// The buyer's strategies (see `src/domain/strategy/buyer.rs`).
+/// The buyer's strategies (see `haggle_domain::strategy::buyer`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum BuyerStrategy {
     /// Opens at 15.00, pays up to 20.00, 1.00 more a round, 3 offers.

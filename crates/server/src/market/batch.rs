@@ -1,7 +1,9 @@
 //! Moves made together. Unlocked placements, counters and acceptances ([`Access::Unlocked`]) are
 //! handed to a worker with connections of its own, which makes all the moves waiting when it is
-//! free in one statement per kind of move, the three statements side by side: one round trip,
-//! one commit and one plan for many moves. Each move keeps its own compare-and-set, so a move
+//! free in one statement per kind of move, the statements side by side: one round trip, one
+//! commit and one plan for many moves. The batcher knows the kinds only as [`Move`]
+//! implementations: its queue carries each move with the function that makes a statement of
+//! its kind. Each move keeps its own compare-and-set, so a move
 //! that lost a race or found its bid past its deadline comes back unmade, with nothing of it
 //! written, and its request makes it again under locks. Two moves on one thread (one listing,
 //! for acceptances; one buyer's threads on a listing, for placements) never share a statement;

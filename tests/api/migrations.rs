@@ -1,0 +1,70 @@
+//! Migrations are frozen once committed: a database that applied one records its checksum, and a
+//! changed file would stop that database from starting. A change is a new numbered file.
+
+use std::collections::BTreeMap;
+
+use sha2::{Digest, Sha384};
+
+/// Every committed migration and its SHA-384, as sqlx records it. Add a line for a new migration;
+/// never change one.
+const COMMITTED: &[(&str, &str)] = &[(
+    "0001_baseline.sql",
+    "34a3ec8c2e108b5134afea5cf3b6692d2c1822ccac8af8e7d88e2a2089d1c48423c401990f5c1aa8b6754941238fc6af",
+)];
+
+fn files() -> BTreeMap<String, Vec<u8>> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations");
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "sql"))
+        .map(|path| (path.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&path).unwrap()))
+        .collect()
+}
+
+#[test]
+fn committed_migrations_never_change() {
+    let files = files();
+    for (name, expected) in COMMITTED {
+        let Some(sql) = files.get(*name) else {
+            panic!("the committed migration {name} is gone; migrations are never removed");
+        };
+        let checksum = hex::encode(Sha384::digest(sql));
+        assert_eq!(
+            &checksum, expected,
+            "{name} changed after it was committed; a database that applied it would refuse to start. \
+             Put the change in a new migration with the next number"
+        );
+    }
+    for name in files.keys() {
+        assert!(
+            COMMITTED.iter().any(|(committed, _)| committed == name),
+            "{name} has no checksum in tests/api/migrations.rs: add it to COMMITTED when you commit it \
+             (its SHA-384: {})",
+            hex::encode(Sha384::digest(&files[name]))
+        );
+    }
+}
+
+#[test]
+fn migrations_are_numbered_without_gaps() {
+    let numbers: Vec<u32> = files()
+        .keys()
+        .map(|name| name.split('_').next().unwrap().parse().unwrap_or_else(|_| panic!("{name}: no number")))
+        .collect();
+    let expected: Vec<u32> = (1..=numbers.len() as u32).collect();
+    assert_eq!(numbers, expected, "migrations are numbered 1, 2, 3, ... with no gap or repeat");
+}
+
+#[test]
+fn the_server_embeds_the_committed_migrations() {
+    let embedded: Vec<(i64, String)> = haggle_server::db::MIGRATOR
+        .iter()
+        .map(|migration| (migration.version, hex::encode(&migration.checksum)))
+        .collect();
+    let committed: Vec<(i64, String)> = COMMITTED
+        .iter()
+        .map(|(name, checksum)| (name.split('_').next().unwrap().parse().unwrap(), checksum.to_string()))
+        .collect();
+    assert_eq!(embedded, committed, "the binary applies exactly the committed migrations");
+}
