@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::app::{App, AppConfig};
 use crate::config::{AdminCommand, DatabaseArgs, ServeArgs, redact_url};
 use crate::db;
-use crate::embedded::{Access, EmbeddedPostgres};
+use crate::embedded::{DirectoryUse, EmbeddedPostgres};
 use crate::http::Settings;
 use crate::market::{self, Market, Rules, Wakeups};
 use crate::webhooks::WebhookSettings;
@@ -20,7 +20,7 @@ use haggle_domain::money::AmountLimits;
 
 /// `haggle migrate`: applies the migrations and exits.
 pub async fn migrate(args: DatabaseArgs) -> anyhow::Result<()> {
-    let database = Database::open(&args, Access::Shared).await?;
+    let database = Database::open(&args, DirectoryUse::Shared).await?;
     let outcome = db::migrate(&database.pool).await.context("applying migrations");
     database.close().await;
     outcome?;
@@ -36,8 +36,8 @@ pub struct Database {
 
 impl Database {
     /// Opens the database; without `DATABASE_URL`, the embedded PostgreSQL, which a server
-    /// (`Access::Exclusive`) owns and an operator command (`Access::Shared`) borrows.
-    pub async fn open(args: &DatabaseArgs, access: Access) -> anyhow::Result<Database> {
+    /// (`DirectoryUse::Exclusive`) owns and an operator command (`DirectoryUse::Shared`) borrows.
+    pub async fn open(args: &DatabaseArgs, access: DirectoryUse) -> anyhow::Result<Database> {
         let (options, embedded) = match &args.database_url {
             Some(url) => {
                 let options = PgConnectOptions::from_str(url).context("DATABASE_URL is not a valid PostgreSQL URL")?;
@@ -100,7 +100,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if admin_token.as_ref().is_some_and(|token| token.len() < 16) {
         tracing::warn!("HAGGLE_ADMIN_TOKEN is shorter than 16 characters; use a long random token");
     }
-    let database = Database::open(&args.database, Access::Exclusive).await?;
+    let database = Database::open(&args.database, DirectoryUse::Exclusive).await?;
     let outcome = async {
         db::migrate(&database.pool).await.context("applying migrations")?;
         let config = AppConfig {
@@ -153,7 +153,7 @@ pub async fn admin(command: AdminCommand) -> anyhow::Result<()> {
     let database_args = match &command {
         AdminCommand::CreateAgent { database, .. } | AdminCommand::SetTier { database, .. } => database.clone(),
     };
-    let database = Database::open(&database_args, Access::Shared).await?;
+    let database = Database::open(&database_args, DirectoryUse::Shared).await?;
     let outcome = async {
         db::migrate(&database.pool).await.context("applying migrations")?;
         // An operator's change is a unit of work like any other; this process runs no

@@ -64,7 +64,7 @@ fn io(action: impl Into<String>) -> impl FnOnce(std::io::Error) -> EmbeddedError
 /// How a process uses the data directory: a server owns it for as long as it runs (one at a
 /// time); an operator command shares it, with a running server or with other commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
+pub enum DirectoryUse {
     Exclusive,
     Shared,
 }
@@ -94,7 +94,11 @@ pub struct EmbeddedPostgres {
 impl EmbeddedPostgres {
     /// Starts the server under `root` (initialising it on first use), or adopts one already
     /// running there, and makes sure the `haggle` database exists.
-    pub async fn start(root: &Path, bin_dir: Option<&Path>, access: Access) -> Result<EmbeddedPostgres, EmbeddedError> {
+    pub async fn start(
+        root: &Path,
+        bin_dir: Option<&Path>,
+        access: DirectoryUse,
+    ) -> Result<EmbeddedPostgres, EmbeddedError> {
         let root = root.to_owned();
         let bin_dir = bin_dir.map(Path::to_owned);
         let server = tokio::task::spawn_blocking(move || Self::start_blocking(&root, bin_dir.as_deref(), access))
@@ -109,7 +113,11 @@ impl EmbeddedPostgres {
         Ok(server)
     }
 
-    fn start_blocking(root: &Path, bin_dir: Option<&Path>, access: Access) -> Result<EmbeddedPostgres, EmbeddedError> {
+    fn start_blocking(
+        root: &Path,
+        bin_dir: Option<&Path>,
+        access: DirectoryUse,
+    ) -> Result<EmbeddedPostgres, EmbeddedError> {
         let bin_dir = match bin_dir {
             Some(dir) if has_server_binaries(dir) => dir.to_owned(),
             Some(dir) => return Err(EmbeddedError::NoBinaries { searched: format!(" in {}", dir.display()) }),
@@ -148,7 +156,7 @@ impl EmbeddedPostgres {
         let log_file = socket_dir.join("postgres.log");
         // A server owns what it finds running (left by a process that died); a command owns only
         // what it starts.
-        let owns = access == Access::Exclusive;
+        let owns = access == DirectoryUse::Exclusive;
         let mut server = EmbeddedPostgres { bin_dir, data_dir, socket_dir, log_file, run_as, owns, _lock: lock };
 
         if !server.data_dir.join("PG_VERSION").exists() {
@@ -169,7 +177,7 @@ impl EmbeddedPostgres {
         }
         if server.is_running()? {
             tracing::info!(data_dir = %server.data_dir.display(), "using the embedded PostgreSQL already running");
-        } else if access == Access::Shared && !owns_directory {
+        } else if access == DirectoryUse::Shared && !owns_directory {
             return Err(EmbeddedError::Failed {
                 action: "reaching the embedded PostgreSQL".into(),
                 detail: format!("a haggle server is starting in {}; try again in a moment", root.display()),
@@ -300,7 +308,7 @@ impl EmbeddedPostgres {
 /// Locks `<root>/haggle.lock`: exclusively for a server, shared for an operator command. The
 /// lock goes with the process, however it ends. Returns the lock, if taken, and whether this
 /// process owns the directory (no server holds it).
-fn lock_directory(root: &Path, access: Access) -> Result<(Option<std::fs::File>, bool), EmbeddedError> {
+fn lock_directory(root: &Path, access: DirectoryUse) -> Result<(Option<std::fs::File>, bool), EmbeddedError> {
     use std::os::fd::AsRawFd;
     let path = root.join("haggle.lock");
     let file = std::fs::OpenOptions::new()
@@ -310,17 +318,17 @@ fn lock_directory(root: &Path, access: Access) -> Result<(Option<std::fs::File>,
         .open(&path)
         .map_err(io(format!("opening {}", path.display())))?;
     let operation = match access {
-        Access::Exclusive => libc::LOCK_EX,
-        Access::Shared => libc::LOCK_SH,
+        DirectoryUse::Exclusive => libc::LOCK_EX,
+        DirectoryUse::Shared => libc::LOCK_SH,
     };
     // SAFETY: flock on a descriptor this function owns.
     if unsafe { libc::flock(file.as_raw_fd(), operation | libc::LOCK_NB) } == 0 {
         return Ok((Some(file), true));
     }
     match access {
-        Access::Exclusive => Err(EmbeddedError::InUse { dir: root.to_owned() }),
+        DirectoryUse::Exclusive => Err(EmbeddedError::InUse { dir: root.to_owned() }),
         // A server holds the directory: use its PostgreSQL, and leave it running.
-        Access::Shared => Ok((None, false)),
+        DirectoryUse::Shared => Ok((None, false)),
     }
 }
 

@@ -328,15 +328,15 @@ pub struct MoveEvent<'a> {
 /// statement binds it: the statements take these from the domain's [`Transition`] rather than
 /// spelling them out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Outcome {
+pub struct Effect {
     pub bid_status: BidStatus,
     pub reason: Reason,
     pub thread_status: ThreadStatus,
 }
 
-impl From<Transition> for Outcome {
-    fn from(transition: Transition) -> Outcome {
-        Outcome {
+impl From<Transition> for Effect {
+    fn from(transition: Transition) -> Effect {
+        Effect {
             bid_status: transition.bid_status(),
             reason: transition.reason(),
             thread_status: transition.thread_status(),
@@ -353,7 +353,7 @@ pub struct CounterMove {
     pub bid_id: Uuid,
     pub now: DateTime<Utc>,
     #[serde(flatten)]
-    pub outcome: Outcome,
+    pub effect: Effect,
     pub counter: Bid,
 }
 
@@ -587,7 +587,7 @@ pub struct AcceptMove {
     pub thread_id: Uuid,
     pub bid_id: Uuid,
     #[serde(flatten)]
-    pub outcome: Outcome,
+    pub effect: Effect,
     pub order_id: Uuid,
     pub order_status: OrderStatus,
     pub min_available: i32,
@@ -758,7 +758,7 @@ pub async fn end_threads(
     if bids.is_empty() {
         return Ok(Vec::new());
     }
-    let outcome = Outcome::from(transition);
+    let outcome = Effect::from(transition);
     let rows: Vec<BidAndThreadRow> = sqlx::query_as(
         "WITH bid AS (
              UPDATE bids SET status = $2, reason = $3, updated_at = now(),

@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::extract::{Id, IdempotencyKey, JsonBody, Operator};
-use super::{AppState, Command, Endpoint, Reply};
+use super::{AppState, Endpoint, Reply, Write};
 use crate::market::agents;
 use haggle_api::{self as api, ProfilePatch};
 
@@ -20,7 +20,7 @@ async fn update_agent(
     Id(id): Id,
     body: JsonBody<ProfilePatch>,
 ) -> Result<Response, Response> {
-    let mut command = Command::begin(&state, uuid::Uuid::nil(), IdempotencyKey(None), body.digest).await?;
+    let mut command = Write::begin(&state, uuid::Uuid::nil(), IdempotencyKey(None), body.digest).await?;
     let outcome = agents::update_profile(command.conn(), id, body.value)
         .await
         .map(|agent| Reply::json(StatusCode::OK, &api::Agent::from(agent)));

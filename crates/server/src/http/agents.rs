@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::error::{ApiError, Code};
 use super::extract::{ActionBody, Id, IdempotencyKey, JsonBody};
-use super::{AppState, Command, Endpoint, Page, Reply, ratelimit};
+use super::{AppState, Endpoint, Page, Reply, Write, ratelimit};
 use crate::db;
 use crate::db::agents::Caller;
 use crate::market::agents;
@@ -33,7 +33,7 @@ async fn register(
     key: IdempotencyKey,
     body: JsonBody<Registration>,
 ) -> Result<Response, Response> {
-    state.check_rate(ratelimit::Caller::Address(peer.ip())).map_err(IntoResponse::into_response)?;
+    state.check_rate(ratelimit::Requester::Address(peer.ip())).map_err(IntoResponse::into_response)?;
     if !state.settings.open_registration {
         return Err(ApiError::new(
             Code::Forbidden,
@@ -41,7 +41,7 @@ async fn register(
         )
         .into_response());
     }
-    let mut command = Command::begin(&state, Uuid::nil(), key, body.digest).await?;
+    let mut command = Write::begin(&state, Uuid::nil(), key, body.digest).await?;
     let outcome = agents::register(command.conn(), body.value, Tier::Public).await.map(|(agent, new_key)| {
         Reply::json(
             StatusCode::CREATED,
@@ -68,7 +68,7 @@ async fn create_key(
     key: IdempotencyKey,
     body: ActionBody,
 ) -> Result<Response, Response> {
-    let mut command = Command::begin(&state, caller.id, key, body.digest).await?;
+    let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
     let outcome = agents::issue_key(command.conn(), caller.id).await.map(|new_key| {
         Reply::json(StatusCode::CREATED, &IssuedKey { key: new_key.key.into(), api_key: new_key.api_key }).with_secret()
     });
@@ -76,7 +76,7 @@ async fn create_key(
 }
 
 async fn revoke_key(State(state): State<AppState>, caller: Caller, Id(key_id): Id) -> Result<Response, Response> {
-    let mut command = Command::begin(&state, caller.id, IdempotencyKey(None), [0; 32]).await?;
+    let mut command = Write::begin(&state, caller.id, IdempotencyKey(None), [0; 32]).await?;
     let outcome = agents::revoke_key(command.conn(), caller.id, key_id)
         .await
         .map(|key| Reply::json(StatusCode::OK, &api::KeyRecord::from(key)));

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::error::ApiError;
 use super::events::{subscribe, wait_param, wake_or_stop};
 use super::extract::{ActionBody, Id, IdempotencyKey, JsonBody, Params};
-use super::{AppState, Command, Endpoint, Reply};
+use super::{AppState, Endpoint, Reply, Write};
 use crate::db;
 use crate::db::agents::Caller;
 use crate::market::negotiation::{self, Answer, Answered};
@@ -90,7 +90,7 @@ async fn counter(
     key: IdempotencyKey,
     body: JsonBody<api::CounterOffer>,
 ) -> Result<Response, Response> {
-    let mut command = Command::begin_unlocked(&state, caller.id, key, body.digest).await?;
+    let mut command = Write::begin_unlocked(&state, caller.id, key, body.digest).await?;
     let rules = state.settings.rules;
     let offer = Proposal::from(body.value);
     let outcome = command
@@ -118,8 +118,8 @@ async fn answer(
     // Only an acceptance is tried unlocked; rejecting and withdrawing are rarer, and end the
     // thread in the transaction that records any expiry found on the way.
     let mut command = match answer {
-        Answer::Accept => Command::begin_unlocked(&state, caller.id, key, body.digest).await?,
-        Answer::Reject | Answer::Withdraw => Command::begin(&state, caller.id, key, body.digest).await?,
+        Answer::Accept => Write::begin_unlocked(&state, caller.id, key, body.digest).await?,
+        Answer::Reject | Answer::Withdraw => Write::begin(&state, caller.id, key, body.digest).await?,
     };
     let outcome = command
         .run(|conn, events, access| Box::pin(negotiation::answer(conn, events, access, caller, id, answer)))

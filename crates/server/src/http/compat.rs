@@ -30,7 +30,7 @@ use uuid::Uuid;
 use super::bids::wait_for_change;
 use super::error::{ApiError, Code};
 use super::extract::{Id, IdempotencyKey, JsonBody, MAX_IDEMPOTENCY_KEY_LEN};
-use super::{AppState, Command, Endpoint, Reply};
+use super::{AppState, Endpoint, Reply, Write};
 use crate::db::agents::Caller;
 use crate::db::{self, Bid, Thread};
 use crate::market::negotiation::{self, Answer};
@@ -197,7 +197,7 @@ async fn play(
     play: Play,
     dialect: &Dialect,
 ) -> Response {
-    let mut command = match Command::begin(state, caller.id, key, digest).await {
+    let mut command = match Write::begin(state, caller.id, key, digest).await {
         Ok(command) => command,
         Err(answer) => return answer,
     };
@@ -239,7 +239,7 @@ async fn play(
 async fn conclude(
     state: &AppState,
     caller: Caller,
-    command: Command,
+    command: Write,
     outcome: market::Result<View>,
     render: fn(&View) -> Reply,
 ) -> Response {
@@ -295,7 +295,7 @@ async fn open_proposal(
     let (Some(listing_id), Some(amount)) = (listing_id, amount) else {
         return invalid(&errors);
     };
-    let mut command = match Command::begin(&state, caller.id, key, body.digest).await {
+    let mut command = match Write::begin(&state, caller.id, key, body.digest).await {
         Ok(command) => command,
         Err(answer) => return answer,
     };
@@ -445,7 +445,7 @@ async fn negotiation_message(
 /// A move of the negotiation, as IAB clients name them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-enum Move {
+enum IabMove {
     Counter,
     Accept,
     Reject,
@@ -484,7 +484,7 @@ struct View {
     seller_price: Option<i64>,
     /// The latest move: the seller's answer, or the buyer's accept or decline; `None` while the
     /// buyer's bid waits for the seller.
-    action: Option<Move>,
+    action: Option<IabMove>,
     rationale: Option<String>,
     /// The buyer's pending bid, while it waits for the seller's answer.
     awaiting: Option<Uuid>,
@@ -495,7 +495,7 @@ struct View {
 struct Summary {
     buyer_price: i64,
     seller_price: Option<i64>,
-    action: Option<Move>,
+    action: Option<IabMove>,
     /// The buyer's bid that the seller's latest move answered, if that move is the latest.
     answered_by_seller: Option<Uuid>,
     /// The message of the seller's latest counter, if that counter is the latest move.
@@ -519,7 +519,7 @@ fn summarize(bids: &[api::Bid]) -> Summary {
     let Some(last) = bids.last() else { return summary };
     match (last.author, last.status) {
         (Party::Seller, BidStatus::Pending | BidStatus::Expired) => {
-            summary.action = Some(if last.is_final { Move::FinalOffer } else { Move::Counter });
+            summary.action = Some(if last.is_final { IabMove::FinalOffer } else { IabMove::Counter });
             summary.answered_by_seller = last.parent_bid_id;
             summary.seller_message = last.message.clone();
         }
@@ -527,7 +527,7 @@ fn summarize(bids: &[api::Bid]) -> Summary {
         // The seller never answered.
         (Party::Buyer, BidStatus::Expired) => {}
         (author, BidStatus::Accepted) => {
-            summary.action = Some(Move::Accept);
+            summary.action = Some(IabMove::Accept);
             summary.answered_by_seller = (author == Party::Buyer).then_some(last.id);
             // Both sides now stand at the agreed price.
             summary.buyer_price = last.amount;
@@ -535,7 +535,7 @@ fn summarize(bids: &[api::Bid]) -> Summary {
             summary.accepted = true;
         }
         (author, BidStatus::Rejected) => {
-            summary.action = Some(Move::Reject);
+            summary.action = Some(IabMove::Reject);
             summary.answered_by_seller =
                 (author == Party::Buyer && last.reason == Some(Reason::Rejected)).then_some(last.id);
         }
@@ -603,7 +603,7 @@ struct Negotiation<P> {
     round_number: i32,
     buyer_price: P,
     seller_price: Option<P>,
-    action: Option<Move>,
+    action: Option<IabMove>,
     rationale: Option<String>,
     status: Status,
     rounds_remaining: i32,
@@ -649,12 +649,12 @@ struct ProposalReply {
     negotiation_id: Uuid,
     status: Status,
     /// The seller's move, if it answered.
-    recommendation: Option<Move>,
+    recommendation: Option<IabMove>,
     counter_terms: CounterTerms,
     round_number: i32,
     buyer_price: f64,
     seller_price: Option<f64>,
-    action: Option<Move>,
+    action: Option<IabMove>,
     rationale: Option<String>,
     rounds_remaining: i32,
 }
@@ -664,7 +664,7 @@ struct CounterTerms {
     proposed_price: Option<f64>,
     negotiation_id: Uuid,
     round_number: i32,
-    action: Option<Move>,
+    action: Option<IabMove>,
 }
 
 fn render_proposal(view: &View) -> Reply {
@@ -729,13 +729,13 @@ mod tests {
         use BidStatus::*;
         let id = Uuid::from_u128;
         // (bids, action, answered by the seller, awaiting, buyer price, seller price)
-        type Case = (Vec<Bid>, Option<Move>, Option<Uuid>, Option<Uuid>, i64, Option<i64>);
+        type Case = (Vec<Bid>, Option<IabMove>, Option<Uuid>, Option<Uuid>, i64, Option<i64>);
         let cases: Vec<Case> = vec![
             (vec![bid(1, 2000, Pending, None, false)], None, None, Some(id(1)), 2000, None),
             (vec![bid(1, 2000, Expired, Some(Reason::Expired), false)], None, None, None, 2000, None),
             (
                 vec![countered(1, 2000), bid(2, 3200, Pending, None, false)],
-                Some(Move::Counter),
+                Some(IabMove::Counter),
                 Some(id(1)),
                 None,
                 2000,
@@ -743,7 +743,7 @@ mod tests {
             ),
             (
                 vec![countered(1, 2000), bid(2, 3200, Pending, None, true)],
-                Some(Move::FinalOffer),
+                Some(IabMove::FinalOffer),
                 Some(id(1)),
                 None,
                 2000,
@@ -759,7 +759,7 @@ mod tests {
             ),
             (
                 vec![countered(1, 2000), countered(2, 3200), bid(3, 2200, Accepted, Some(Reason::Accepted), false)],
-                Some(Move::Accept),
+                Some(IabMove::Accept),
                 Some(id(3)),
                 None,
                 2200,
@@ -767,7 +767,7 @@ mod tests {
             ),
             (
                 vec![countered(1, 2000), bid(2, 2800, Accepted, Some(Reason::Accepted), false)],
-                Some(Move::Accept),
+                Some(IabMove::Accept),
                 None,
                 None,
                 2800,
@@ -775,16 +775,23 @@ mod tests {
             ),
             (
                 vec![bid(1, 2000, Rejected, Some(Reason::Rejected), false)],
-                Some(Move::Reject),
+                Some(IabMove::Reject),
                 Some(id(1)),
                 None,
                 2000,
                 None,
             ),
-            (vec![bid(1, 2000, Rejected, Some(Reason::Withdrawn), false)], Some(Move::Reject), None, None, 2000, None),
+            (
+                vec![bid(1, 2000, Rejected, Some(Reason::Withdrawn), false)],
+                Some(IabMove::Reject),
+                None,
+                None,
+                2000,
+                None,
+            ),
             (
                 vec![countered(1, 2000), bid(2, 3200, Rejected, Some(Reason::Rejected), false)],
-                Some(Move::Reject),
+                Some(IabMove::Reject),
                 None,
                 None,
                 2000,

@@ -5,7 +5,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use crate::market;
-use haggle_domain::{FieldError, Rejection};
+use haggle_domain::{BidStatus, FieldError, Rejection};
 
 pub use haggle_api::problem::{Code, PROBLEM_JSON};
 
@@ -104,8 +104,8 @@ impl From<Rejection> for ApiError {
             Rejection::InvalidTransition { current_status, .. } | Rejection::ListingUnavailable { current_status } => {
                 error.with("current_status", current_status)
             }
-            Rejection::BidExpired => error.with("current_status", "EXPIRED"),
-            Rejection::FinalOffer => error.with("current_status", "PENDING"),
+            Rejection::BidExpired => error.with("current_status", BidStatus::Expired.as_str()),
+            Rejection::FinalOffer => error.with("current_status", BidStatus::Pending.as_str()),
             Rejection::ThreadActive { thread_id: Some(id) } => error.with("thread_id", id.to_string()),
             Rejection::OfferLimitReached { limit } => error.with("limit", limit),
             Rejection::Validation(errors) => ApiError::fields(error.code, error.detail, &errors),

@@ -223,7 +223,7 @@ impl FromRequestParts<AppState> for Caller {
                 caller
             }
         };
-        state.check_rate(super::ratelimit::Caller::Agent(caller.id))?;
+        state.check_rate(super::ratelimit::Requester::Agent(caller.id))?;
         Ok(caller)
     }
 }

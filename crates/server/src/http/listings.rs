@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::error::ApiError;
 use super::extract::{ActionBody, Id, IdempotencyKey, JsonBody, Params};
-use super::{AppState, Command, Endpoint, Page, Reply, choice, paging};
+use super::{AppState, Endpoint, Page, Reply, Write, choice, paging};
 use crate::db;
 use crate::db::agents::Caller;
 use crate::db::listings::ListingFilter;
@@ -36,7 +36,7 @@ async fn create(
     key: IdempotencyKey,
     body: JsonBody<NewListing>,
 ) -> Result<Response, Response> {
-    let mut command = Command::begin(&state, caller.id, key, body.digest).await?;
+    let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
     let outcome = listings::create(command.conn(), caller, body.value, state.settings.rules).await;
     Ok(command.finish(outcome.map(|listing| Reply::json(StatusCode::CREATED, &api::Listing::from(listing)))).await)
 }
@@ -93,7 +93,7 @@ async fn update(
     Id(id): Id,
     body: JsonBody<ListingPatch>,
 ) -> Result<Response, Response> {
-    let mut command = Command::begin(&state, caller.id, IdempotencyKey(None), body.digest).await?;
+    let mut command = Write::begin(&state, caller.id, IdempotencyKey(None), body.digest).await?;
     let outcome = listings::update(command.conn(), caller, id, body.value, state.settings.rules).await;
     Ok(command.finish(outcome.map(|listing| Reply::json(StatusCode::OK, &api::Listing::from(listing)))).await)
 }
@@ -105,7 +105,7 @@ async fn withdraw(
     key: IdempotencyKey,
     body: ActionBody,
 ) -> Result<Response, Response> {
-    let mut command = Command::begin(&state, caller.id, key, body.digest).await?;
+    let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
     let (conn, events) = command.parts();
     let outcome = listings::withdraw(conn, events, caller, id).await;
     Ok(command.finish(outcome.map(|listing| Reply::json(StatusCode::OK, &api::Listing::from(listing)))).await)
@@ -118,7 +118,7 @@ async fn place_bid(
     key: IdempotencyKey,
     body: JsonBody<api::Placement>,
 ) -> Result<Response, Response> {
-    let mut command = Command::begin_unlocked(&state, caller.id, key, body.digest).await?;
+    let mut command = Write::begin_unlocked(&state, caller.id, key, body.digest).await?;
     let rules = state.settings.rules;
     let placement = Proposal::from(body.value);
     let outcome = command
@@ -142,7 +142,7 @@ async fn purchase(
     key: IdempotencyKey,
     body: ActionBody,
 ) -> Result<Response, Response> {
-    let mut command = Command::begin(&state, caller.id, key, body.digest).await?;
+    let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
     let (conn, events) = command.parts();
     let outcome = listings::purchase(conn, events, caller, id).await;
     Ok(command.finish(outcome.map(|order| Reply::json(StatusCode::CREATED, &Purchased { order: order.into() }))).await)

@@ -28,7 +28,6 @@ use crate::webhooks::{SealingKey, WebhookSettings};
 mod admin;
 mod agents;
 pub mod bids;
-mod command;
 mod compat;
 pub mod error;
 pub mod events;
@@ -40,10 +39,11 @@ mod policies;
 pub mod ratelimit;
 mod threads;
 mod webhooks;
+mod write;
 
-pub use command::{Command, Reply};
 use error::{ApiError, Code};
 pub use haggle_api::Page;
+pub use write::{Reply, Write};
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -81,7 +81,7 @@ impl AppState {
     }
 
     /// Takes a token from the caller's bucket, or answers 429 with `Retry-After`.
-    pub fn check_rate(&self, caller: ratelimit::Caller) -> Result<(), ApiError> {
+    pub fn check_rate(&self, caller: ratelimit::Requester) -> Result<(), ApiError> {
         match &self.limiter {
             Some(limiter) => limiter.check(caller).map_err(ApiError::rate_limited),
             None => Ok(()),

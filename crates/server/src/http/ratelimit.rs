@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 /// Who a bucket belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Caller {
+pub enum Requester {
     Agent(Uuid),
     Address(IpAddr),
 }
@@ -25,7 +25,7 @@ struct Bucket {
 #[derive(Debug)]
 pub struct RateLimiter {
     per_second: f64,
-    buckets: Mutex<HashMap<Caller, Bucket>>,
+    buckets: Mutex<HashMap<Requester, Bucket>>,
 }
 
 /// Beyond this many buckets, full (idle) ones are forgotten.
@@ -37,19 +37,19 @@ impl RateLimiter {
         (per_second > 0).then(|| RateLimiter { per_second: f64::from(per_second), buckets: Mutex::default() })
     }
 
-    fn rate_for(&self, caller: Caller) -> f64 {
+    fn rate_for(&self, caller: Requester) -> f64 {
         match caller {
-            Caller::Agent(_) => self.per_second,
-            Caller::Address(_) => (self.per_second / 10.0).max(1.0),
+            Requester::Agent(_) => self.per_second,
+            Requester::Address(_) => (self.per_second / 10.0).max(1.0),
         }
     }
 
     /// Takes one token, or says how long to wait for one.
-    pub fn check(&self, caller: Caller) -> Result<(), Duration> {
+    pub fn check(&self, caller: Requester) -> Result<(), Duration> {
         self.check_at(caller, Instant::now())
     }
 
-    fn check_at(&self, caller: Caller, now: Instant) -> Result<(), Duration> {
+    fn check_at(&self, caller: Requester, now: Instant) -> Result<(), Duration> {
         let rate = self.rate_for(caller);
         let mut buckets = self.buckets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if buckets.len() > PRUNE_ABOVE {
@@ -78,7 +78,7 @@ mod tests {
     #[test]
     fn a_burst_is_allowed_then_the_rate_holds() {
         let limiter = RateLimiter::new(10).unwrap();
-        let agent = Caller::Agent(Uuid::nil());
+        let agent = Requester::Agent(Uuid::nil());
         let start = Instant::now();
         for _ in 0..10 {
             assert!(limiter.check_at(agent, start).is_ok());
@@ -88,13 +88,13 @@ mod tests {
         assert!(limiter.check_at(agent, start + Duration::from_millis(100)).is_ok());
         assert!(limiter.check_at(agent, start + Duration::from_millis(100)).is_err());
         // Another agent has its own bucket.
-        assert!(limiter.check_at(Caller::Agent(Uuid::from_u128(1)), start).is_ok());
+        assert!(limiter.check_at(Requester::Agent(Uuid::from_u128(1)), start).is_ok());
     }
 
     #[test]
     fn addresses_get_a_tenth_and_zero_means_no_limit() {
         let limiter = RateLimiter::new(20).unwrap();
-        let address = Caller::Address(IpAddr::from([127, 0, 0, 1]));
+        let address = Requester::Address(IpAddr::from([127, 0, 0, 1]));
         let start = Instant::now();
         assert!((0..2).all(|_| limiter.check_at(address, start).is_ok()));
         assert!(limiter.check_at(address, start).is_err());

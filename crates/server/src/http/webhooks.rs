@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use super::error::ApiError;
 use super::extract::{ActionBody, Id, IdempotencyKey, JsonBody, Params};
-use super::{AppState, Command, Endpoint, Page, Reply, paging};
+use super::{AppState, Endpoint, Page, Reply, Write, paging};
 use crate::db;
 use crate::db::agents::Caller;
 use crate::market::webhooks as registry;
@@ -40,7 +40,7 @@ async fn create(
         Ok(sealing_key) => sealing_key,
         Err(error) => return Err(ApiError::from(error).into_response()),
     };
-    let mut command = Command::begin(&state, caller.id, key, body.digest).await?;
+    let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
     let outcome = match checked {
         Ok(checked) => registry::create(command.conn(), caller.id, checked, &sealing_key).await,
         Err(rejection) => Err(rejection.into()),
@@ -101,7 +101,7 @@ async fn enable(
     key: IdempotencyKey,
     body: ActionBody,
 ) -> Result<Response, Response> {
-    let mut command = Command::begin(&state, caller.id, key, body.digest).await?;
+    let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
     let outcome = registry::enable(command.conn(), caller.id, id).await;
     Ok(command.finish(outcome.map(|webhook| Reply::json(StatusCode::OK, &api::Webhook::from(webhook)))).await)
 }

@@ -39,7 +39,7 @@ pub type Outcomes<'a, T> = BoxFuture<'a, Result<Vec<Option<Made<T>>>, sqlx::Erro
 
 /// A move's outcome, as its request hears it: `None` if it was not made (its compare-and-set
 /// failed, or its statement did), and nothing of it was written.
-type Reply<T> = oneshot::Sender<Option<Made<T>>>;
+type Respond<T> = oneshot::Sender<Option<Made<T>>>;
 
 /// A kind of move made in one statement: the statement, and what two moves in one statement
 /// must not share.
@@ -115,7 +115,7 @@ impl Move for AcceptMove {
 struct Pending<M: Move> {
     what: M,
     events: Vec<NewEvent>,
-    reply: Reply<M::Made>,
+    reply: Respond<M::Made>,
 }
 
 /// A move of any kind in the queue: what two moves in one statement must not share, the move
@@ -135,7 +135,7 @@ type MakeAll = for<'a> fn(&'a PgPool, Vec<Queued>) -> BoxFuture<'a, ()>;
 type Queued = Box<dyn Any + Send>;
 
 impl Job {
-    fn new<M: Move>(what: M, events: Vec<NewEvent>, reply: Reply<M::Made>) -> Job {
+    fn new<M: Move>(what: M, events: Vec<NewEvent>, reply: Respond<M::Made>) -> Job {
         Job {
             kind: M::KIND,
             key: what.key(),

@@ -328,7 +328,7 @@ pub async fn counter(
     };
     let event = NewEvent::bid(&bid, &thread);
     let counter =
-        CounterMove { thread_id: context.thread.id, bid_id, now, outcome: transition.into(), counter: bid.clone() };
+        CounterMove { thread_id: context.thread.id, bid_id, now, effect: transition.into(), counter: bid.clone() };
     let Some(made) = make(conn, events, access, counter, vec![event]).await? else {
         return Err(lost_race(conn, events, bid_id).await);
     };
@@ -476,7 +476,7 @@ async fn accept(
         made_events.push(NewEvent::listing(EventType::ListingSold, &listing));
     }
     let accept = AcceptMove {
-        outcome: transition.into(),
+        effect: transition.into(),
         order_status: order.status,
         listing_id: listing.id,
         thread_id: thread.id,

@@ -3,7 +3,7 @@
 //! The request's writes are one unit of work of the market ([`Unit`]), which owns the
 //! transaction, the retry under locks and the wake-ups after the commit; this layer adds only
 //! what belongs to HTTP: the key's claim, the stored answer, and the response. The common moves
-//! may first be tried without a transaction ([`Command::begin_unlocked`]). With an
+//! may first be tried without a transaction ([`Write::begin_unlocked`]). With an
 //! `Idempotency-Key` the answer must be stored with the effect, so such a request always runs in
 //! a transaction.
 //!
@@ -128,12 +128,12 @@ impl Claim {
 
 /// A state-changing request in progress: its unit of work, and the claim on its
 /// `Idempotency-Key`, if it has one.
-pub struct Command {
+pub struct Write {
     unit: Unit,
     claim: Option<Claim>,
 }
 
-impl Command {
+impl Write {
     /// Opens the request's unit of work in a transaction. `Err` carries the whole answer when
     /// there is nothing to run: a replay, a key in use or reused, or a database failure. `scope`
     /// is the calling agent (the nil UUID for unauthenticated registration).
@@ -142,7 +142,7 @@ impl Command {
         scope: Uuid,
         key: IdempotencyKey,
         request_digest: [u8; 32],
-    ) -> Result<Command, Response> {
+    ) -> Result<Write, Response> {
         Self::try_begin(state, scope, key, request_digest).await.map_err(IntoResponse::into_response)?
     }
 
@@ -151,10 +151,10 @@ impl Command {
         scope: Uuid,
         key: IdempotencyKey,
         request_digest: [u8; 32],
-    ) -> Result<Result<Command, Response>, ApiError> {
+    ) -> Result<Result<Write, Response>, ApiError> {
         let mut unit = state.market.begin().await?;
         let Some(key) = key.0 else {
-            return Ok(Ok(Command { unit, claim: None }));
+            return Ok(Ok(Write { unit, claim: None }));
         };
         if scope.is_nil() && key.len() < MIN_ANONYMOUS_KEY_LEN {
             // Without an agent, the key alone decides who gets the stored answer (and the API key
@@ -178,7 +178,7 @@ impl Command {
         if let Some(saved) = idempotency::find(unit.conn(), scope, &claim.key_digest).await? {
             return Ok(Err(claim.replay(saved)?));
         }
-        Ok(Ok(Command { unit, claim: Some(claim) }))
+        Ok(Ok(Write { unit, claim: Some(claim) }))
     }
 
     /// Opens the request without a transaction when it has no `Idempotency-Key` (its move is
@@ -189,12 +189,12 @@ impl Command {
         scope: Uuid,
         key: IdempotencyKey,
         request_digest: [u8; 32],
-    ) -> Result<Command, Response> {
+    ) -> Result<Write, Response> {
         if key.0.is_some() {
             return Self::begin(state, scope, key, request_digest).await;
         }
         match state.market.begin_unlocked().await {
-            Ok(unit) => Ok(Command { unit, claim: None }),
+            Ok(unit) => Ok(Write { unit, claim: None }),
             Err(error) => Err(ApiError::from(error).into_response()),
         }
     }
