@@ -556,26 +556,8 @@ pub async fn end_with_bid(
     bid_id: Uuid,
     transition: Transition,
 ) -> Result<Option<(Bid, Thread)>, sqlx::Error> {
-    let row: Option<BidAndThreadRow> = sqlx::query_as(
-        "WITH bid AS (
-             UPDATE bids SET status = $2, reason = $3, updated_at = now(),
-                    responded_at = CASE WHEN $2 = 'EXPIRED' THEN expires_at ELSE now() END
-             WHERE id = $1 AND status = 'PENDING' AND ($2 = 'EXPIRED' OR expires_at > clock_timestamp())
-             RETURNING *
-         ), thread AS (
-             UPDATE threads SET status = $4, closed_reason = $3, expires_at = NULL, updated_at = now()
-             FROM bid WHERE threads.id = bid.thread_id
-             RETURNING threads.*
-         )
-         SELECT row_to_json(bid) AS bid, row_to_json(thread) AS thread FROM bid, thread",
-    )
-    .bind(bid_id)
-    .bind(transition.bid_status().as_str())
-    .bind(transition.reason().as_str())
-    .bind(transition.thread_status().as_str())
-    .fetch_optional(conn)
-    .await?;
-    Ok(row.map(|row| (row.bid.0, row.thread.0)))
+    let before_deadline = matches!(transition, Transition::Reject(_));
+    Ok(end_bids(conn, &[bid_id], transition, before_deadline).await?.pop())
 }
 
 /// An acceptance to make: the pending bid, its thread and listing, what accepting does to them
@@ -749,21 +731,34 @@ pub async fn lock_due(conn: &mut PgConnection, batch: i64) -> Result<Vec<DueBid>
 }
 
 /// Ends locked threads through their pending bids with one transition of the domain's (the
-/// sweeper's expiries). Returns the bids it changed with their threads.
+/// sweeper's expiries, a sold-out listing's closings). Returns the bids it changed with their
+/// threads.
 pub async fn end_threads(
     conn: &mut PgConnection,
     bids: &[Uuid],
     transition: Transition,
 ) -> Result<Vec<(Bid, Thread)>, sqlx::Error> {
+    end_bids(conn, bids, transition, false).await
+}
+
+/// Applies `transition` to the pending bids and their threads, those whose deadline is still
+/// ahead only if `before_deadline` (a party's answer: the state machine checked the deadline
+/// at the start of the transaction, and it may have passed since).
+async fn end_bids(
+    conn: &mut PgConnection,
+    bids: &[Uuid],
+    transition: Transition,
+    before_deadline: bool,
+) -> Result<Vec<(Bid, Thread)>, sqlx::Error> {
     if bids.is_empty() {
         return Ok(Vec::new());
     }
-    let outcome = Effect::from(transition);
+    let effect = Effect::from(transition);
     let rows: Vec<BidAndThreadRow> = sqlx::query_as(
         "WITH bid AS (
              UPDATE bids SET status = $2, reason = $3, updated_at = now(),
                     responded_at = CASE WHEN $2 = 'EXPIRED' THEN expires_at ELSE now() END
-             WHERE id = ANY($1) AND status = 'PENDING'
+             WHERE id = ANY($1) AND status = 'PENDING' AND (NOT $5 OR expires_at > clock_timestamp())
              RETURNING *
          ), thread AS (
              UPDATE threads SET status = $4, closed_reason = $3, expires_at = NULL, updated_at = now()
@@ -773,9 +768,10 @@ pub async fn end_threads(
          SELECT row_to_json(bid) AS bid, row_to_json(thread) AS thread FROM bid JOIN thread ON thread.id = bid.thread_id",
     )
     .bind(bids)
-    .bind(outcome.bid_status.as_str())
-    .bind(outcome.reason.as_str())
-    .bind(outcome.thread_status.as_str())
+    .bind(effect.bid_status.as_str())
+    .bind(effect.reason.as_str())
+    .bind(effect.thread_status.as_str())
+    .bind(before_deadline)
     .fetch_all(conn)
     .await?;
     Ok(rows.into_iter().map(|row| (row.bid.0, row.thread.0)).collect())
