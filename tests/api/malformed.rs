@@ -175,6 +175,26 @@ async fn malformed_requests_change_nothing() {
         )
         .field("terms"),
         case(
+            "terms nested too deep",
+            M::POST,
+            place.clone(),
+            &buyer,
+            json(json!({"amount": 90000, "terms": nested(haggle_domain::bid::MAX_TERMS_DEPTH + 1)})),
+            422,
+            "validation_failed",
+        )
+        .field("terms"),
+        case(
+            "terms nested 126 levels",
+            M::POST,
+            place.clone(),
+            &buyer,
+            json(json!({"amount": 90000, "terms": nested(126)})),
+            422,
+            "validation_failed",
+        )
+        .field("terms"),
+        case(
             "a NUL inside terms",
             M::POST,
             place.clone(),
@@ -456,4 +476,37 @@ async fn an_unreachable_database_is_a_503() {
         assert_eq!(body["code"], "unavailable");
     }
     shutdown.cancel();
+}
+
+/// An object nested `levels` deep: `{"n": {"n": ... 1}}`.
+fn nested(levels: usize) -> Value {
+    let mut value = json!(1);
+    for _ in 0..levels {
+        value = json!({ "n": value });
+    }
+    value
+}
+
+#[tokio::test]
+async fn the_deepest_terms_allowed_read_back_everywhere() {
+    let app = TestApp::spawn().await;
+    let seller = app.register("seller").await;
+    let buyer = app.buyer("buyer").await;
+    let listing = app.listing(&seller, json!({})).await;
+    let terms = nested(haggle_domain::bid::MAX_TERMS_DEPTH);
+    let placed = app
+        .post(&format!("/v1/listings/{listing}/bids"), &buyer.key, json!({"amount": 90000, "terms": terms}))
+        .await
+        .expect(201);
+    assert_eq!(placed.body["bid"]["terms"], terms);
+    let thread = placed.body["thread"]["id"].as_str().unwrap().to_owned();
+    // The counterparty reads the thread and its events, envelopes and all.
+    let read = app.get(format!("/v1/threads/{thread}"), &seller.key).await.expect(200);
+    assert_eq!(read.body["bids"][0]["terms"], terms);
+    let events = crate::support::eventually("the bid's event", || async {
+        let page = app.get("/v1/events?after=0", &seller.key).await.expect(200);
+        page.body["data"].as_array().filter(|data| !data.is_empty()).cloned()
+    })
+    .await;
+    assert_eq!(events[0]["data"]["bid"]["terms"], terms);
 }

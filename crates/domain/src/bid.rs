@@ -22,6 +22,10 @@ pub const MAX_EXPIRES_IN: i64 = 2_592_000;
 pub const MAX_MESSAGE_CHARS: usize = 500;
 /// Largest `terms` object on a bid, in bytes of JSON.
 pub const MAX_TERMS_BYTES: usize = 4096;
+/// Deepest nesting of `terms`: the object itself is level 1. Stored JSON is read back inside
+/// envelopes (a thread, an event, a page) that must stay well under a JSON reader's recursion
+/// limit (128 levels for serde_json).
+pub const MAX_TERMS_DEPTH: usize = 16;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -381,11 +385,15 @@ pub fn check_message(message: Option<&str>) -> Result<(), String> {
     }
 }
 
-/// Checks a bid's `terms`: a JSON object of at most 4 KiB.
+/// Checks a bid's `terms`: a JSON object of at most 4 KiB, nested at most [`MAX_TERMS_DEPTH`]
+/// levels deep.
 pub fn check_terms(terms: Option<&serde_json::Value>) -> Result<(), String> {
     match terms {
         None | Some(serde_json::Value::Null) => Ok(()),
         Some(value @ serde_json::Value::Object(_)) => {
+            if depth_exceeds(value, MAX_TERMS_DEPTH) {
+                return Err(format!("must be nested at most {MAX_TERMS_DEPTH} levels deep"));
+            }
             let size = serde_json::to_vec(value).map(|bytes| bytes.len()).unwrap_or(usize::MAX);
             if size > MAX_TERMS_BYTES {
                 Err(format!("must be at most {MAX_TERMS_BYTES} bytes of JSON"))
@@ -397,6 +405,29 @@ pub fn check_terms(terms: Option<&serde_json::Value>) -> Result<(), String> {
         }
         Some(_) => Err("must be a JSON object".into()),
     }
+}
+
+/// Whether the value nests more than `limit` levels of arrays and objects (a scalar is level 0).
+/// Iterative, so that no input can exhaust the stack.
+pub fn depth_exceeds(value: &serde_json::Value, limit: usize) -> bool {
+    let mut stack = vec![(value, 0usize)];
+    while let Some((value, depth)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &serde_json::Value>> = match value {
+            serde_json::Value::Array(items) => Box::new(items.iter()),
+            serde_json::Value::Object(fields) => Box::new(fields.values()),
+            serde_json::Value::Null
+            | serde_json::Value::Bool(_)
+            | serde_json::Value::Number(_)
+            | serde_json::Value::String(_) => {
+                continue;
+            }
+        };
+        if depth + 1 > limit {
+            return true;
+        }
+        stack.extend(children.map(|child| (child, depth + 1)));
+    }
+    false
 }
 
 /// Whether any key or string in the value holds U+0000, which PostgreSQL cannot store.
@@ -482,6 +513,23 @@ mod tests {
             (Action::Accept, Who::Responder) => Ok(Transition::Accept),
             (Action::Reject, Who::Responder) => Ok(Transition::Reject(Reason::Rejected)),
         }
+    }
+
+    #[test]
+    fn terms_nest_at_most_the_limit() {
+        let nested = |levels: usize| {
+            let mut value = serde_json::json!(1);
+            for _ in 0..levels {
+                value = serde_json::json!({ "n": value });
+            }
+            value
+        };
+        assert!(check_terms(Some(&nested(MAX_TERMS_DEPTH))).is_ok());
+        let too_deep = check_terms(Some(&nested(MAX_TERMS_DEPTH + 1))).unwrap_err();
+        assert!(too_deep.contains("levels deep"), "{too_deep}");
+        assert!(!depth_exceeds(&serde_json::json!([[1]]), 2));
+        assert!(depth_exceeds(&serde_json::json!([[[1]]]), 2));
+        assert!(!depth_exceeds(&serde_json::json!(1), 0));
     }
 
     #[test]

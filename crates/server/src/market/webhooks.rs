@@ -1,6 +1,8 @@
 //! What an agent does to its webhooks: create one (its secret shown once), enable one that its
 //! failures disabled, delete one. Creating and enabling run in the caller's unit of work.
 
+use std::collections::HashSet;
+
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use haggle_api::{NewWebhook as WebhookRequest, WebhookCreated};
@@ -20,6 +22,8 @@ use haggle_domain::{FieldError, Rejection};
 pub const SECRET_PREFIX: &str = "whsec_";
 /// How much of a secret is kept in clear, to tell secrets apart.
 const SHOWN_PREFIX_CHARS: usize = 12;
+/// The longest `events` list a webhook may give.
+pub const MAX_EVENT_FILTERS: usize = 32;
 /// The `events` entry that stands for every event type.
 pub const ALL_EVENTS: &str = "*";
 
@@ -59,12 +63,22 @@ fn check_events(events: &[String]) -> std::result::Result<Vec<String>, Vec<Field
     if events.is_empty() {
         return Err(vec![FieldError::new("events", "must name at least one event type, or be [\"*\"] for all")]);
     }
+    // Bounded before anything else is done, and linear after: a large body costs no more than
+    // reading it.
+    if events.len() > MAX_EVENT_FILTERS {
+        return Err(vec![FieldError::new(
+            "events",
+            format!("must list at most {MAX_EVENT_FILTERS} event types (there are {} in all)", EventType::ALL.len()),
+        )]);
+    }
+    let names_a_type = events.iter().any(|name| name != ALL_EVENTS);
     let mut errors = Vec::new();
+    let mut seen = HashSet::new();
     let mut kept: Vec<String> = Vec::new();
     for (index, name) in events.iter().enumerate() {
         let field = format!("events[{index}]");
         if name == ALL_EVENTS {
-            if events.iter().any(|other| other != ALL_EVENTS) {
+            if names_a_type {
                 errors.push(FieldError::new(field, "`*` already means every event type; send [\"*\"] alone"));
             }
         } else if let Err(message) = name.parse::<EventType>() {
@@ -72,7 +86,7 @@ fn check_events(events: &[String]) -> std::result::Result<Vec<String>, Vec<Field
             let message = if name.chars().count() > 100 { "is not an event type".to_owned() } else { message };
             errors.push(FieldError::new(field, message));
         }
-        if !kept.contains(name) {
+        if seen.insert(name.as_str()) {
             kept.push(name.clone());
         }
     }
@@ -152,5 +166,8 @@ mod tests {
         let errors = check_events(&names(&["bid.placed", "bid.eaten", "*"])).unwrap_err();
         let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, ["events[1]", "events[2]"]);
+        let too_many = check_events(&vec![ALL_EVENTS.to_owned(); MAX_EVENT_FILTERS + 1]).unwrap_err();
+        assert_eq!((too_many.len(), too_many[0].field.as_str()), (1, "events"));
+        assert_eq!(check_events(&vec![ALL_EVENTS.to_owned(); MAX_EVENT_FILTERS]).unwrap(), names(&["*"]));
     }
 }
