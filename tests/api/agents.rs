@@ -172,3 +172,64 @@ async fn a_revoked_key_and_a_new_tier_reach_every_instance_at_once() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test]
+async fn an_agent_holds_at_most_twenty_live_keys_listed_a_page_at_a_time() {
+    let app = TestApp::spawn().await;
+    let agent = app.register("key collector").await;
+    let mut ids = Vec::new();
+    for _ in 1..20 {
+        ids.push(app.post_empty("/v1/agents/me/keys", &agent.key).await.expect(201).body["key"]["id"].clone());
+    }
+    let before = app.snapshot().await;
+    let refused = app.post_empty("/v1/agents/me/keys", &agent.key).await.expect_problem(422, "validation_failed");
+    assert_eq!(refused.body["errors"][0]["field"], "keys");
+    assert_eq!(app.snapshot().await, before, "the refused key changed nothing");
+
+    // Revoking one makes room for another.
+    let revoked = ids[0].as_str().unwrap();
+    app.delete(format!("/v1/agents/me/keys/{revoked}"), &agent.key).await.expect(200);
+    app.post_empty("/v1/agents/me/keys", &agent.key).await.expect(201);
+
+    // 21 keys in all, oldest first, in pages of 8.
+    let mut listed = Vec::new();
+    let mut path = "/v1/agents/me/keys?limit=8".to_owned();
+    loop {
+        let page = app.get(&path, &agent.key).await.expect(200).body;
+        listed.extend(page["data"].as_array().unwrap().iter().map(|key| key["id"].as_str().unwrap().to_owned()));
+        match page["next_cursor"].as_str() {
+            Some(cursor) => path = format!("/v1/agents/me/keys?limit=8&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert_eq!(listed.len(), 21);
+    assert!(listed.windows(2).all(|pair| pair[0] < pair[1]), "oldest first: {listed:?}");
+    app.get("/v1/agents/me/keys?limit=0", &agent.key).await.expect_problem(422, "validation_failed");
+}
+
+#[tokio::test]
+async fn wrong_credentials_from_one_address_are_throttled() {
+    let app = TestApp::spawn().await;
+    let agent = app.register("honest").await;
+    // Wrong API keys: answered 401 until the address has used up its allowance, then 429 with
+    // Retry-After, whatever key comes next, the right one included.
+    let mut statuses = Vec::new();
+    for n in 0..25 {
+        let resp = app.get("/v1/agents/me", &format!("hk_wrong_{n:040}")).await;
+        statuses.push(resp.status);
+        if resp.status == 429 {
+            assert_eq!(resp.code(), "rate_limited");
+            assert!(resp.header("retry-after").is_some());
+        }
+    }
+    assert_eq!(statuses.iter().filter(|s| **s == 401).count(), 20, "{statuses:?}");
+    assert_eq!(statuses.iter().filter(|s| **s == 429).count(), 5, "{statuses:?}");
+    app.get("/v1/agents/me", &agent.key).await.expect_problem(429, "rate_limited");
+    // Wrong operator tokens count alike.
+    app.patch(format!("/v1/admin/agents/{}", agent.id), "not-the-operator-token", json!({ "tier": "SEAT" }))
+        .await
+        .expect_problem(429, "rate_limited");
+    // The allowance refills: a second later the right key works again.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    app.get("/v1/agents/me", &agent.key).await.expect(200);
+}

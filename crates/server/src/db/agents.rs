@@ -2,6 +2,8 @@
 
 use chrono::{DateTime, Utc};
 use haggle_api as api;
+
+use super::Page;
 use sqlx::{FromRow, PgConnection, PgExecutor};
 use uuid::Uuid;
 
@@ -161,6 +163,34 @@ pub async fn keys(executor: impl PgExecutor<'_>, agent_id: Uuid) -> Result<Vec<A
     sqlx::query_as("SELECT id, prefix, created_at, revoked_at FROM api_keys WHERE agent_id = $1 ORDER BY id")
         .bind(agent_id)
         .fetch_all(executor)
+        .await
+}
+
+/// A page of the agent's keys, oldest first, after the cursor (a key id).
+pub async fn keys_page(
+    executor: impl PgExecutor<'_>,
+    agent_id: Uuid,
+    after: Option<Uuid>,
+    limit: i64,
+) -> Result<Page<ApiKey>, sqlx::Error> {
+    let rows: Vec<ApiKey> = sqlx::query_as(
+        "SELECT id, prefix, created_at, revoked_at FROM api_keys
+         WHERE agent_id = $1 AND ($2::uuid IS NULL OR id > $2)
+         ORDER BY id LIMIT $3",
+    )
+    .bind(agent_id)
+    .bind(after)
+    .bind(limit + 1)
+    .fetch_all(executor)
+    .await?;
+    Ok(Page::from_rows(rows, limit, |key| key.id))
+}
+
+/// How many of the agent's keys are not revoked.
+pub async fn live_keys(executor: impl PgExecutor<'_>, agent_id: Uuid) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("SELECT count(*) FROM api_keys WHERE agent_id = $1 AND revoked_at IS NULL")
+        .bind(agent_id)
+        .fetch_one(executor)
         .await
 }
 

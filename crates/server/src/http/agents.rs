@@ -7,11 +7,12 @@ use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use haggle_api::{self as api, IssuedKey, Registered, Registration};
+use serde::Deserialize;
 use uuid::Uuid;
 
 use super::error::{ApiError, Code};
-use super::extract::{ActionBody, Id, IdempotencyKey, JsonBody};
-use super::{AppState, Endpoint, Page, Reply, Write, ratelimit};
+use super::extract::{ActionBody, Id, IdempotencyKey, JsonBody, Params};
+use super::{AppState, Endpoint, Page, Reply, Write, paging, ratelimit};
 use crate::db;
 use crate::db::agents::Caller;
 use crate::market::agents;
@@ -57,9 +58,22 @@ async fn me(State(state): State<AppState>, caller: Caller) -> Result<Json<api::A
     agent.map(|agent| Json(agent.into())).ok_or_else(|| ApiError::not_found("agent"))
 }
 
-async fn keys(State(state): State<AppState>, caller: Caller) -> Result<Json<Page<api::KeyRecord>>, ApiError> {
-    let keys = db::agents::keys(&state.pool, caller.id).await?;
-    Ok(Json(Page { data: keys.into_iter().map(Into::into).collect(), next_cursor: None }))
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PageQuery {
+    limit: Option<i64>,
+    cursor: Option<String>,
+}
+
+/// My keys, oldest first, a page at a time.
+async fn keys(
+    State(state): State<AppState>,
+    caller: Caller,
+    Params(query): Params<PageQuery>,
+) -> Result<Json<Page<api::KeyRecord>>, ApiError> {
+    let (limit, after) = paging(query.limit, query.cursor.as_deref())?;
+    let page = db::agents::keys_page(&state.pool, caller.id, after, limit).await?;
+    Ok(Json(page.map(api::KeyRecord::from)))
 }
 
 async fn create_key(

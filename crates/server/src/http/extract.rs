@@ -179,6 +179,11 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
     }
 }
 
+/// The address the request came from, as the listener saw it.
+fn peer_address(parts: &Parts) -> Option<std::net::IpAddr> {
+    parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|info| info.0.ip())
+}
+
 fn bearer_token(parts: &Parts) -> Option<&str> {
     bearer_token_of(&parts.headers)
 }
@@ -210,7 +215,10 @@ impl FromRequestParts<AppState> for Caller {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let token = api_key_of(&parts.headers)
             .ok_or_else(|| ApiError::unauthenticated("send your API key as `Authorization: Bearer <api key>`"))?;
-        let invalid = || ApiError::unauthenticated("the API key is not valid or has been revoked");
+        let address = peer_address(parts);
+        state.check_auth_allowed(address)?;
+        let invalid =
+            || state.auth_failed(address, ApiError::unauthenticated("the API key is not valid or has been revoked"));
         if !token.starts_with(secrets::API_KEY_PREFIX) || token.len() > 128 {
             return Err(invalid());
         }
@@ -243,12 +251,14 @@ impl FromRequestParts<AppState> for Operator {
         };
         let token = bearer_token(parts)
             .ok_or_else(|| ApiError::unauthenticated("send the operator token as `Authorization: Bearer <token>`"))?;
+        let address = peer_address(parts);
+        state.check_auth_allowed(address)?;
         if secrets::secrets_equal(token, expected) {
             Ok(Operator)
         } else if token.starts_with(secrets::API_KEY_PREFIX) {
             Err(ApiError::new(Code::Forbidden, "this route is for the operator; agent keys cannot use it"))
         } else {
-            Err(ApiError::unauthenticated("the operator token is not valid"))
+            Err(state.auth_failed(address, ApiError::unauthenticated("the operator token is not valid")))
         }
     }
 }

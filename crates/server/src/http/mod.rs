@@ -54,6 +54,8 @@ pub struct AppState {
     pub market: Market,
     pub settings: Arc<Settings>,
     pub limiter: Option<Arc<ratelimit::RateLimiter>>,
+    /// Wrong credentials per client address: always on, whatever the rate limit.
+    pub auth_failures: Arc<ratelimit::RateLimiter>,
     /// This instance's waiters for events.
     pub hub: Hub,
     /// Cancelled when the server shuts down: long waits and streams end early.
@@ -73,11 +75,29 @@ impl AppState {
             market,
             settings: Arc::new(settings),
             limiter,
+            auth_failures: Arc::new(ratelimit::RateLimiter::new(1).expect("a limit above zero")),
             hub: Hub::new(),
             shutdown,
             sealing_key,
             keys,
         }
+    }
+
+    /// Refuses with 429 (and `Retry-After`) an address that presented too many wrong
+    /// credentials lately, before its next ones are even looked at.
+    pub fn check_auth_allowed(&self, address: Option<std::net::IpAddr>) -> Result<(), ApiError> {
+        match address.and_then(|ip| self.auth_failures.wait(ratelimit::Requester::FailedAuth(ip))) {
+            Some(wait) => Err(ApiError::rate_limited(wait)),
+            None => Ok(()),
+        }
+    }
+
+    /// Counts a wrong credential against its address; `error` is the answer to it.
+    pub fn auth_failed(&self, address: Option<std::net::IpAddr>, error: ApiError) -> ApiError {
+        if let Some(ip) = address {
+            let _ = self.auth_failures.check(ratelimit::Requester::FailedAuth(ip));
+        }
+        error
     }
 
     /// Takes a token from the caller's bucket, or answers 429 with `Retry-After`.

@@ -14,7 +14,13 @@ use uuid::Uuid;
 pub enum Requester {
     Agent(Uuid),
     Address(IpAddr),
+    /// Credentials that failed from this address: wrong API keys and operator tokens.
+    FailedAuth(IpAddr),
 }
+
+/// How many wrong credentials one address may present at once, and how many more a second.
+pub const AUTH_FAILURES_BURST: f64 = 20.0;
+pub const AUTH_FAILURES_PER_SECOND: f64 = 1.0;
 
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
@@ -37,11 +43,27 @@ impl RateLimiter {
         (per_second > 0).then(|| RateLimiter { per_second: f64::from(per_second), buckets: Mutex::default() })
     }
 
-    fn rate_for(&self, caller: Requester) -> f64 {
+    /// A bucket's size and how fast it fills, a second.
+    fn limits_for(&self, caller: Requester) -> (f64, f64) {
         match caller {
-            Requester::Agent(_) => self.per_second,
-            Requester::Address(_) => (self.per_second / 10.0).max(1.0),
+            Requester::Agent(_) => (self.per_second, self.per_second),
+            Requester::Address(_) => {
+                let rate = (self.per_second / 10.0).max(1.0);
+                (rate, rate)
+            }
+            Requester::FailedAuth(_) => (AUTH_FAILURES_BURST, AUTH_FAILURES_PER_SECOND),
         }
+    }
+
+    /// How long until the requester's bucket holds a token again, without taking one.
+    pub fn wait(&self, caller: Requester) -> Option<Duration> {
+        let now = Instant::now();
+        let (capacity, rate) = self.limits_for(caller);
+        let buckets = self.buckets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let bucket = buckets.get(&caller)?;
+        let tokens =
+            (bucket.tokens + now.saturating_duration_since(bucket.refilled).as_secs_f64() * rate).min(capacity);
+        (tokens < 1.0).then(|| Duration::from_secs_f64((1.0 - tokens) / rate))
     }
 
     /// Takes one token, or says how long to wait for one.
@@ -50,17 +72,17 @@ impl RateLimiter {
     }
 
     fn check_at(&self, caller: Requester, now: Instant) -> Result<(), Duration> {
-        let rate = self.rate_for(caller);
+        let (capacity, rate) = self.limits_for(caller);
         let mut buckets = self.buckets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if buckets.len() > PRUNE_ABOVE {
             buckets.retain(|caller, bucket| {
-                bucket.tokens + now.duration_since(bucket.refilled).as_secs_f64() * self.rate_for(*caller)
-                    < self.rate_for(*caller)
+                let (capacity, rate) = self.limits_for(*caller);
+                bucket.tokens + now.duration_since(bucket.refilled).as_secs_f64() * rate < capacity
             });
         }
-        let bucket = buckets.entry(caller).or_insert(Bucket { tokens: rate, refilled: now });
+        let bucket = buckets.entry(caller).or_insert(Bucket { tokens: capacity, refilled: now });
         let elapsed = now.saturating_duration_since(bucket.refilled).as_secs_f64();
-        bucket.tokens = (bucket.tokens + elapsed * rate).min(rate);
+        bucket.tokens = (bucket.tokens + elapsed * rate).min(capacity);
         bucket.refilled = now;
         if bucket.tokens >= 1.0 {
             bucket.tokens -= 1.0;
@@ -99,5 +121,17 @@ mod tests {
         assert!((0..2).all(|_| limiter.check_at(address, start).is_ok()));
         assert!(limiter.check_at(address, start).is_err());
         assert!(RateLimiter::new(0).is_none());
+    }
+
+    #[test]
+    fn wrong_credentials_have_a_bucket_of_their_own() {
+        let limiter = RateLimiter::new(1000).unwrap();
+        let failed = Requester::FailedAuth(IpAddr::from([127, 0, 0, 1]));
+        let start = Instant::now();
+        assert_eq!(limiter.wait(failed), None);
+        assert!((0..AUTH_FAILURES_BURST as usize).all(|_| limiter.check_at(failed, start).is_ok()));
+        assert!(limiter.check_at(failed, start).is_err());
+        assert!(limiter.wait(failed).is_some());
+        assert!(limiter.check_at(Requester::Address(IpAddr::from([127, 0, 0, 1])), start).is_ok());
     }
 }

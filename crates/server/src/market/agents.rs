@@ -12,6 +12,8 @@ use haggle_domain::rejection::{Validator, text};
 use haggle_domain::{Rejection, Tier};
 
 pub const MAX_NAME_CHARS: usize = 100;
+/// The most keys an agent may hold unrevoked.
+pub const MAX_LIVE_KEYS: i64 = 20;
 const MAX_IDENTITY_CHARS: usize = 200;
 
 /// A new key: its record, and the key itself, which is shown this once.
@@ -28,6 +30,17 @@ pub async fn register(conn: &mut PgConnection, registration: Registration, tier:
 }
 
 pub async fn issue_key(conn: &mut PgConnection, agent_id: Uuid) -> Result<NewKey> {
+    // The agent's row lock keeps concurrent requests from passing the cap together.
+    agents::lock(conn, agent_id).await?;
+    if agents::live_keys(&mut *conn, agent_id).await? >= MAX_LIVE_KEYS {
+        return Err(Rejection::invalid(
+            "keys",
+            format!(
+                "you already have {MAX_LIVE_KEYS} live keys, the most an agent may have; revoke one to add another"
+            ),
+        )
+        .into());
+    }
     let issued = secrets::issue_api_key();
     let key = agents::insert_key(conn, Uuid::now_v7(), agent_id, &issued.digest, &issued.prefix).await?;
     Ok(NewKey { key, api_key: issued.plaintext })
