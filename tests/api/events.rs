@@ -585,3 +585,29 @@ async fn events_past_their_retention_are_purged_with_their_inboxes() {
     assert_eq!(app.count("SELECT count(*) FROM event_recipients WHERE event_id = 1").await, 0);
     assert_eq!(haggle_server::sweeper::purge_events(&app.pool, Duration::from_secs(86400), 100).await.unwrap(), (0, 0));
 }
+
+#[tokio::test]
+async fn an_instance_holds_a_bounded_number_of_waiters_over_every_agent() {
+    let app = TestApp::spawn_with(|config| config.settings.max_waiters = 3).await;
+    let agents = [app.register("one").await, app.register("two").await, app.register("three").await];
+    let held: Vec<_> =
+        agents.iter().map(|agent| spawn_get(&app, &agent.key, "/v1/events?after=0&wait=30".to_owned())).collect();
+    let fourth = app.register("four").await;
+    // Refused once the three are waiting: 503 with Retry-After, however few the agent has open.
+    let refused = crate::support::eventually("the instance to be full", || async {
+        let resp = app.get("/v1/events?after=0&wait=1", &fourth.key).await;
+        (resp.status == 503).then_some(resp)
+    })
+    .await;
+    assert_eq!(refused.code(), "unavailable");
+    assert!(refused.header("retry-after").is_some());
+    for waiter in &held {
+        waiter.abort();
+    }
+    // Their connections closed, the places are free again.
+    crate::support::eventually("a free place", || async {
+        let resp = app.get("/v1/events?after=0&wait=0", &fourth.key).await;
+        (resp.status == 200).then_some(())
+    })
+    .await;
+}

@@ -98,6 +98,7 @@ pub fn test_config() -> AppConfig {
             heartbeat: Duration::from_secs(1),
             key_cache_ttl: Duration::from_secs(5),
             move_workers: 1,
+            max_waiters: haggle_server::events::DEFAULT_MAX_WAITERS,
             webhooks: WebhookSettings {
                 allow_private: true,
                 retry_schedule: vec![Duration::from_millis(100); 5],

@@ -114,6 +114,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 heartbeat: args.stream_heartbeat,
                 key_cache_ttl: args.key_cache_ttl,
                 move_workers: usize::from(args.move_workers),
+                max_waiters: args.max_streams as usize,
                 webhooks: WebhookSettings {
                     allow_private: args.webhook_allow_private,
                     retry_schedule: args.webhook_retry_schedule.to_vec(),

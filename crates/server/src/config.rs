@@ -108,6 +108,10 @@ pub struct ServeArgs {
     /// per move.
     #[arg(long, env = "HAGGLE_MOVE_WORKERS", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub move_workers: u16,
+    /// Long polls, bid waits and event streams this instance holds at once, over every agent;
+    /// beyond it they are refused with 503 and `Retry-After`, before file descriptors run out.
+    #[arg(long, env = "HAGGLE_MAX_STREAMS", default_value_t = crate::events::DEFAULT_MAX_WAITERS as u32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_streams: u32,
     /// Let webhooks point at loopback, private and link-local addresses (for development).
     #[arg(long, env = "HAGGLE_WEBHOOK_ALLOW_PRIVATE", default_value_t = false, action = ArgAction::Set)]
     pub webhook_allow_private: bool,
@@ -166,6 +170,7 @@ impl fmt::Debug for ServeArgs {
             .field("stream_heartbeat", &self.stream_heartbeat)
             .field("key_cache_ttl", &self.key_cache_ttl)
             .field("move_workers", &self.move_workers)
+            .field("max_streams", &self.max_streams)
             .field("webhook_allow_private", &self.webhook_allow_private)
             .field("webhook_retry_schedule", &self.webhook_retry_schedule)
             .field("webhook_timeout", &self.webhook_timeout)

@@ -14,13 +14,30 @@ use uuid::Uuid;
 /// Long polls, bid waits and streams one agent may have open at once on one instance.
 pub const MAX_WAITERS_PER_AGENT: usize = 100;
 
-/// The agent has as many waiters as it may.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Crowded;
+/// Waiters this instance holds at once, by default, whoever they are.
+pub const DEFAULT_MAX_WAITERS: usize = 4096;
 
-#[derive(Debug, Default, Clone)]
+/// Why a waiter was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Crowded {
+    /// The agent has as many waiters on this instance as it may.
+    Agent,
+    /// This instance holds as many waiters as it takes.
+    Instance,
+}
+
+#[derive(Debug, Clone)]
 pub struct Hub {
     inner: Arc<Mutex<HashMap<Uuid, watch::Sender<u64>>>>,
+    /// Waiters open now, and how many this instance takes.
+    open: Arc<std::sync::atomic::AtomicUsize>,
+    max_waiters: usize,
+}
+
+impl Default for Hub {
+    fn default() -> Hub {
+        Hub::with_limit(DEFAULT_MAX_WAITERS)
+    }
 }
 
 impl Hub {
@@ -28,15 +45,30 @@ impl Hub {
         Hub::default()
     }
 
+    /// A hub that holds at most `max_waiters` waiters at once.
+    pub fn with_limit(max_waiters: usize) -> Hub {
+        Hub { inner: Arc::default(), open: Arc::default(), max_waiters }
+    }
+
     /// Starts listening for the agent's events; refused when the agent already has
-    /// [`MAX_WAITERS_PER_AGENT`] waiters on this instance.
+    /// [`MAX_WAITERS_PER_AGENT`] waiters on this instance, or the instance its limit.
     pub fn subscribe(&self, agent_id: Uuid) -> Result<Subscription, Crowded> {
         let mut map = self.inner.lock().expect("hub lock");
+        if self.open.load(std::sync::atomic::Ordering::Relaxed) >= self.max_waiters {
+            return Err(Crowded::Instance);
+        }
         let sender = map.entry(agent_id).or_insert_with(|| watch::channel(0).0);
         if sender.receiver_count() >= MAX_WAITERS_PER_AGENT {
-            return Err(Crowded);
+            return Err(Crowded::Agent);
         }
+        // Counted under the lock, so that the limit holds however many subscribe at once.
+        self.open.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(Subscription { receiver: Some(sender.subscribe()), hub: self.clone(), agent_id })
+    }
+
+    /// How many waiters are open on this instance.
+    pub fn waiters(&self) -> usize {
+        self.open.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Wakes the waiters of these agents.
@@ -94,6 +126,7 @@ impl Drop for Subscription {
         // The receiver goes under the lock, so that of two subscriptions dropped at once the
         // second always sees the first one gone.
         drop(self.receiver.take());
+        self.hub.open.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         if map.get(&self.agent_id).is_some_and(|sender| sender.receiver_count() == 0) {
             map.remove(&self.agent_id);
         }
@@ -109,10 +142,21 @@ mod tests {
         let hub = Hub::new();
         let agent = Uuid::now_v7();
         let held: Vec<Subscription> = (0..MAX_WAITERS_PER_AGENT).map(|_| hub.subscribe(agent).unwrap()).collect();
-        assert_eq!(hub.subscribe(agent).unwrap_err(), Crowded);
+        assert_eq!(hub.subscribe(agent).unwrap_err(), Crowded::Agent);
         assert!(hub.subscribe(Uuid::now_v7()).is_ok(), "other agents are not affected");
         drop(held);
         assert!(hub.subscribe(agent).is_ok());
+    }
+
+    #[test]
+    fn an_instance_has_a_bounded_number_of_waiters() {
+        let hub = Hub::with_limit(3);
+        let held: Vec<Subscription> = (0..3).map(|_| hub.subscribe(Uuid::now_v7()).unwrap()).collect();
+        assert_eq!(hub.waiters(), 3);
+        assert_eq!(hub.subscribe(Uuid::now_v7()).unwrap_err(), Crowded::Instance);
+        drop(held);
+        assert_eq!(hub.waiters(), 0);
+        assert!(hub.subscribe(Uuid::now_v7()).is_ok());
     }
 
     #[tokio::test]

@@ -24,7 +24,7 @@ use super::extract::{Params, api_key_digest};
 use super::{AppState, DEFAULT_LIMIT, Endpoint, MAX_LIMIT, MAX_WAIT};
 use crate::db;
 use crate::db::agents::Caller;
-use crate::events::{Event, MAX_WAITERS_PER_AGENT, Subscription};
+use crate::events::{Crowded, Event, MAX_WAITERS_PER_AGENT, Subscription};
 use haggle_domain::FieldError;
 
 pub fn endpoints() -> Vec<Endpoint> {
@@ -109,12 +109,17 @@ async fn list(
 
 /// Subscribes a waiter for the agent, or answers 429 when it already has as many as it may.
 pub fn subscribe(state: &AppState, agent_id: Uuid) -> Result<Subscription, ApiError> {
-    state.hub.subscribe(agent_id).map_err(|_| ApiError {
-        detail: format!(
-            "this agent already has {MAX_WAITERS_PER_AGENT} long polls, bid waits and event streams open on this \
-             server; close one, or follow everything with one stream"
+    state.hub.subscribe(agent_id).map_err(|crowded| match crowded {
+        Crowded::Agent => ApiError {
+            detail: format!(
+                "this agent already has {MAX_WAITERS_PER_AGENT} long polls, bid waits and event streams open on this \
+                 server; close one, or follow everything with one stream"
+            ),
+            ..ApiError::rate_limited(Duration::from_secs(1))
+        },
+        Crowded::Instance => ApiError::unavailable(
+            "this server holds as many long polls, bid waits and event streams as it takes; retry shortly",
         ),
-        ..ApiError::rate_limited(Duration::from_secs(1))
     })
 }
 

@@ -70,13 +70,14 @@ impl AppState {
     pub fn new(market: Market, settings: Settings, sealing_key: SealingKey, shutdown: CancellationToken) -> AppState {
         let limiter = ratelimit::RateLimiter::new(settings.rate_limit).map(Arc::new);
         let keys = Arc::new(KeyCache::new(settings.key_cache_ttl));
+        let hub = Hub::with_limit(settings.max_waiters);
         AppState {
             pool: market.pool().clone(),
             market,
             settings: Arc::new(settings),
             limiter,
             auth_failures: Arc::new(ratelimit::RateLimiter::new(1).expect("a limit above zero")),
-            hub: Hub::new(),
+            hub,
             shutdown,
             sealing_key,
             keys,
@@ -127,6 +128,8 @@ pub struct Settings {
     /// How many statements of unlocked moves run at once, each on a connection of its own
     /// besides the pool's (see [`crate::market::batch`]).
     pub move_workers: usize,
+    /// Long polls, bid waits and event streams this instance holds at once (503 beyond).
+    pub max_waiters: usize,
     pub webhooks: WebhookSettings,
 }
 
