@@ -510,3 +510,18 @@ async fn the_deepest_terms_allowed_read_back_everywhere() {
     .await;
     assert_eq!(events[0]["data"]["bid"]["terms"], terms);
 }
+
+#[tokio::test]
+async fn a_commit_the_database_never_confirmed_is_reported_as_unknown() {
+    let app = TestApp::spawn().await;
+    let mut unit = app.market().begin().await.unwrap();
+    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(unit.conn()).await.unwrap();
+    // The connection goes while the unit is open: its COMMIT gets no answer.
+    sqlx::query("SELECT pg_terminate_backend($1)").bind(pid).execute(&app.pool).await.unwrap();
+    let error = unit.commit_reporting().await.unwrap_err();
+    assert!(matches!(error, haggle_server::market::Error::OutcomeUnknown(_)), "{error:?}");
+    let answer = haggle_server::http::error::ApiError::from(error);
+    assert_eq!((answer.status().as_u16(), answer.code.as_str()), (503, "unavailable"));
+    assert!(answer.detail.contains("unknown") && answer.detail.contains("same Idempotency-Key"), "{}", answer.detail);
+    assert_eq!(answer.retry_after, Some(1));
+}

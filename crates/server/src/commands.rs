@@ -199,6 +199,9 @@ fn describe(error: market::Error) -> anyhow::Error {
             anyhow::anyhow!(message)
         }
         market::Error::Database(error) => anyhow::Error::new(error),
+        market::Error::OutcomeUnknown(error) => {
+            anyhow::Error::new(error).context("the database did not confirm the change; check whether it was made")
+        }
         market::Error::NeedsLocks => anyhow::anyhow!(market::Error::NeedsLocks.to_string()),
     }
 }

@@ -200,7 +200,7 @@ async fn act(conn: &mut PgConnection, events: &mut Outbox, task: Task, rules: Ru
             stop(conn, events, task, &context, "refused", &detail, Some(decision)).await?;
             Ok(Outcome::Stopped("refused"))
         }
-        Err(market::Error::Database(error)) => Err(error),
+        Err(market::Error::Database(error) | market::Error::OutcomeUnknown(error)) => Err(error),
         Err(market::Error::NeedsLocks) => unreachable!("a locked move never asks for locks"),
     }
 }

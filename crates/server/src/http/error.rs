@@ -119,6 +119,11 @@ impl From<Rejection> for ApiError {
     }
 }
 
+/// What a 503 says when a change may have been made: a blind retry could make it twice.
+pub const OUTCOME_UNKNOWN: &str = "the database did not confirm the change, so whether it was made is unknown; \
+     retry only with the same Idempotency-Key, which answers with the outcome if it was made, or read the \
+     current state first";
+
 /// SQLSTATEs that mean the database is out of reach or shutting down.
 fn is_unavailable(code: &str) -> bool {
     code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "53300")
@@ -169,6 +174,10 @@ impl From<market::Error> for ApiError {
         match error {
             market::Error::Rejected(rejection) => rejection.into(),
             market::Error::Database(error) => error.into(),
+            market::Error::OutcomeUnknown(error) => {
+                tracing::warn!(%error, "the database did not confirm a commit");
+                ApiError::unavailable(OUTCOME_UNKNOWN)
+            }
             market::Error::NeedsLocks => {
                 tracing::error!("an unlocked move asking for locks reached the end of its request");
                 ApiError::internal()

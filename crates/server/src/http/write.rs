@@ -238,7 +238,11 @@ impl Write {
             Ok(reply) => reply,
             Err(market::Error::Rejected(rejection)) => Reply::problem(&ApiError::from(rejection)),
             // Dropping the unit rolls it back.
-            Err(error @ (market::Error::Database(_) | market::Error::NeedsLocks)) => return Err(error.into()),
+            Err(
+                error @ (market::Error::Database(_) | market::Error::NeedsLocks | market::Error::OutcomeUnknown(_)),
+            ) => {
+                return Err(error.into());
+            }
         };
         if let Some(claim) = &self.claim {
             // A keyed request always runs in a transaction: its answer is stored with its effect.
@@ -250,7 +254,7 @@ impl Write {
                 ));
             }
         }
-        self.unit.commit().await?;
+        self.unit.commit_reporting().await?;
         Ok(Committed { reply, claim: self.claim })
     }
 }

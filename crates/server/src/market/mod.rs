@@ -33,6 +33,11 @@ pub enum Error {
     /// on current rows and reports or records what happened.
     #[error("the move needs its locks")]
     NeedsLocks,
+    /// The connection failed while the transaction was committing: the change may or may not
+    /// have been made. Only a retry that the database can recognise (the same
+    /// `Idempotency-Key`) is safe.
+    #[error("the outcome is unknown: {0}")]
+    OutcomeUnknown(sqlx::Error),
 }
 
 /// How an operation reads what it decides on, and where it makes its move.

@@ -148,11 +148,29 @@ impl Unit {
 
     /// Writes the outbox's events with the change and commits, then wakes whoever must hear of
     /// it. An unlocked unit's moves committed with their events already.
-    pub async fn commit(mut self) -> std::result::Result<Written, sqlx::Error> {
+    pub async fn commit(self) -> std::result::Result<Written, sqlx::Error> {
+        self.commit_reporting().await.map_err(|error| match error {
+            Error::Database(error) | Error::OutcomeUnknown(error) => error,
+            Error::Rejected(_) | Error::NeedsLocks => unreachable!("a commit neither refuses nor asks for locks"),
+        })
+    }
+
+    /// Commits as [`commit`](Self::commit) does, telling a failure of the COMMIT itself, whose
+    /// outcome is unknown ([`Error::OutcomeUnknown`]), from one before it, after which nothing
+    /// was made ([`Error::Database`]).
+    pub async fn commit_reporting(mut self) -> Result<Written> {
         let written = match std::mem::replace(&mut self.conn, Connection::Opening) {
             Connection::Transaction(mut tx) => {
                 let written = self.events.flush(&mut tx).await?;
-                tx.commit().await?;
+                match tx.commit().await {
+                    Ok(()) => {}
+                    // The database answered the commit and refused it: it rolled back.
+                    Err(sqlx::Error::Database(refusal)) if !connection_lost(refusal.code().as_deref()) => {
+                        return Err(Error::Database(sqlx::Error::Database(refusal)));
+                    }
+                    // No answer, or the connection ended as it went: it may have been made.
+                    Err(error) => return Err(Error::OutcomeUnknown(error)),
+                }
                 written
             }
             Connection::Unlocked(mut conn) => {
@@ -169,4 +187,9 @@ impl Unit {
         }
         Ok(written)
     }
+}
+
+/// SQLSTATEs of a connection ending (its failure, or the server shutting it down).
+fn connection_lost(code: Option<&str>) -> bool {
+    code.is_some_and(|code| code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03"))
 }
