@@ -77,3 +77,30 @@ async fn listings_page_with_cursors_and_filter() {
         5
     );
 }
+
+#[tokio::test]
+async fn whole_number_floats_are_integers_as_json_schema_says() {
+    let app = TestApp::spawn().await;
+    let seller = app.register("seller").await;
+    let buyer = app.buyer("buyer").await;
+    let body = json!({ "title": "Lamp", "ask_amount": 35000.0, "quantity": 2.0, "max_rounds": 6.0,
+                       "bid_ttl_seconds": 3600.0, "max_threads_per_buyer": 1e0 });
+    let listing = app.post("/v1/listings", &seller.key, body).await.expect(201);
+    assert_eq!(
+        (&listing.body["quantity"], &listing.body["max_rounds"], &listing.body["bid_ttl_seconds"]),
+        (&json!(2), &json!(6), &json!(3600))
+    );
+    let id = listing.id();
+    app.patch(format!("/v1/listings/{id}"), &seller.key, json!({ "quantity": 3.0 })).await.expect(200);
+    let placed = app
+        .post(format!("/v1/listings/{id}/bids"), &buyer.key, json!({ "amount": 30000, "expires_in": 600.0 }))
+        .await
+        .expect(201);
+    assert_eq!(placed.body["bid"]["round"], 1);
+    // A fraction is still no integer: refused, naming the field.
+    let refused = app
+        .post("/v1/listings", &seller.key, json!({ "title": "Lamp", "ask_amount": 35000, "quantity": 2.5 }))
+        .await
+        .expect_problem(422, "validation_failed");
+    assert_eq!(refused.body["errors"][0]["field"], "quantity");
+}

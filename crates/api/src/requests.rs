@@ -46,7 +46,7 @@ pub struct Placement {
     pub amount: RawAmount,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "haggle_domain::whole::option", skip_serializing_if = "Option::is_none")]
     pub expires_in: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub terms: Option<serde_json::Value>,
@@ -91,7 +91,7 @@ pub struct CounterOffer {
     pub amount: RawAmount,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "haggle_domain::whole::option", skip_serializing_if = "Option::is_none")]
     pub expires_in: Option<i64>,
     #[serde(default, rename = "final", skip_serializing_if = "Option::is_none")]
     pub is_final: Option<bool>,

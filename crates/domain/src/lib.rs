@@ -11,6 +11,7 @@ pub mod rejection;
 pub mod strategy;
 pub mod thread;
 pub mod tier;
+pub mod whole;
 
 pub use bid::{Action, Actor, BidState, BidStatus, Reason, Transition};
 pub use listing::ListingStatus;

@@ -84,17 +84,17 @@ pub struct NewListing {
     pub ask_amount: RawAmount,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub currency: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "crate::whole::option", skip_serializing_if = "Option::is_none")]
     pub quantity: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub negotiable: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_negotiation_tier: Option<Tier>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "crate::whole::option", skip_serializing_if = "Option::is_none")]
     pub max_rounds: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "crate::whole::option", skip_serializing_if = "Option::is_none")]
     pub bid_ttl_seconds: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "crate::whole::option", skip_serializing_if = "Option::is_none")]
     pub max_threads_per_buyer: Option<i64>,
 }
 
@@ -123,11 +123,15 @@ pub struct ListingPatch {
     pub title: Option<String>,
     pub description: Option<String>,
     pub ask_amount: Option<RawAmount>,
+    #[serde(default, deserialize_with = "crate::whole::option")]
     pub quantity: Option<i64>,
     pub negotiable: Option<bool>,
     pub min_negotiation_tier: Option<Tier>,
+    #[serde(default, deserialize_with = "crate::whole::option")]
     pub max_rounds: Option<i64>,
+    #[serde(default, deserialize_with = "crate::whole::option")]
     pub bid_ttl_seconds: Option<i64>,
+    #[serde(default, deserialize_with = "crate::whole::option")]
     pub max_threads_per_buyer: Option<i64>,
 }
 
