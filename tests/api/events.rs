@@ -590,15 +590,31 @@ async fn events_past_their_retention_are_purged_with_their_inboxes() {
 async fn an_instance_holds_a_bounded_number_of_waiters_over_every_agent() {
     let app = TestApp::spawn_with(|config| config.settings.max_waiters = 3).await;
     let agents = [app.register("one").await, app.register("two").await, app.register("three").await];
-    let held: Vec<_> =
-        agents.iter().map(|agent| spawn_get(&app, &agent.key, "/v1/events?after=0&wait=30".to_owned())).collect();
     let fourth = app.register("four").await;
-    // Refused once the three are waiting: 503 with Retry-After, however few the agent has open.
-    let refused = crate::support::eventually("the instance to be full", || async {
+    let hold = |agent: &crate::support::Agent| spawn_get(&app, &agent.key, "/v1/events?after=0&wait=30".to_owned());
+    // Three long polls, one per agent, all held: one that was refused (because a probe held a
+    // place when it came) is sent again.
+    let mut held: Vec<_> = agents.iter().map(hold).collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let refused = loop {
+        assert!(Instant::now() < deadline, "the instance never filled");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut all_held = true;
+        for (waiter, agent) in held.iter_mut().zip(&agents) {
+            if waiter.is_finished() {
+                *waiter = hold(agent);
+                all_held = false;
+            }
+        }
+        if !all_held {
+            continue;
+        }
+        // Refused once the three are waiting: 503 with Retry-After, however few the agent has open.
         let resp = app.get("/v1/events?after=0&wait=1", &fourth.key).await;
-        (resp.status == 503).then_some(resp)
-    })
-    .await;
+        if resp.status == 503 {
+            break resp;
+        }
+    };
     assert_eq!(refused.code(), "unavailable");
     assert!(refused.header("retry-after").is_some());
     for waiter in &held {
@@ -606,7 +622,7 @@ async fn an_instance_holds_a_bounded_number_of_waiters_over_every_agent() {
     }
     // Their connections closed, the places are free again.
     crate::support::eventually("a free place", || async {
-        let resp = app.get("/v1/events?after=0&wait=0", &fourth.key).await;
+        let resp = app.get("/v1/events?after=0&wait=1", &fourth.key).await;
         (resp.status == 200).then_some(())
     })
     .await;
