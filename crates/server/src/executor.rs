@@ -257,7 +257,7 @@ async fn stop(
             "detail": detail,
             "role": context.role,
             "suggestion": suggestion,
-            "bid": bid,
+            "bid": bid.map(haggle_api::Bid::from),
         }),
     });
     Ok(())

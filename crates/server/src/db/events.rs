@@ -1,20 +1,17 @@
 //! The outbox, the published event log, and each agent's view of it.
 
+use std::sync::LazyLock;
+
+use chrono::{DateTime, Utc};
+use haggle_api::{self as api, Event, EventType};
+use haggle_domain::BidStatus;
+use serde::Serialize;
+use serde_json::{Value, json};
 use sqlx::types::Json;
 use sqlx::{FromRow, PgConnection, PgExecutor};
 use uuid::Uuid;
 
-use std::sync::LazyLock;
-
-use chrono::{DateTime, Utc};
-use haggle_api::{Event, EventType};
-
-use serde::Serialize;
-use serde_json::{Value, json};
-
 use super::{Bid, Listing, Order, Thread, policies};
-use haggle_api as api;
-use haggle_domain::BidStatus;
 
 /// The NOTIFY channel that carries published events' ids and recipients.
 pub const CHANNEL: &str = "haggle_events";

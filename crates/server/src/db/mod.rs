@@ -50,6 +50,11 @@ pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
     MIGRATOR.run(pool).await
 }
 
+/// Whether a SQLSTATE says the connection ended: it failed, or the server shut it down.
+pub fn connection_lost(code: Option<&str>) -> bool {
+    code.is_some_and(|code| code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03"))
+}
+
 /// Whether the database answers a trivial query.
 pub async fn ping(pool: &PgPool) -> bool {
     sqlx::query("SELECT 1").execute(pool).await.is_ok()

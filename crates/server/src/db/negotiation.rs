@@ -240,16 +240,18 @@ pub async fn lock_thread(conn: &mut PgConnection, thread_id: Uuid) -> Result<(),
 }
 
 /// The current status of a bid, to report why a compare-and-set found nothing to change.
-pub async fn stored_status(conn: &mut PgConnection, bid_id: Uuid) -> Result<StoredStatus, sqlx::Error> {
-    sqlx::query_as("SELECT status, expires_at, clock_timestamp() AS db_now FROM bids WHERE id = $1")
+pub async fn stored_status(conn: &mut PgConnection, bid_id: Uuid) -> Result<BidDeadline, sqlx::Error> {
+    sqlx::query_as("SELECT id AS bid_id, status, expires_at, clock_timestamp() AS db_now FROM bids WHERE id = $1")
         .bind(bid_id)
         .fetch_one(conn)
         .await
 }
 
-/// A bid's status as stored, with its deadline and the database's clock as it was read.
+/// A bid's status as stored, with its deadline and the database's clock as it was read: what
+/// the domain decides an expiry on.
 #[derive(Debug, FromRow)]
-pub struct StoredStatus {
+pub struct BidDeadline {
+    pub bid_id: Uuid,
     #[sqlx(try_from = "String")]
     pub status: BidStatus,
     pub expires_at: DateTime<Utc>,
@@ -684,8 +686,8 @@ pub async fn end_listing_threads(
     if locked.is_empty() {
         return Ok(Vec::new());
     }
-    let pending: Vec<DueBid> = sqlx::query_as(
-        "SELECT b.id AS bid_id, t.id AS thread_id, b.status, b.expires_at, now() AS db_now
+    let pending: Vec<BidDeadline> = sqlx::query_as(
+        "SELECT b.id AS bid_id, b.status, b.expires_at, now() AS db_now
          FROM threads t JOIN bids b ON b.id = t.last_bid_id
          WHERE t.id = ANY($1) AND t.status = 'ACTIVE' AND b.status = 'PENDING'",
     )
@@ -704,22 +706,11 @@ pub async fn end_listing_threads(
     Ok(ended)
 }
 
-/// A pending bid the sweeper may expire: its thread is locked, and the domain decides.
-#[derive(Debug, FromRow)]
-pub struct DueBid {
-    pub bid_id: Uuid,
-    pub thread_id: Uuid,
-    #[sqlx(try_from = "String")]
-    pub status: BidStatus,
-    pub expires_at: DateTime<Utc>,
-    pub db_now: DateTime<Utc>,
-}
-
 /// Locks up to `batch` threads whose pending bid has reached its deadline, oldest deadline
-/// first, skipping threads another transaction holds.
-pub async fn lock_due(conn: &mut PgConnection, batch: i64) -> Result<Vec<DueBid>, sqlx::Error> {
+/// first, skipping threads another transaction holds. The domain then decides each expiry.
+pub async fn lock_due(conn: &mut PgConnection, batch: i64) -> Result<Vec<BidDeadline>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT b.id AS bid_id, t.id AS thread_id, b.status, b.expires_at, now() AS db_now
+        "SELECT b.id AS bid_id, b.status, b.expires_at, now() AS db_now
          FROM bids b JOIN threads t ON t.id = b.thread_id
          WHERE b.status = 'PENDING' AND b.expires_at <= now() AND t.status = 'ACTIVE'
          ORDER BY b.expires_at LIMIT $1

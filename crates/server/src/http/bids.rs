@@ -7,7 +7,7 @@ use axum::response::Response;
 use std::time::Duration;
 
 use chrono::Utc;
-use haggle_api::{self as api, Answered as AnswerView, BidAndThread};
+use haggle_api::{self as api, Answered as AnswerView};
 use serde::Deserialize;
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -99,12 +99,7 @@ async fn counter(
             Box::pin(async move { negotiation::counter(conn, events, access, caller, id, &offer, rules).await })
         })
         .await;
-    let now = Utc::now();
-    Ok(command
-        .finish(outcome.map(|(bid, thread)| {
-            Reply::json(StatusCode::CREATED, &BidAndThread { bid: bid.into(), thread: thread.at(now) })
-        }))
-        .await)
+    Ok(command.finish(outcome.map(super::listings::bid_made)).await)
 }
 
 async fn answer(

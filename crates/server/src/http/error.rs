@@ -126,7 +126,7 @@ pub const OUTCOME_UNKNOWN: &str = "the database did not confirm the change, so w
 
 /// SQLSTATEs that mean the database is out of reach or shutting down.
 fn is_unavailable(code: &str) -> bool {
-    code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "53300")
+    crate::db::connection_lost(Some(code)) || code == "53300"
 }
 
 /// SQLSTATEs of text the database cannot store (a NUL character, a bad escape): a last guard,

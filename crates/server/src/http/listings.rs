@@ -127,12 +127,12 @@ async fn place_bid(
             Box::pin(async move { negotiation::place(conn, events, access, caller, id, &placement, rules).await })
         })
         .await;
-    let now = Utc::now();
-    Ok(command
-        .finish(outcome.map(|(bid, thread)| {
-            Reply::json(StatusCode::CREATED, &BidAndThread { bid: bid.into(), thread: thread.at(now) })
-        }))
-        .await)
+    Ok(command.finish(outcome.map(bid_made)).await)
+}
+
+/// The answer to a placement or a counter: the new bid, and its thread as it is now.
+pub(super) fn bid_made((bid, thread): (db::Bid, db::Thread)) -> Reply {
+    Reply::json(StatusCode::CREATED, &BidAndThread { bid: bid.into(), thread: thread.at(Utc::now()) })
 }
 
 async fn purchase(

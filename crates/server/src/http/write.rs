@@ -238,11 +238,7 @@ impl Write {
             Ok(reply) => reply,
             Err(market::Error::Rejected(rejection)) => Reply::problem(&ApiError::from(rejection)),
             // Dropping the unit rolls it back.
-            Err(
-                error @ (market::Error::Database(_) | market::Error::NeedsLocks | market::Error::OutcomeUnknown(_)),
-            ) => {
-                return Err(error.into());
-            }
+            Err(error) => return Err(error.into()),
         };
         if let Some(claim) = &self.claim {
             // A keyed request always runs in a transaction: its answer is stored with its effect.

@@ -15,6 +15,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, PgPool, Postgres, Transaction};
 
 use super::{Access, Batcher, Error, Result};
+use crate::db;
 use crate::events::publisher::Signal;
 use crate::events::{Outbox, Written};
 
@@ -96,17 +97,8 @@ impl Unit {
         }
     }
 
-    /// Whether the unit is a transaction (so far: an unlocked unit becomes one when it must).
-    pub fn is_transaction(&self) -> bool {
-        matches!(self.conn, Connection::Transaction(_))
-    }
-
     pub fn conn(&mut self) -> &mut PgConnection {
-        match &mut self.conn {
-            Connection::Unlocked(conn) => conn,
-            Connection::Transaction(tx) => tx,
-            Connection::Opening => unreachable!("a transaction is opened before the unit goes on"),
-        }
+        self.parts().0
     }
 
     /// The connection, and the outbox its events go to.
@@ -165,7 +157,7 @@ impl Unit {
                 match tx.commit().await {
                     Ok(()) => {}
                     // The database answered the commit and refused it: it rolled back.
-                    Err(sqlx::Error::Database(refusal)) if !connection_lost(refusal.code().as_deref()) => {
+                    Err(sqlx::Error::Database(refusal)) if !db::connection_lost(refusal.code().as_deref()) => {
                         return Err(Error::Database(sqlx::Error::Database(refusal)));
                     }
                     // No answer, or the connection ended as it went: it may have been made.
@@ -187,9 +179,4 @@ impl Unit {
         }
         Ok(written)
     }
-}
-
-/// SQLSTATEs of a connection ending (its failure, or the server shutting it down).
-fn connection_lost(code: Option<&str>) -> bool {
-    code.is_some_and(|code| code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03"))
 }
