@@ -159,10 +159,12 @@ pub async fn insert_key(
     .await
 }
 
-pub async fn keys(executor: impl PgExecutor<'_>, agent_id: Uuid) -> Result<Vec<ApiKey>, sqlx::Error> {
-    sqlx::query_as("SELECT id, prefix, created_at, revoked_at FROM api_keys WHERE agent_id = $1 ORDER BY id")
+/// One of the agent's keys.
+pub async fn key(executor: impl PgExecutor<'_>, agent_id: Uuid, key_id: Uuid) -> Result<Option<ApiKey>, sqlx::Error> {
+    sqlx::query_as("SELECT id, prefix, created_at, revoked_at FROM api_keys WHERE agent_id = $1 AND id = $2")
         .bind(agent_id)
-        .fetch_all(executor)
+        .bind(key_id)
+        .fetch_optional(executor)
         .await
 }
 

@@ -50,14 +50,13 @@ pub async fn issue_key(conn: &mut PgConnection, agent_id: Uuid) -> Result<NewKey
 /// locked out for good.
 pub async fn revoke_key(conn: &mut PgConnection, agent_id: Uuid, key_id: Uuid) -> Result<ApiKey> {
     agents::lock(conn, agent_id).await?;
-    let keys = agents::keys(&mut *conn, agent_id).await?;
-    let Some(key) = keys.iter().find(|key| key.id == key_id) else {
+    let Some(key) = agents::key(&mut *conn, agent_id, key_id).await? else {
         return Err(Rejection::NotFound { what: "key" }.into());
     };
     if key.revoked_at.is_some() {
-        return Ok(key.clone());
+        return Ok(key);
     }
-    if keys.iter().filter(|key| key.revoked_at.is_none()).count() == 1 {
+    if agents::live_keys(&mut *conn, agent_id).await? == 1 {
         return Err(Rejection::InvalidTransition {
             current_status: "ACTIVE",
             detail: "this is the agent's only live key; create another before revoking it".into(),
