@@ -7,10 +7,16 @@ use sha2::{Digest, Sha384};
 
 /// Every committed migration and its SHA-384, as sqlx records it. Add a line for a new migration;
 /// never change one.
-const COMMITTED: &[(&str, &str)] = &[(
-    "0001_baseline.sql",
-    "34a3ec8c2e108b5134afea5cf3b6692d2c1822ccac8af8e7d88e2a2089d1c48423c401990f5c1aa8b6754941238fc6af",
-)];
+const COMMITTED: &[(&str, &str)] = &[
+    (
+        "0001_baseline.sql",
+        "34a3ec8c2e108b5134afea5cf3b6692d2c1822ccac8af8e7d88e2a2089d1c48423c401990f5c1aa8b6754941238fc6af",
+    ),
+    (
+        "0002_quotes.sql",
+        "1422c38af382c9f42c93ceaff32b490304d29a3cb83e1a07ecc601a8718ef1351115b8364cd0bb5c0e7e7f7eba91bee7",
+    ),
+];
 
 fn files() -> BTreeMap<String, Vec<u8>> {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations");

@@ -337,6 +337,7 @@ impl TestApp {
             "policies",
             "auto_tasks",
             "auto_decisions",
+            "quotes",
         ] {
             let rows: Vec<Value> =
                 sqlx::query_scalar(&format!("SELECT to_jsonb(t) FROM {table} t ORDER BY to_jsonb(t)::text"))

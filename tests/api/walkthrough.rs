@@ -76,6 +76,7 @@ async fn the_readme_auto_negotiation_works_verbatim() {
             r#"{"status":"active","recommendation":"counter","counter_terms":{"proposed_price":324.9}}"#,
             r#"{"buyer_price":220,"seller_price":307.8,"action":"counter","status":"active"}"#,
             r#"{"buyer_price":307.8,"seller_price":307.8,"action":"accept","status":"accepted"}"#,
+            r#"{"status":"booked","final_cpm":307800000,"is_order":true}"#,
         ],
     );
 }

@@ -60,6 +60,11 @@ pub enum Rejection {
         max: i64,
         detail: String,
     },
+    /// A quote can no longer be booked (it ran out, or the price it quoted changed): ask for a
+    /// new one.
+    QuoteExpired {
+        detail: String,
+    },
 }
 
 impl Rejection {
@@ -98,10 +103,12 @@ pub enum Code {
     RateLimited,
     Internal,
     Unavailable,
+    NegotiationUnavailable,
+    QuoteExpired,
 }
 
 impl Code {
-    pub const ALL: [Code; 22] = [
+    pub const ALL: [Code; 24] = [
         Code::MalformedRequest,
         Code::Unauthenticated,
         Code::Forbidden,
@@ -124,6 +131,8 @@ impl Code {
         Code::RateLimited,
         Code::Internal,
         Code::Unavailable,
+        Code::NegotiationUnavailable,
+        Code::QuoteExpired,
     ];
 
     pub fn status(self) -> u16 {
@@ -139,7 +148,9 @@ impl Code {
             | Code::ThreadActive
             | Code::OfferLimitReached
             | Code::ListingUnavailable
-            | Code::IdempotencyKeyInUse => 409,
+            | Code::IdempotencyKeyInUse
+            | Code::NegotiationUnavailable => 409,
+            Code::QuoteExpired => 410,
             Code::PayloadTooLarge => 413,
             Code::ValidationFailed | Code::NotAConcession | Code::IdempotencyKeyReused => 422,
             Code::RateLimited => 429,
@@ -172,6 +183,8 @@ impl Code {
             Code::RateLimited => "rate_limited",
             Code::Internal => "internal",
             Code::Unavailable => "unavailable",
+            Code::NegotiationUnavailable => "negotiation_unavailable",
+            Code::QuoteExpired => "quote_expired",
         }
     }
 
@@ -199,6 +212,8 @@ impl Code {
             Code::RateLimited => "Too many requests",
             Code::Internal => "Internal error",
             Code::Unavailable => "Service unavailable",
+            Code::NegotiationUnavailable => "Nobody negotiates for the seller",
+            Code::QuoteExpired => "The quote has expired",
         }
     }
 }
@@ -237,6 +252,7 @@ impl Rejection {
             Rejection::ListingUnavailable { .. } => Code::ListingUnavailable,
             Rejection::Validation(_) => Code::ValidationFailed,
             Rejection::NotAConcession { .. } => Code::NotAConcession,
+            Rejection::QuoteExpired { .. } => Code::QuoteExpired,
         }
     }
 
@@ -247,7 +263,8 @@ impl Rejection {
             Rejection::Forbidden { detail }
             | Rejection::NegotiationNotAllowed { detail, .. }
             | Rejection::InvalidTransition { detail, .. }
-            | Rejection::NotAConcession { detail, .. } => detail.clone(),
+            | Rejection::NotAConcession { detail, .. }
+            | Rejection::QuoteExpired { detail } => detail.clone(),
             Rejection::NotYourTurn => {
                 "you made the pending bid; only the other party may counter, accept or reject it".into()
             }

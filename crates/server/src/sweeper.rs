@@ -1,6 +1,6 @@
 //! The expiry sweeper: PENDING bids past their deadline become EXPIRED with their threads, in
 //! batches that skip rows another transaction holds. It also forgets idempotency records,
-//! finished auto-negotiation tasks, and events and auto-negotiation decisions older than their
+//! finished auto-negotiation tasks, quotes that ran out unbooked a week ago, and events and auto-negotiation decisions older than their
 //! retention.
 
 use std::time::Duration;
@@ -20,6 +20,7 @@ pub struct Outcome {
     pub expired_bids: usize,
     pub purged_idempotency_keys: u64,
     pub purged_tasks: u64,
+    pub purged_quotes: u64,
 }
 
 impl Outcome {
@@ -27,11 +28,15 @@ impl Outcome {
         self.expired_bids as i64 >= batch
             || self.purged_idempotency_keys as i64 >= batch
             || self.purged_tasks as i64 >= batch
+            || self.purged_quotes as i64 >= batch
     }
 }
 
 /// How long a finished auto-negotiation task is kept, as a record of when its bid was decided.
 pub const DONE_TASK_KEEP: Duration = Duration::from_secs(3600);
+
+/// How long a quote that ran out unbooked is kept, for a buyer that comes back to it.
+pub const EXPIRED_QUOTE_KEEP: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// One batch of each kind of clean-up. The expiries' events are written with them; the
 /// publisher picks them up on its next tick unless told sooner.
@@ -53,7 +58,8 @@ pub async fn run_once(market: &Market, batch: i64) -> Result<Outcome, sqlx::Erro
     unit.commit().await?;
     let purged = db::idempotency::purge_expired(pool, batch).await?;
     let purged_tasks = db::policies::purge_done_tasks(pool, before(DONE_TASK_KEEP), batch).await?;
-    Ok(Outcome { expired_bids: expired.len(), purged_idempotency_keys: purged, purged_tasks })
+    let purged_quotes = db::quotes::purge_unbooked(pool, before(EXPIRED_QUOTE_KEEP), batch).await?;
+    Ok(Outcome { expired_bids: expired.len(), purged_idempotency_keys: purged, purged_tasks, purged_quotes })
 }
 
 /// The instant `age` ago (nothing is older than 1970, should `age` reach back further).

@@ -306,3 +306,19 @@ pub async fn list(executor: impl PgExecutor<'_>, filter: &ListingFilter) -> Resu
     let rows = query.build_query_as::<Listing>().fetch_all(executor).await?;
     Ok(Page::from_rows(rows, filter.limit, |listing| listing.id))
 }
+
+/// A page of the listings for sale (ACTIVE), newest first, by offset, and how many there are in
+/// all: the compatibility routes' product catalogue.
+pub async fn for_sale(conn: &mut PgConnection, limit: i64, offset: i64) -> Result<(Vec<Listing>, i64), sqlx::Error> {
+    let listings = sqlx::query_as(concat!(
+        "SELECT ",
+        listing_columns!(),
+        " FROM listings WHERE status = 'ACTIVE' ORDER BY id DESC LIMIT $1 OFFSET $2"
+    ))
+    .bind(limit)
+    .bind(offset)
+    .fetch_all(&mut *conn)
+    .await?;
+    let total = sqlx::query_scalar("SELECT count(*) FROM listings WHERE status = 'ACTIVE'").fetch_one(conn).await?;
+    Ok((listings, total))
+}

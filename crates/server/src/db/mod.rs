@@ -13,6 +13,7 @@ pub mod listings;
 pub mod negotiation;
 pub mod orders;
 pub mod policies;
+pub mod quotes;
 pub mod webhooks;
 
 pub use agents::{Agent, ApiKey};

@@ -424,3 +424,48 @@ pub async fn rationale(
     .fetch_optional(conn)
     .await
 }
+
+/// The seller's policy most specific to a thread (its own, its listing's, or the seller's
+/// default), the automatic counters it made there, and the listing's round limit: what the
+/// compatibility routes tell a buyer of the rounds left.
+#[derive(Debug, Clone, FromRow)]
+pub struct SellerBudget {
+    pub max_rounds: i32,
+    pub auto_counters: i64,
+    pub policy: Option<Json<serde_json::Value>>,
+}
+
+pub async fn seller_budget(executor: impl PgExecutor<'_>, thread_id: Uuid) -> Result<SellerBudget, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT l.max_rounds,
+                (SELECT count(*) FROM auto_decisions d
+                  WHERE d.thread_id = t.id AND d.agent_id = t.seller_id AND d.action = 'counter') AS auto_counters,
+                (SELECT p.policy FROM policies p
+                  WHERE p.agent_id = t.seller_id
+                    AND (p.thread_id = t.id OR p.listing_id = t.listing_id
+                         OR (p.thread_id IS NULL AND p.listing_id IS NULL AND p.role = 'seller'))
+                  ORDER BY (p.thread_id IS NOT NULL) DESC, (p.listing_id IS NOT NULL) DESC LIMIT 1) AS policy
+         FROM threads t JOIN listings l ON l.id = t.listing_id
+         WHERE t.id = $1",
+    )
+    .bind(thread_id)
+    .fetch_one(executor)
+    .await
+}
+
+/// The policy that would answer a new thread's bids for the listing's seller: the listing's, or
+/// the seller's default. `None` if the listing or the policy does not exist.
+pub async fn seller_policy(
+    executor: impl PgExecutor<'_>,
+    listing_id: Uuid,
+) -> Result<Option<Json<serde_json::Value>>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT p.policy FROM listings l JOIN policies p ON p.agent_id = l.seller_id
+         WHERE l.id = $1
+           AND (p.listing_id = l.id OR (p.thread_id IS NULL AND p.listing_id IS NULL AND p.role = 'seller'))
+         ORDER BY (p.listing_id IS NOT NULL) DESC LIMIT 1",
+    )
+    .bind(listing_id)
+    .fetch_optional(executor)
+    .await
+}

@@ -114,6 +114,7 @@ impl From<Rejection> for ApiError {
             | Rejection::Forbidden { .. }
             | Rejection::NotYourTurn
             | Rejection::OwnListing
+            | Rejection::QuoteExpired { .. }
             | Rejection::ThreadActive { thread_id: None } => error,
         }
     }

@@ -214,6 +214,8 @@ pub fn router(state: AppState) -> Router {
                 .on_response(DefaultOnResponse::new().level(Level::INFO)),
         )
         .layer(PropagateRequestIdLayer::new(request_id))
+        // Outside every layer that may answer with a problem document, so that it sees them all.
+        .layer(middleware::from_fn(compat::iab_errors))
         .layer(CatchPanicLayer::custom(|_| {
             tracing::error!("a handler panicked");
             ApiError::internal().into_response()

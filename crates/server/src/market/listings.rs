@@ -14,7 +14,7 @@ fn not_found() -> Rejection {
     Rejection::NotFound { what: "listing" }
 }
 
-fn require_active(listing: &Listing) -> Result<()> {
+pub(super) fn require_active(listing: &Listing) -> Result<()> {
     match listing.status {
         ListingStatus::Active => Ok(()),
         ListingStatus::Sold | ListingStatus::Withdrawn => {

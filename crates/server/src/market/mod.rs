@@ -14,6 +14,7 @@ pub mod batch;
 pub mod listings;
 pub mod negotiation;
 pub mod policies;
+pub mod quotes;
 pub mod unit;
 pub mod webhooks;
 
