@@ -20,6 +20,7 @@ mod moves;
 mod negotiation;
 mod openapi;
 mod races;
+mod shared_limits;
 mod sim;
 mod spec;
 mod support;

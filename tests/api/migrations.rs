@@ -16,6 +16,10 @@ const COMMITTED: &[(&str, &str)] = &[
         "0002_quotes.sql",
         "1422c38af382c9f42c93ceaff32b490304d29a3cb83e1a07ecc601a8718ef1351115b8364cd0bb5c0e7e7f7eba91bee7",
     ),
+    (
+        "0003_instances.sql",
+        "094d52f7e24ec2d800701b0d8510597c99278c4afbe97b75ece5b714478f37f416886e32af1d00ec05d893cde95eecd4",
+    ),
 ];
 
 fn files() -> BTreeMap<String, Vec<u8>> {

@@ -99,6 +99,7 @@ pub fn test_config() -> AppConfig {
             key_cache_ttl: Duration::from_secs(5),
             move_workers: 1,
             max_waiters: haggle_server::events::DEFAULT_MAX_WAITERS,
+            max_waiters_per_agent: haggle_server::events::MAX_WAITERS_PER_AGENT,
             webhooks: WebhookSettings {
                 allow_private: true,
                 retry_schedule: vec![Duration::from_millis(100); 5],

@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::deployment::Deployment;
 use crate::events;
 use crate::http::{self, AppState, Settings};
 use crate::market::{Batcher, Market, Wakeups};
@@ -75,7 +76,9 @@ impl App {
         let market = Market::new(self.pool.clone(), Some(moves), wakeups.clone());
         // Workers make their moves under locks, one at a time: they need no batcher.
         let worker_market = Market::new(self.pool.clone(), None, wakeups.clone());
-        let state = AppState::new(market, self.config.settings, sealing_key, shutdown.clone());
+        let deployment = Deployment::new();
+        workers.spawn(crate::deployment::run(self.pool.clone(), deployment.clone(), shutdown.clone()));
+        let state = AppState::new(market, self.config.settings, sealing_key, shutdown.clone(), deployment);
         let deliveries_queued = Arc::new(Notify::new());
         workers.spawn(events::listener::run(
             self.pool.clone(),

@@ -115,6 +115,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 key_cache_ttl: args.key_cache_ttl,
                 move_workers: usize::from(args.move_workers),
                 max_waiters: args.max_streams as usize,
+                max_waiters_per_agent: args.max_streams_per_agent as usize,
                 webhooks: WebhookSettings {
                     allow_private: args.webhook_allow_private,
                     retry_schedule: args.webhook_retry_schedule.to_vec(),

@@ -112,6 +112,10 @@ pub struct ServeArgs {
     /// beyond it they are refused with 503 and `Retry-After`, before file descriptors run out.
     #[arg(long, env = "HAGGLE_MAX_STREAMS", default_value_t = crate::events::DEFAULT_MAX_WAITERS as u32, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_streams: u32,
+    /// Long polls, bid waits and event streams one agent may hold at once, over the whole
+    /// deployment (each instance takes its share); beyond it they are refused with 429.
+    #[arg(long, env = "HAGGLE_MAX_STREAMS_PER_AGENT", default_value_t = crate::events::MAX_WAITERS_PER_AGENT as u32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_streams_per_agent: u32,
     /// Let webhooks point at loopback, private and link-local addresses (for development).
     #[arg(long, env = "HAGGLE_WEBHOOK_ALLOW_PRIVATE", default_value_t = false, action = ArgAction::Set)]
     pub webhook_allow_private: bool,
@@ -171,6 +175,7 @@ impl fmt::Debug for ServeArgs {
             .field("key_cache_ttl", &self.key_cache_ttl)
             .field("move_workers", &self.move_workers)
             .field("max_streams", &self.max_streams)
+            .field("max_streams_per_agent", &self.max_streams_per_agent)
             .field("webhook_allow_private", &self.webhook_allow_private)
             .field("webhook_retry_schedule", &self.webhook_retry_schedule)
             .field("webhook_timeout", &self.webhook_timeout)

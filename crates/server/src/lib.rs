@@ -17,6 +17,7 @@ pub mod commands;
 pub mod config;
 pub mod db;
 pub mod deliveries;
+pub mod deployment;
 pub mod embedded;
 pub mod events;
 pub mod executor;

@@ -9,6 +9,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 pub mod agents;
 pub mod events;
 pub mod idempotency;
+pub mod instances;
 pub mod listings;
 pub mod negotiation;
 pub mod orders;

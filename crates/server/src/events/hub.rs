@@ -11,7 +11,10 @@ use std::time::Duration;
 use tokio::sync::watch;
 use uuid::Uuid;
 
-/// Long polls, bid waits and streams one agent may have open at once on one instance.
+use crate::deployment::Deployment;
+
+/// Long polls, bid waits and streams one agent may have open at once, by default, over the
+/// deployment; each instance takes its share ([`Deployment::share_of_count`]).
 pub const MAX_WAITERS_PER_AGENT: usize = 100;
 
 /// Waiters this instance holds at once, by default, whoever they are.
@@ -20,8 +23,8 @@ pub const DEFAULT_MAX_WAITERS: usize = 4096;
 /// Why a waiter was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Crowded {
-    /// The agent has as many waiters on this instance as it may.
-    Agent,
+    /// The agent has as many waiters on this instance as its share of its limit (the share).
+    Agent(usize),
     /// This instance holds as many waiters as it takes.
     Instance,
 }
@@ -32,11 +35,14 @@ pub struct Hub {
     /// Waiters open now, and how many this instance takes.
     open: Arc<std::sync::atomic::AtomicUsize>,
     max_waiters: usize,
+    /// The deployment's limit per agent, and the deployment that shares it out.
+    per_agent: usize,
+    deployment: Arc<Deployment>,
 }
 
 impl Default for Hub {
     fn default() -> Hub {
-        Hub::with_limit(DEFAULT_MAX_WAITERS)
+        Hub::with_limits(DEFAULT_MAX_WAITERS, MAX_WAITERS_PER_AGENT, Deployment::new())
     }
 }
 
@@ -45,21 +51,28 @@ impl Hub {
         Hub::default()
     }
 
-    /// A hub that holds at most `max_waiters` waiters at once.
-    pub fn with_limit(max_waiters: usize) -> Hub {
-        Hub { inner: Arc::default(), open: Arc::default(), max_waiters }
+    /// A hub that holds at most `max_waiters` waiters at once, and of one agent its share of
+    /// `per_agent` over the deployment.
+    pub fn with_limits(max_waiters: usize, per_agent: usize, deployment: Arc<Deployment>) -> Hub {
+        Hub { inner: Arc::default(), open: Arc::default(), max_waiters, per_agent, deployment }
     }
 
-    /// Starts listening for the agent's events; refused when the agent already has
-    /// [`MAX_WAITERS_PER_AGENT`] waiters on this instance, or the instance its limit.
+    /// A hub of one instance that holds at most `max_waiters` waiters at once.
+    pub fn with_limit(max_waiters: usize) -> Hub {
+        Hub::with_limits(max_waiters, MAX_WAITERS_PER_AGENT, Deployment::new())
+    }
+
+    /// Starts listening for the agent's events; refused when the agent already has its share
+    /// of its waiters on this instance, or the instance its limit.
     pub fn subscribe(&self, agent_id: Uuid) -> Result<Subscription, Crowded> {
         let mut map = self.inner.lock().expect("hub lock");
         if self.open.load(std::sync::atomic::Ordering::Relaxed) >= self.max_waiters {
             return Err(Crowded::Instance);
         }
+        let share = self.deployment.share_of_count(self.per_agent);
         let sender = map.entry(agent_id).or_insert_with(|| watch::channel(0).0);
-        if sender.receiver_count() >= MAX_WAITERS_PER_AGENT {
-            return Err(Crowded::Agent);
+        if sender.receiver_count() >= share {
+            return Err(Crowded::Agent(share));
         }
         // Counted under the lock, so that the limit holds however many subscribe at once.
         self.open.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -142,10 +155,24 @@ mod tests {
         let hub = Hub::new();
         let agent = Uuid::now_v7();
         let held: Vec<Subscription> = (0..MAX_WAITERS_PER_AGENT).map(|_| hub.subscribe(agent).unwrap()).collect();
-        assert_eq!(hub.subscribe(agent).unwrap_err(), Crowded::Agent);
+        assert_eq!(hub.subscribe(agent).unwrap_err(), Crowded::Agent(MAX_WAITERS_PER_AGENT));
         assert!(hub.subscribe(Uuid::now_v7()).is_ok(), "other agents are not affected");
         drop(held);
         assert!(hub.subscribe(agent).is_ok());
+    }
+
+    #[test]
+    fn an_agent_has_its_share_of_its_waiters_on_each_instance() {
+        let deployment = Deployment::new();
+        let hub = Hub::with_limits(100, 10, deployment.clone());
+        deployment.record(3);
+        let agent = Uuid::now_v7();
+        let held: Vec<Subscription> = (0..4).map(|_| hub.subscribe(agent).unwrap()).collect();
+        assert_eq!(hub.subscribe(agent).unwrap_err(), Crowded::Agent(4));
+        // One instance left: the whole limit is its.
+        deployment.record(1);
+        assert!(hub.subscribe(agent).is_ok());
+        drop(held);
     }
 
     #[test]

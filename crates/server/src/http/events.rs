@@ -24,7 +24,7 @@ use super::extract::{Params, api_key_digest};
 use super::{AppState, DEFAULT_LIMIT, Endpoint, MAX_LIMIT, MAX_WAIT};
 use crate::db;
 use crate::db::agents::Caller;
-use crate::events::{Crowded, Event, MAX_WAITERS_PER_AGENT, Subscription};
+use crate::events::{Crowded, Event, Subscription};
 use haggle_domain::FieldError;
 
 pub fn endpoints() -> Vec<Endpoint> {
@@ -110,10 +110,11 @@ async fn list(
 /// Subscribes a waiter for the agent, or answers 429 when it already has as many as it may.
 pub fn subscribe(state: &AppState, agent_id: Uuid) -> Result<Subscription, ApiError> {
     state.hub.subscribe(agent_id).map_err(|crowded| match crowded {
-        Crowded::Agent => ApiError {
+        Crowded::Agent(share) => ApiError {
             detail: format!(
-                "this agent already has {MAX_WAITERS_PER_AGENT} long polls, bid waits and event streams open on this \
-                 server; close one, or follow everything with one stream"
+                "this agent already has {share} long polls, bid waits and event streams open on this server (its \
+                 share of the {} it may hold over the deployment); close one, or follow everything with one stream",
+                state.settings.max_waiters_per_agent
             ),
             ..ApiError::rate_limited(Duration::from_secs(1))
         },

@@ -22,10 +22,10 @@ async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// The process can serve: its database answers.
+/// The process can serve: its database answers. Says how many instances share the deployment.
 async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     if db::ping(&state.pool).await {
-        Ok(Json(json!({"status": "ready"})))
+        Ok(Json(json!({"status": "ready", "instances": state.deployment.instances()})))
     } else {
         Err(ApiError::unavailable("the database is unreachable"))
     }

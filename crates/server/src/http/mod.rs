@@ -20,6 +20,7 @@ use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
 use uuid::Uuid;
 
+use crate::deployment::Deployment;
 use crate::events::Hub;
 use crate::keycache::KeyCache;
 use crate::market::{Market, Rules};
@@ -60,6 +61,8 @@ pub struct AppState {
     pub hub: Hub,
     /// Cancelled when the server shuts down: long waits and streams end early.
     pub shutdown: CancellationToken,
+    /// How many instances share the limits meant for an agent.
+    pub deployment: Arc<Deployment>,
     /// Seals webhook secrets.
     pub sealing_key: SealingKey,
     /// The agents behind recently used API keys.
@@ -67,20 +70,27 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(market: Market, settings: Settings, sealing_key: SealingKey, shutdown: CancellationToken) -> AppState {
-        let limiter = ratelimit::RateLimiter::new(settings.rate_limit).map(Arc::new);
+    pub fn new(
+        market: Market,
+        settings: Settings,
+        sealing_key: SealingKey,
+        shutdown: CancellationToken,
+        deployment: Arc<Deployment>,
+    ) -> AppState {
+        let limiter = ratelimit::RateLimiter::new(settings.rate_limit, deployment.clone()).map(Arc::new);
         let keys = Arc::new(KeyCache::new(settings.key_cache_ttl));
-        let hub = Hub::with_limit(settings.max_waiters);
+        let hub = Hub::with_limits(settings.max_waiters, settings.max_waiters_per_agent, deployment.clone());
         AppState {
             pool: market.pool().clone(),
             market,
             settings: Arc::new(settings),
             limiter,
-            auth_failures: Arc::new(ratelimit::RateLimiter::new(1).expect("a limit above zero")),
+            auth_failures: Arc::new(ratelimit::RateLimiter::new(1, deployment.clone()).expect("a limit above zero")),
             hub,
             shutdown,
             sealing_key,
             keys,
+            deployment,
         }
     }
 
@@ -130,6 +140,9 @@ pub struct Settings {
     pub move_workers: usize,
     /// Long polls, bid waits and event streams this instance holds at once (503 beyond).
     pub max_waiters: usize,
+    /// Long polls, bid waits and event streams one agent may hold at once over the deployment
+    /// (429 beyond).
+    pub max_waiters_per_agent: usize,
     pub webhooks: WebhookSettings,
 }
 
@@ -145,6 +158,8 @@ impl std::fmt::Debug for Settings {
             .field("heartbeat", &self.heartbeat)
             .field("key_cache_ttl", &self.key_cache_ttl)
             .field("move_workers", &self.move_workers)
+            .field("max_waiters", &self.max_waiters)
+            .field("max_waiters_per_agent", &self.max_waiters_per_agent)
             .field("webhooks", &self.webhooks)
             .finish()
     }

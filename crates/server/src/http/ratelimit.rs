@@ -1,13 +1,19 @@
 //! Per-caller token buckets: each agent may make `rate` requests a second on average, in
 //! bursts of up to `rate`; unauthenticated registration is limited per client address to a
-//! tenth of that. The buckets live in this instance's memory.
+//! tenth of that. The limits are the deployment's: the buckets live in this instance's memory,
+//! and each instance grants its share of every limit ([`Deployment::share`]), so that an agent
+//! whose requests are spread over three instances gets its rate once, not three times.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use uuid::Uuid;
+
+use crate::deployment::Deployment;
 
 /// Who a bucket belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -31,6 +37,7 @@ struct Bucket {
 #[derive(Debug)]
 pub struct RateLimiter {
     per_second: f64,
+    deployment: Arc<Deployment>,
     buckets: Mutex<HashMap<Requester, Bucket>>,
 }
 
@@ -38,21 +45,27 @@ pub struct RateLimiter {
 const PRUNE_ABOVE: usize = 10_000;
 
 impl RateLimiter {
-    /// `None` when `per_second` is 0: no limit.
-    pub fn new(per_second: u32) -> Option<RateLimiter> {
-        (per_second > 0).then(|| RateLimiter { per_second: f64::from(per_second), buckets: Mutex::default() })
+    /// `None` when `per_second` is 0: no limit. `per_second` is the deployment's limit.
+    pub fn new(per_second: u32, deployment: Arc<Deployment>) -> Option<RateLimiter> {
+        (per_second > 0).then(|| RateLimiter {
+            per_second: f64::from(per_second),
+            deployment,
+            buckets: Mutex::default(),
+        })
     }
 
-    /// A bucket's size and how fast it fills, a second.
+    /// A bucket's size and how fast it fills, a second: this instance's share of the
+    /// requester's limit (a bucket holds at least one request).
     fn limits_for(&self, caller: Requester) -> (f64, f64) {
-        match caller {
+        let (burst, rate) = match caller {
             Requester::Agent(_) => (self.per_second, self.per_second),
             Requester::Address(_) => {
                 let rate = (self.per_second / 10.0).max(1.0);
                 (rate, rate)
             }
             Requester::FailedAuth(_) => (AUTH_FAILURES_BURST, AUTH_FAILURES_PER_SECOND),
-        }
+        };
+        (self.deployment.share(burst).max(1.0), self.deployment.share(rate))
     }
 
     /// How long until the requester's bucket holds a token again, without taking one.
@@ -97,9 +110,13 @@ impl RateLimiter {
 mod tests {
     use super::*;
 
+    fn alone() -> Arc<Deployment> {
+        Deployment::new()
+    }
+
     #[test]
     fn a_burst_is_allowed_then_the_rate_holds() {
-        let limiter = RateLimiter::new(10).unwrap();
+        let limiter = RateLimiter::new(10, alone()).unwrap();
         let agent = Requester::Agent(Uuid::nil());
         let start = Instant::now();
         for _ in 0..10 {
@@ -115,17 +132,35 @@ mod tests {
 
     #[test]
     fn addresses_get_a_tenth_and_zero_means_no_limit() {
-        let limiter = RateLimiter::new(20).unwrap();
+        let limiter = RateLimiter::new(20, alone()).unwrap();
         let address = Requester::Address(IpAddr::from([127, 0, 0, 1]));
         let start = Instant::now();
         assert!((0..2).all(|_| limiter.check_at(address, start).is_ok()));
         assert!(limiter.check_at(address, start).is_err());
-        assert!(RateLimiter::new(0).is_none());
+        assert!(RateLimiter::new(0, alone()).is_none());
+    }
+
+    #[test]
+    fn each_instance_grants_its_share_of_the_limit() {
+        let deployment = alone();
+        let limiter = RateLimiter::new(10, deployment.clone()).unwrap();
+        let agent = Requester::Agent(Uuid::nil());
+        let start = Instant::now();
+        deployment.record(2);
+        assert_eq!((0..10).filter(|_| limiter.check_at(agent, start).is_ok()).count(), 5);
+        // The share refills at the shared rate: one more after 200 ms.
+        assert!(limiter.check_at(agent, start + Duration::from_millis(200)).is_ok());
+        assert!(limiter.check_at(agent, start + Duration::from_millis(200)).is_err());
+        // However many instances, a bucket holds at least one request.
+        deployment.record(50);
+        let other = Requester::Agent(Uuid::from_u128(1));
+        assert!(limiter.check_at(other, start).is_ok());
+        assert!(limiter.check_at(other, start).is_err());
     }
 
     #[test]
     fn wrong_credentials_have_a_bucket_of_their_own() {
-        let limiter = RateLimiter::new(1000).unwrap();
+        let limiter = RateLimiter::new(1000, alone()).unwrap();
         let failed = Requester::FailedAuth(IpAddr::from([127, 0, 0, 1]));
         let start = Instant::now();
         assert_eq!(limiter.wait(failed), None);
