@@ -7,6 +7,7 @@ mod auto;
 mod cli;
 mod client;
 mod compat;
+mod connections;
 mod deploy;
 mod embedded;
 mod events;

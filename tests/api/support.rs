@@ -111,6 +111,7 @@ pub fn test_config() -> AppConfig {
         secret_key: None,
         event_retention: Duration::ZERO,
         auto_workers: 2,
+        connections: Default::default(),
     }
 }
 
@@ -473,13 +474,28 @@ impl ServerProcess {
 
     /// Sends SIGTERM and waits for the process to exit.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
+        self.send_sigterm();
+        match self.wait_for_exit(Duration::from_secs(60)) {
+            Some(status) => status,
+            None => panic!("haggle did not stop after SIGTERM:\n{}", self.log()),
+        }
+    }
+
+    /// Asks the process to stop, as an orchestrator does.
+    pub fn send_sigterm(&self) {
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    }
+
+    /// Waits up to `limit` for the process to exit; `None` if it is still running.
+    pub fn wait_for_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + limit;
         loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
-                return status;
+                return Some(status);
             }
-            assert!(std::time::Instant::now() < deadline, "haggle did not stop after SIGTERM:\n{}", self.log());
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
     }

@@ -105,10 +105,12 @@ pub enum Code {
     Unavailable,
     NegotiationUnavailable,
     QuoteExpired,
+    /// The instance holds as many connections as it may: refused before the request is read.
+    Overloaded,
 }
 
 impl Code {
-    pub const ALL: [Code; 24] = [
+    pub const ALL: [Code; 25] = [
         Code::MalformedRequest,
         Code::Unauthenticated,
         Code::Forbidden,
@@ -133,6 +135,7 @@ impl Code {
         Code::Unavailable,
         Code::NegotiationUnavailable,
         Code::QuoteExpired,
+        Code::Overloaded,
     ];
 
     pub fn status(self) -> u16 {
@@ -155,7 +158,7 @@ impl Code {
             Code::ValidationFailed | Code::NotAConcession | Code::IdempotencyKeyReused => 422,
             Code::RateLimited => 429,
             Code::Internal => 500,
-            Code::Unavailable => 503,
+            Code::Unavailable | Code::Overloaded => 503,
         }
     }
 
@@ -185,6 +188,7 @@ impl Code {
             Code::Unavailable => "unavailable",
             Code::NegotiationUnavailable => "negotiation_unavailable",
             Code::QuoteExpired => "quote_expired",
+            Code::Overloaded => "overloaded",
         }
     }
 
@@ -214,6 +218,7 @@ impl Code {
             Code::Unavailable => "Service unavailable",
             Code::NegotiationUnavailable => "Nobody negotiates for the seller",
             Code::QuoteExpired => "The quote has expired",
+            Code::Overloaded => "Too many connections",
         }
     }
 }

@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::connections::{self, Limits};
 use crate::deployment::Deployment;
 use crate::events;
 use crate::http::{self, AppState, Settings};
@@ -33,6 +34,8 @@ pub struct AppConfig {
     pub event_retention: Duration,
     /// Auto-negotiation workers; `0` runs none on this instance.
     pub auto_workers: usize,
+    /// What a connection is allowed: how many at once, their deadlines, and the shutdown's.
+    pub connections: Limits,
 }
 
 pub struct App {
@@ -53,7 +56,8 @@ impl App {
     }
 
     /// Serves until `shutdown` is cancelled, then stops accepting, lets in-flight requests
-    /// finish (streams and long polls end early), and stops the workers.
+    /// finish (streams and long polls end early) until the shutdown deadline closes what is
+    /// left, and stops the workers.
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> std::io::Result<()> {
         let sealing_key = SealingKey::new(self.config.secret_key.as_deref());
         if !sealing_key.is_configured() {
@@ -118,9 +122,7 @@ impl App {
                 shutdown.clone(),
             ));
         }
-        let service = http::router(state).into_make_service_with_connect_info::<SocketAddr>();
-        let served =
-            axum::serve(self.listener, service).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await;
+        connections::serve(self.listener, http::router(state), self.config.connections, shutdown.clone()).await;
         shutdown.cancel();
         while workers.join_next().await.is_some() {}
         // The requests that finished during the drain committed events after the publisher's
@@ -128,6 +130,6 @@ impl App {
         if let Err(error) = events::publisher::publish_all(&self.pool).await {
             tracing::warn!(%error, "publishing the last events failed; another instance or the next start will");
         }
-        served
+        Ok(())
     }
 }

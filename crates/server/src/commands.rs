@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::{App, AppConfig};
 use crate::config::{AdminCommand, DatabaseArgs, ServeArgs, redact_url};
+use crate::connections::{self, Limits};
 use crate::db;
 use crate::embedded::{DirectoryUse, EmbeddedPostgres};
 use crate::http::Settings;
@@ -100,6 +101,16 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if admin_token.as_ref().is_some_and(|token| token.len() < 16) {
         tracing::warn!("HAGGLE_ADMIN_TOKEN is shorter than 16 characters; use a long random token");
     }
+    let max_connections = match args.max_connections {
+        Some(max) => max as usize,
+        None => match connections::raise_open_file_limit() {
+            Ok(open_files) => connections::default_max_connections(open_files),
+            Err(error) => {
+                tracing::warn!(%error, "the open-file limit cannot be read; capping connections at the default");
+                connections::DEFAULT_MAX_CONNECTIONS
+            }
+        },
+    };
     let database = Database::open(&args.database, DirectoryUse::Exclusive).await?;
     let outcome = async {
         db::migrate(&database.pool).await.context("applying migrations")?;
@@ -127,10 +138,17 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             secret_key: args.secret_key.clone(),
             event_retention: args.event_retention,
             auto_workers: usize::from(args.auto_workers),
+            connections: Limits {
+                max_connections,
+                header_timeout: args.header_timeout,
+                idle_timeout: args.idle_timeout,
+                shutdown_timeout: args.shutdown_timeout,
+            },
         };
         let app = App::build(database.pool.clone(), &args.bind, config)
             .await
             .with_context(|| format!("binding {}", args.bind))?;
+        tracing::info!(max_connections, "holding at most {max_connections} connections at once");
         tracing::info!("listening on http://{}", app.local_addr());
         app.run_until_stopped(shutdown).await.context("serving")
     }

@@ -116,6 +116,22 @@ pub struct ServeArgs {
     /// deployment (each instance takes its share); beyond it they are refused with 429.
     #[arg(long, env = "HAGGLE_MAX_STREAMS_PER_AGENT", default_value_t = crate::events::MAX_WAITERS_PER_AGENT as u32, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_streams_per_agent: u32,
+    /// HTTP connections this instance holds at once; beyond it a new connection is answered
+    /// `503 overloaded` with `Retry-After` and closed. Unset: 10,000, or half the process's
+    /// open-file limit if that is lower (the server raises its soft limit to the hard one).
+    #[arg(long, env = "HAGGLE_MAX_CONNECTIONS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: Option<u32>,
+    /// How long a request's head (its request line and headers) may take to arrive, from its
+    /// first byte; a connection that is slower is closed.
+    #[arg(long, env = "HAGGLE_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_positive_duration)]
+    pub header_timeout: Duration,
+    /// How long a connection may stay open with no request in flight before it is closed.
+    #[arg(long, env = "HAGGLE_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_positive_duration)]
+    pub idle_timeout: Duration,
+    /// On SIGTERM or Ctrl-C, how long requests in flight may run on before their connections
+    /// are closed (keep it below the orchestrator's grace period, 30 s in docker-compose.yml).
+    #[arg(long, env = "HAGGLE_SHUTDOWN_TIMEOUT", default_value = "20s", value_parser = parse_duration)]
+    pub shutdown_timeout: Duration,
     /// Let webhooks point at loopback, private and link-local addresses (for development).
     #[arg(long, env = "HAGGLE_WEBHOOK_ALLOW_PRIVATE", default_value_t = false, action = ArgAction::Set)]
     pub webhook_allow_private: bool,
@@ -176,6 +192,10 @@ impl fmt::Debug for ServeArgs {
             .field("move_workers", &self.move_workers)
             .field("max_streams", &self.max_streams)
             .field("max_streams_per_agent", &self.max_streams_per_agent)
+            .field("max_connections", &self.max_connections)
+            .field("header_timeout", &self.header_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("shutdown_timeout", &self.shutdown_timeout)
             .field("webhook_allow_private", &self.webhook_allow_private)
             .field("webhook_retry_schedule", &self.webhook_retry_schedule)
             .field("webhook_timeout", &self.webhook_timeout)

@@ -6,7 +6,8 @@
 //! - [`db`]: rows and queries;
 //! - [`events`]: the outbox, the publisher and the hub that wakes waiters; [`webhooks`]: delivery;
 //! - [`executor`] (policies), [`sweeper`] (expiry): the background workers;
-//! - [`app`]: wiring them together under one cancellation token; [`commands`]: `haggle serve`,
+//! - [`app`]: wiring them together under one cancellation token; [`connections`]: serving HTTP
+//!   connections within their limits; [`commands`]: `haggle serve`,
 //!   `migrate` and `admin`; [`embedded`]: the PostgreSQL Haggle runs for itself when no
 //!   `DATABASE_URL` is given.
 //!
@@ -15,6 +16,7 @@
 pub mod app;
 pub mod commands;
 pub mod config;
+pub mod connections;
 pub mod db;
 pub mod deliveries;
 pub mod deployment;

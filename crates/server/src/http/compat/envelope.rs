@@ -39,7 +39,7 @@ pub fn iab_code(code: Code) -> (&'static str, Option<StatusCode>) {
         Code::PayloadTooLarge => ("payload_too_large", None),
         Code::RateLimited => ("rate_limited", None),
         Code::Internal => ("internal", None),
-        Code::Unavailable => ("unavailable", None),
+        Code::Unavailable | Code::Overloaded => ("unavailable", None),
         Code::NegotiationUnavailable => ("negotiation_unavailable", None),
         Code::QuoteExpired => ("quote_expired", None),
     }
