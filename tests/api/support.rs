@@ -175,6 +175,12 @@ impl TestApp {
 
     async fn start(db: std::sync::Arc<TestDb>, configure: impl FnOnce(&mut AppConfig)) -> TestApp {
         let pool = db.pool(10).await;
+        TestApp::spawn_on(db, pool, configure).await
+    }
+
+    /// The app on a database of the caller's, over a pool of the caller's (one that reaches the
+    /// database some other way than directly, say); the database must be migrated.
+    pub async fn spawn_on(db: std::sync::Arc<TestDb>, pool: PgPool, configure: impl FnOnce(&mut AppConfig)) -> TestApp {
         let mut config = test_config();
         configure(&mut config);
         let app = App::build(pool.clone(), "127.0.0.1:0", config).await.expect("bind");

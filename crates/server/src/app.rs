@@ -22,6 +22,8 @@ pub const SWEEP_BATCH: i64 = 500;
 /// How often the publisher looks for events that no local request announced (those of an
 /// instance that stopped before publishing them, or of the sweeper on another instance).
 pub const PUBLISH_TICK: Duration = Duration::from_secs(1);
+/// The `application_name` of the batcher's connections.
+pub const MOVES_APPLICATION_NAME: &str = "haggle-moves";
 
 #[derive(Debug, Clone)]
 pub struct AppConfig {
@@ -71,11 +73,22 @@ impl App {
         // The batcher's connections are its own (a request waiting for its move holds one of the
         // pool's), three a worker, which makes its three kinds of move side by side. Their
         // statements' plans do not depend on their parameters (every move comes in one JSON
-        // document), so they run on their generic plans, never planned again.
+        // document), so they run on their generic plans, never planned again. Each is pinged
+        // before a statement: a statement sent on a connection that died while idle would have
+        // an unknown outcome, where the ping's failure only costs another connection. They go
+        // by a name of their own in pg_stat_activity.
         let move_workers = self.config.settings.move_workers.max(1);
-        let batcher_pool = crate::db::pool_options(3 * move_workers as u32).min_connections(0).connect_lazy_with(
-            self.pool.connect_options().as_ref().clone().options([("plan_cache_mode", "force_generic_plan")]),
-        );
+        let batcher_pool = crate::db::pool_options(3 * move_workers as u32)
+            .min_connections(0)
+            .test_before_acquire(true)
+            .connect_lazy_with(
+                self.pool
+                    .connect_options()
+                    .as_ref()
+                    .clone()
+                    .options([("plan_cache_mode", "force_generic_plan")])
+                    .application_name(MOVES_APPLICATION_NAME),
+            );
         let moves = Batcher::start(batcher_pool, move_workers, &mut workers);
         let market = Market::new(self.pool.clone(), Some(moves), wakeups.clone());
         // Workers make their moves under locks, one at a time: they need no batcher.

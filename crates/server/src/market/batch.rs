@@ -9,6 +9,9 @@
 //! for acceptances; one buyer's threads on a listing, for placements) never share a statement;
 //! the later one waits for the next round.
 //!
+//! A statement whose connection is lost after it was sent may have committed: its moves are
+//! neither made again nor reported as refused, but answered [`Error::OutcomeUnknown`].
+//!
 //! A worker never waits to gather moves: under light load each statement carries one move, and
 //! under heavy load the moves that arrive while a round runs go together in the next. One
 //! worker makes the largest statements, which cost the least per move; more workers
@@ -26,8 +29,9 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio::task::JoinSet;
 use uuid::Uuid;
 
+use super::Error;
 use crate::db::negotiation::{self, AcceptMove, Accepted, CounterMove, Made, MoveEvent, PlaceMove};
-use crate::db::{Bid, Thread};
+use crate::db::{self, Bid, Thread};
 use crate::events::NewEvent;
 
 /// The most moves one round makes.
@@ -37,9 +41,19 @@ const MAX_BATCH: usize = 64;
 /// was not made, of which nothing was written).
 pub type Outcomes<'a, T> = BoxFuture<'a, Result<Vec<Option<Made<T>>>, sqlx::Error>>;
 
-/// A move's outcome, as its request hears it: `None` if it was not made (its compare-and-set
-/// failed, or its statement did), and nothing of it was written.
-type Respond<T> = oneshot::Sender<Option<Made<T>>>;
+/// Where a move's outcome goes: its request.
+type Respond<T> = oneshot::Sender<Outcome<T>>;
+
+/// A move's outcome, as its request hears it.
+enum Outcome<T> {
+    Made(Made<T>),
+    /// Nothing of it was written: its compare-and-set failed, or its statement certainly did
+    /// not run or was rolled back.
+    NotMade,
+    /// The statement's connection was lost after it was sent, without an answer: it may have
+    /// committed.
+    Unknown(sqlx::Error),
+}
 
 /// A kind of move made in one statement: the statement, and what two moves in one statement
 /// must not share.
@@ -170,11 +184,18 @@ impl Batcher {
         Batcher { jobs }
     }
 
-    /// Makes the move with its events; `None` if it was not made.
-    pub(crate) async fn make<M: Move>(&self, what: M, events: Vec<NewEvent>) -> Option<Made<M::Made>> {
+    /// Makes the move with its events; `None` if it was not made, and nothing of it was
+    /// written. [`Error::OutcomeUnknown`] if its statement may or may not have committed.
+    pub(crate) async fn make<M: Move>(&self, what: M, events: Vec<NewEvent>) -> super::Result<Option<Made<M::Made>>> {
         let (reply, answer) = oneshot::channel();
-        self.jobs.send(Job::new(what, events, reply)).ok()?;
-        answer.await.ok().flatten()
+        if self.jobs.send(Job::new(what, events, reply)).is_err() {
+            return Ok(None);
+        }
+        match answer.await {
+            Ok(Outcome::Made(made)) => Ok(Some(made)),
+            Ok(Outcome::NotMade) | Err(_) => Ok(None),
+            Ok(Outcome::Unknown(error)) => Err(Error::OutcomeUnknown(error)),
+        }
     }
 }
 
@@ -215,14 +236,29 @@ async fn make_round(pool: &PgPool, round: Vec<Job>) {
     futures::future::join_all(kinds.into_iter().map(|(_, make_all, pending)| make_all(pool, pending))).await;
 }
 
-/// Makes the moves in one statement and hands each its outcome. If the statement fails, or no
-/// connection can be had, none of them was made: each request makes its move again under locks,
-/// which will say why if the database is out of reach.
+/// Makes the moves in one statement and hands each its outcome. If no connection can be had, or
+/// the database refuses the statement, none of them was made: each request makes its move again
+/// under locks, which will say why if the database is out of reach.
+///
+/// If the connection is lost once the statement was sent, it may have committed: a move made
+/// again under locks would then find itself already made and be refused, though it was made.
+/// Such moves are answered [`Error::OutcomeUnknown`] (503, the outcome unknown), as a lost
+/// commit is. Finding out which were made, to answer them as made, would take a read on another
+/// connection, which the database may not give either, of rows that may have moved on since;
+/// the request's caller can read the current state as well, or retry with an
+/// `Idempotency-Key`. The pool pings a connection before handing it out, so one that died
+/// while idle is replaced rather than lost with the statement sent on it.
 async fn statement<M: Move>(pool: &PgPool, moves: Vec<Pending<M>>) {
     if moves.is_empty() {
         return;
     }
-    let Ok(mut conn) = pool.acquire().await else { return };
+    let mut conn = match pool.acquire().await {
+        Ok(conn) => conn,
+        Err(error) => {
+            tracing::warn!(%error, moves = moves.len(), "no connection for a statement of {}; each is made again under locks", M::KIND);
+            return;
+        }
+    };
     let what: Vec<M> = moves.iter().map(|pending| pending.what.clone()).collect();
     let made = {
         let events: Vec<MoveEvent> = moves
@@ -235,11 +271,36 @@ async fn statement<M: Move>(pool: &PgPool, moves: Vec<Pending<M>>) {
     match made {
         Ok(made) => {
             for (pending, made) in moves.into_iter().zip(made) {
-                let _ = pending.reply.send(made);
+                let _ = pending.reply.send(made.map_or(Outcome::NotMade, Outcome::Made));
             }
         }
-        Err(error) => {
+        Err(error) if rolled_back(&error) => {
             tracing::warn!(%error, moves = moves.len(), "a statement of {} failed; each is made again under locks", M::KIND);
         }
+        Err(error) => {
+            tracing::warn!(%error, moves = moves.len(), "a statement of {} lost its connection; its outcome is unknown", M::KIND);
+            for pending in moves {
+                let _ = pending.reply.send(Outcome::Unknown(lost(&error)));
+            }
+        }
     }
+}
+
+/// Whether a failed statement certainly made nothing: the database answered it with an error
+/// (the statement, its own transaction, was rolled back), or it failed before it was sent. A
+/// connection that ended, or broke, after it was sent says nothing of the commit.
+fn rolled_back(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Database(refusal) => !db::connection_lost(refusal.code().as_deref()),
+        sqlx::Error::Encode(_)
+        | sqlx::Error::Configuration(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed => true,
+        _ => false,
+    }
+}
+
+/// The error each of a lost statement's requests reports (sqlx's errors cannot be cloned).
+fn lost(error: &sqlx::Error) -> sqlx::Error {
+    sqlx::Error::Io(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, error.to_string()))
 }

@@ -349,7 +349,7 @@ async fn make<M: Move>(
     match access {
         Access::Unlocked(batcher) => {
             let count = made_events.len() as i64;
-            let made = batcher.make(what, made_events).await.ok_or(Error::NeedsLocks)?;
+            let made = batcher.make(what, made_events).await?.ok_or(Error::NeedsLocks)?;
             events.wrote(Written { events: count, tasks: made.queued.into() });
             Ok(Some(made))
         }
