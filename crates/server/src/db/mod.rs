@@ -1,10 +1,13 @@
 //! Queries, one module per table family. Functions take `&mut PgConnection` (inside the caller's
 //! transaction) or a pool, and return the records the API shows.
 
-use std::time::Duration;
+use std::future::Future;
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{Connection, PgPool};
 
 pub mod agents;
 pub mod events;
@@ -29,12 +32,67 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations"
 /// How long a request waits for a connection before the server answers 503.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// A pool's options. Idle connections are not pinged before use (a round trip each time), except
+/// those that were idle when a connection was last found lost
+/// ([`suspect_idle_connections`]): the server may have ended them all.
 pub fn pool_options(max_connections: u32) -> PgPoolOptions {
     PgPoolOptions::new()
         .max_connections(max_connections)
         .min_connections(1.min(max_connections))
         .acquire_timeout(ACQUIRE_TIMEOUT)
         .test_before_acquire(false)
+        .before_acquire(|conn, connection| {
+            Box::pin(async move {
+                if idle_since_a_loss(connection.idle_for) {
+                    return Ok(true);
+                }
+                // A connection that fails its ping is closed, and the pool hands out another.
+                Ok(conn.ping().await.is_ok())
+            })
+        })
+}
+
+/// When this process last found a database connection lost, in nanoseconds since [`EPOCH`]
+/// (0: never).
+static LAST_LOSS: AtomicU64 = AtomicU64::new(0);
+static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+fn nanos_since_epoch(at: Instant) -> u64 {
+    u64::try_from(at.saturating_duration_since(*EPOCH).as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Says that a connection was found lost: the server restarted, or ended its connections (as an
+/// operator or a pooler may), so every connection that was idle by then is pinged before it is
+/// used again, in every pool of the process.
+pub fn suspect_idle_connections() {
+    LAST_LOSS.fetch_max(nanos_since_epoch(Instant::now()).max(1), Ordering::Relaxed);
+}
+
+/// Whether a connection idle for `idle_for` went idle after the last loss was found.
+fn idle_since_a_loss(idle_for: Duration) -> bool {
+    let last_loss = LAST_LOSS.load(Ordering::Relaxed);
+    if last_loss == 0 {
+        return true;
+    }
+    let idle_since = Instant::now().checked_sub(idle_for).map_or(0, nanos_since_epoch);
+    idle_since > last_loss
+}
+
+/// Runs a statement that changes nothing (a read, a BEGIN), and runs it once more if its
+/// connection turned out to be lost: the second time on a connection that answers.
+pub async fn again_if_lost<T, F, Fut>(mut statement: F) -> Result<T, sqlx::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, sqlx::Error>>,
+{
+    match statement().await {
+        Err(error) if lost(&error) => {
+            tracing::info!(%error, "a database connection was lost; running the statement again on another");
+            suspect_idle_connections();
+            statement().await
+        }
+        outcome => outcome,
+    }
 }
 
 /// Session settings for every connection: Haggle's statements are short and planned often, so
@@ -55,6 +113,15 @@ pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
 /// Whether a SQLSTATE says the connection ended: it failed, or the server shut it down.
 pub fn connection_lost(code: Option<&str>) -> bool {
     code.is_some_and(|code| code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03"))
+}
+
+/// Whether a statement failed because its connection did: it broke, or the server ended it.
+pub fn lost(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_) => true,
+        sqlx::Error::Database(error) => connection_lost(error.code().as_deref()),
+        _ => false,
+    }
 }
 
 /// Whether the database answers a trivial query.

@@ -16,11 +16,18 @@ pub struct ApiError {
     pub detail: String,
     pub extensions: Map<String, Value>,
     pub retry_after: Option<u32>,
+    /// The request failed because a database connection was lost ([`LostConnection`]).
+    pub lost_connection: bool,
 }
+
+/// Marks an answer given because a database connection was lost: a request that changed nothing
+/// (a read) may be made again ([`crate::http::RetryReads`]).
+#[derive(Debug, Clone, Copy)]
+pub struct LostConnection;
 
 impl ApiError {
     pub fn new(code: Code, detail: impl Into<String>) -> ApiError {
-        ApiError { code, detail: detail.into(), extensions: Map::new(), retry_after: None }
+        ApiError { code, detail: detail.into(), extensions: Map::new(), retry_after: None, lost_connection: false }
     }
 
     pub fn with(mut self, name: &str, value: impl Into<Value>) -> ApiError {
@@ -90,6 +97,9 @@ impl IntoResponse for ApiError {
         if self.code == Code::Unauthenticated {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
+        if self.lost_connection {
+            response.extensions_mut().insert(LostConnection);
+        }
         response
     }
 }
@@ -143,7 +153,7 @@ fn is_conflict(code: &str) -> bool {
 
 impl From<sqlx::Error> for ApiError {
     fn from(error: sqlx::Error) -> ApiError {
-        match &error {
+        let answer = match &error {
             sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => {
                 tracing::warn!(%error, "database unavailable");
                 ApiError::unavailable("the database is unreachable; retry shortly")
@@ -166,7 +176,8 @@ impl From<sqlx::Error> for ApiError {
                 tracing::error!(%error, "database error");
                 ApiError::internal()
             }
-        }
+        };
+        ApiError { lost_connection: crate::db::lost(&error), ..answer }
     }
 }
 

@@ -226,7 +226,9 @@ impl FromRequestParts<AppState> for Caller {
         let caller = match state.keys.get(&digest) {
             Ok(caller) => caller,
             Err(ticket) => {
-                let caller = db::agents::caller_by_key_digest(&state.pool, &digest).await?.ok_or_else(invalid)?;
+                let caller = db::again_if_lost(|| db::agents::caller_by_key_digest(&state.pool, &digest))
+                    .await?
+                    .ok_or_else(invalid)?;
                 state.keys.store(ticket, digest, caller);
                 caller
             }

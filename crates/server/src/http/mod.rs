@@ -38,12 +38,14 @@ mod listings;
 mod orders;
 mod policies;
 pub mod ratelimit;
+mod retry;
 mod threads;
 mod webhooks;
 mod write;
 
 use error::{ApiError, Code};
 pub use haggle_api::Page;
+pub use retry::RetryReads;
 pub use write::{Reply, Write};
 
 /// What every handler can reach.
@@ -238,7 +240,8 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::map_response(problem_for_bare_errors))
         .layer(middleware::from_fn_with_state(settings.request_timeout, time_limit))
         .layer(middleware::from_fn_with_state(settings.body_limit, refuse_oversized_bodies))
-        .layer(DefaultBodyLimit::max(settings.body_limit));
+        .layer(DefaultBodyLimit::max(settings.body_limit))
+        .layer(tower::layer::layer_fn(RetryReads));
     router
         .fallback(|| async { ApiError::new(Code::NotFound, "no such route; see /openapi.yaml") })
         .method_not_allowed_fallback(|| async {

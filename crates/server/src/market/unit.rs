@@ -50,9 +50,10 @@ impl Market {
         &self.wakeups
     }
 
-    /// A unit in a transaction: its operations lock what they read.
+    /// A unit in a transaction: its operations lock what they read. A BEGIN on a connection
+    /// that turns out to be lost is made again on another: nothing was done yet.
     pub async fn begin(&self) -> std::result::Result<Unit, sqlx::Error> {
-        let tx = self.pool.begin().await?;
+        let tx = db::again_if_lost(|| self.pool.begin()).await?;
         Ok(self.unit(Connection::Transaction(tx)))
     }
 
@@ -67,7 +68,13 @@ impl Market {
     }
 
     fn unit(&self, conn: Connection) -> Unit {
-        Unit { conn, moves: self.moves.clone(), events: Outbox::new(), wakeups: self.wakeups.clone() }
+        Unit {
+            conn,
+            pool: self.pool.clone(),
+            moves: self.moves.clone(),
+            events: Outbox::new(),
+            wakeups: self.wakeups.clone(),
+        }
     }
 }
 
@@ -83,6 +90,8 @@ enum Connection {
 /// A unit of work in progress.
 pub struct Unit {
     conn: Connection,
+    /// Where another connection comes from, if the unit's is lost before it did anything.
+    pool: PgPool,
     moves: Option<Batcher>,
     events: Outbox,
     wakeups: Wakeups,
@@ -113,16 +122,29 @@ impl Unit {
 
     /// Runs a market operation: as the unit began, and again under locks if it cannot be made
     /// without them.
+    ///
+    /// Unlocked, the operation writes nothing on the unit's connection (its move is the
+    /// batcher's, which reports a lost statement as [`Error::OutcomeUnknown`]): if that
+    /// connection turns out to be lost, nothing was done, and the operation runs again, once,
+    /// on another.
     pub async fn run<T, F>(&mut self, mut operation: F) -> Result<T>
     where
         F: for<'u> FnMut(&'u mut PgConnection, &'u mut Outbox, Access) -> BoxFuture<'u, Result<T>>,
     {
+        let mut reconnected = false;
         loop {
             let access = self.access();
             let locked = access.is_locked();
             let (conn, events) = self.parts();
             match operation(conn, events, access).await {
                 Err(Error::NeedsLocks) if !locked => self.take_locks().await?,
+                Err(Error::Database(error)) if !locked && !reconnected && db::lost(&error) => {
+                    tracing::info!(%error, "a database connection was lost before the move; making it on another");
+                    db::suspect_idle_connections();
+                    self.events = Outbox::new();
+                    self.conn = Connection::Unlocked(self.pool.acquire().await?);
+                    reconnected = true;
+                }
                 outcome => return outcome,
             }
         }
