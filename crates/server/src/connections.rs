@@ -16,7 +16,7 @@
 //! both short for a head that is being sent and generous for an idle client.
 
 use std::convert::Infallible;
-use std::io;
+use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -182,14 +182,18 @@ impl Backoff {
 }
 
 /// Answers a connection over the cap with `503 overloaded`, before reading any of it, and
-/// closes it. A fresh socket's send buffer takes the answer whole, so writing never waits.
+/// closes it. A fresh socket's send buffer takes the answer whole, so writing never waits; it
+/// is written on the socket itself, as the runtime does not know yet that it is writable.
 fn refuse(stream: TcpStream, lingering: &Arc<Semaphore>) {
-    let _ = stream.try_write(&refusal());
+    let Ok(stream) = stream.into_std() else { return };
+    let _ = (&stream).write(&refusal());
     // Closing a socket with unread data resets the connection, and a reset can discard the
     // answer before the client has read it: so the connection is shut for writing first and
     // what the client still sends is read and dropped for a moment, while few are doing so.
     if let Ok(permit) = lingering.clone().try_acquire_owned() {
-        tokio::spawn(linger(stream, permit));
+        if let Ok(stream) = TcpStream::from_std(stream) {
+            tokio::spawn(linger(stream, permit));
+        }
     }
 }
 
