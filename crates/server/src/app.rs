@@ -24,6 +24,8 @@ pub const SWEEP_BATCH: i64 = 500;
 pub const PUBLISH_TICK: Duration = Duration::from_secs(1);
 /// The `application_name` of the batcher's connections.
 pub const MOVES_APPLICATION_NAME: &str = "haggle-moves";
+/// How long a batcher's connection may have been idle and still be used without a ping.
+pub const MOVES_PING_AFTER: Duration = Duration::from_millis(10);
 
 #[derive(Debug, Clone)]
 pub struct AppConfig {
@@ -73,14 +75,14 @@ impl App {
         // The batcher's connections are its own (a request waiting for its move holds one of the
         // pool's), three a worker, which makes its three kinds of move side by side. Their
         // statements' plans do not depend on their parameters (every move comes in one JSON
-        // document), so they run on their generic plans, never planned again. Each is pinged
-        // before a statement: a statement sent on a connection that died while idle would have
-        // an unknown outcome, where the ping's failure only costs another connection. They go
-        // by a name of their own in pg_stat_activity.
+        // document), so they run on their generic plans, never planned again. One idle for a
+        // while is pinged before a statement: a statement sent on a connection that died while
+        // idle would have an unknown outcome, where the ping's failure only costs another
+        // connection. (Pinging every one cost W1 some 8 % of its calls a second.) They go by a
+        // name of their own in pg_stat_activity.
         let move_workers = self.config.settings.move_workers.max(1);
-        let batcher_pool = crate::db::pool_options(3 * move_workers as u32)
+        let batcher_pool = crate::db::checked_pool_options(3 * move_workers as u32, MOVES_PING_AFTER)
             .min_connections(0)
-            .test_before_acquire(true)
             .connect_lazy_with(
                 self.pool
                     .connect_options()

@@ -41,15 +41,31 @@ pub fn pool_options(max_connections: u32) -> PgPoolOptions {
         .min_connections(1.min(max_connections))
         .acquire_timeout(ACQUIRE_TIMEOUT)
         .test_before_acquire(false)
-        .before_acquire(|conn, connection| {
-            Box::pin(async move {
-                if idle_since_a_loss(connection.idle_for) {
-                    return Ok(true);
-                }
-                // A connection that fails its ping is closed, and the pool hands out another.
-                Ok(conn.ping().await.is_ok())
-            })
-        })
+        .before_acquire(|conn, connection| Box::pin(check_idle(conn, connection.idle_for, None)))
+}
+
+/// A pool's options, as [`pool_options`], for connections whose statements must not be sent on
+/// a dead connection (an outcome would then be unknown): a connection idle for `idle` or longer
+/// is pinged before it is used too. The pool pings every connection returned to it, so one idle
+/// for less was alive that recently; pinging each one would cost a round trip a statement.
+pub fn checked_pool_options(max_connections: u32, idle: Duration) -> PgPoolOptions {
+    pool_options(max_connections)
+        .before_acquire(move |conn, connection| Box::pin(check_idle(conn, connection.idle_for, Some(idle))))
+}
+
+/// Whether an idle connection may be handed out: pinged if it was idle when a connection was
+/// last found lost, or for `ping_after` or longer. One that fails its ping is closed, and the
+/// pool hands out another.
+async fn check_idle(
+    conn: &mut sqlx::PgConnection,
+    idle_for: Duration,
+    ping_after: Option<Duration>,
+) -> Result<bool, sqlx::Error> {
+    let recent = ping_after.is_none_or(|limit| idle_for < limit);
+    if recent && idle_since_a_loss(idle_for) {
+        return Ok(true);
+    }
+    Ok(conn.ping().await.is_ok())
 }
 
 /// When this process last found a database connection lost, in nanoseconds since [`EPOCH`]

@@ -246,8 +246,8 @@ async fn make_round(pool: &PgPool, round: Vec<Job>) {
 /// commit is. Finding out which were made, to answer them as made, would take a read on another
 /// connection, which the database may not give either, of rows that may have moved on since;
 /// the request's caller can read the current state as well, or retry with an
-/// `Idempotency-Key`. The pool pings a connection before handing it out, so one that died
-/// while idle is replaced rather than lost with the statement sent on it.
+/// `Idempotency-Key`. The pool pings a connection idle for a while before handing it out, so
+/// one that died while idle is replaced rather than lost with the statement sent on it.
 async fn statement<M: Move>(pool: &PgPool, moves: Vec<Pending<M>>) {
     if moves.is_empty() {
         return;
@@ -279,6 +279,7 @@ async fn statement<M: Move>(pool: &PgPool, moves: Vec<Pending<M>>) {
         }
         Err(error) => {
             tracing::warn!(%error, moves = moves.len(), "a statement of {} lost its connection; its outcome is unknown", M::KIND);
+            db::suspect_idle_connections();
             for pending in moves {
                 let _ = pending.reply.send(Outcome::Unknown(lost(&error)));
             }
