@@ -10,6 +10,7 @@
 
 mod api;
 mod auto;
+mod flood;
 mod pgbench;
 mod report;
 mod stats;
@@ -90,6 +91,9 @@ pub struct BenchArgs {
     /// How long each pgbench run lasts, in seconds.
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..))]
     pub pgbench_seconds: u64,
+    /// For `--workload flood`: how many connections to open, each sending half a request head.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub connections: u64,
 }
 
 impl fmt::Debug for BenchArgs {
@@ -109,6 +113,7 @@ impl fmt::Debug for BenchArgs {
             .field("pgbench", &self.pgbench)
             .field("database_url", &self.database_url.as_deref().map(haggle_server::config::redact_url))
             .field("pgbench_seconds", &self.pgbench_seconds)
+            .field("connections", &self.connections)
             .finish()
     }
 }
@@ -147,6 +152,13 @@ impl BenchArgs {
                 (self.json.is_some(), "--json", "wake prints its figures only"),
                 (self.pgbench, "--pgbench", pgbench),
             ],
+            Workload::Flood => &[
+                (!self.concurrency.is_empty(), "--concurrency", "flood opens --connections connections"),
+                (self.warmup.is_some(), "--warmup", "flood has no warm-up phase"),
+                (self.json.is_some(), "--json", "flood prints its figures only"),
+                (self.pgbench, "--pgbench", pgbench),
+                (self.idempotency_keys, "--idempotency-keys", "flood sends no request whole"),
+            ],
         };
         match ignored.iter().find(|(given, _, _)| *given) {
             Some((_, flag, why)) => bail!("{flag} does not apply to --workload {workload} ({why})"),
@@ -180,6 +192,10 @@ impl BenchArgs {
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     args.check_flags()?;
+    if args.workload == Workload::Flood {
+        // Needs no agent, so no operator token either.
+        return flood::run(&args.url, args.connections).await;
+    }
     let Some(admin_token) = args.admin_token.clone().filter(|token| !token.trim().is_empty()) else {
         bail!(
             "the bench needs the server's operator token to raise its buyers to the AGENCY tier: \
@@ -225,7 +241,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     for concurrency in args.levels() {
         let mut level = match args.workload {
             Workload::W3 => auto::run_level(&client, &admin, &args, &run_id, concurrency as usize).await?,
-            Workload::W1 | Workload::W2 | Workload::Wake | Workload::Webhooks => {
+            Workload::W1 | Workload::W2 | Workload::Wake | Workload::Webhooks | Workload::Flood => {
                 run_level(&client, &admin, &args, &run_id, concurrency as usize).await?
             }
         };

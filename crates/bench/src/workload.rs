@@ -28,6 +28,9 @@ pub enum Workload {
     /// Agent against agent: both sides have policies, the opening bid is the only call, and
     /// the server negotiates the rest.
     W3,
+    /// Connections that send half a request head and nothing more (`--connections` of them),
+    /// and `/healthz` asked meanwhile.
+    Flood,
 }
 
 /// The two sides of one worker's negotiations, each a client acting as it.
@@ -45,6 +48,7 @@ impl Workload {
             Workload::Wake => "wake",
             Workload::Webhooks => "webhooks",
             Workload::W3 => "w3",
+            Workload::Flood => "flood",
         }
     }
 
@@ -55,6 +59,7 @@ impl Workload {
             Workload::Wake => "wake-up latency: a waiter on one instance, a counter through another",
             Workload::Webhooks => "webhook deliveries: events made by placements and withdrawals, delivered signed",
             Workload::W3 => "auto-negotiation: an opening bid, then both sides' policies to the end",
+            Workload::Flood => "a flood of connections that never finish their request head, /healthz meanwhile",
         }
     }
 
@@ -66,6 +71,7 @@ impl Workload {
             Workload::Wake => &[Call::Counter],
             Workload::Webhooks => &[Call::Place, Call::Withdraw],
             Workload::W3 => &[Call::Place],
+            Workload::Flood => &[],
         }
     }
 
@@ -77,6 +83,7 @@ impl Workload {
             Workload::Wake => ("wake-up", "wake-ups"),
             Workload::Webhooks => ("delivery", "deliveries"),
             Workload::W3 => ("negotiation", "negotiations"),
+            Workload::Flood => ("connection", "connections"),
         }
     }
 
@@ -88,7 +95,7 @@ impl Workload {
             Workload::W2 => Some(Call::Place),
             Workload::Wake => Some(Call::Counter),
             Workload::Webhooks => None,
-            Workload::W3 => None,
+            Workload::W3 | Workload::Flood => None,
         }
     }
 
@@ -112,8 +119,8 @@ impl Workload {
                 let placed = timed(recorder, Call::Place, buyer.place_bid(listing, &opening)).await?;
                 timed(recorder, Call::Withdraw, buyer.withdraw(placed.bid.id)).await?;
             }
-            Workload::Wake | Workload::Webhooks | Workload::W3 => {
-                unreachable!("the wake, webhooks and w3 workloads have their own drivers")
+            Workload::Wake | Workload::Webhooks | Workload::W3 | Workload::Flood => {
+                unreachable!("the wake, webhooks, w3 and flood workloads have their own drivers")
             }
         }
         Ok(())
