@@ -11,13 +11,16 @@ COPY crates/server/Cargo.toml crates/server/build.rs crates/server/
 COPY crates/client/Cargo.toml crates/client/
 COPY crates/sim/Cargo.toml crates/sim/
 COPY crates/bench/Cargo.toml crates/bench/
+COPY crates/chaos/Cargo.toml crates/chaos/
 RUN mkdir -p src migrations \
     && echo 'fn main() {}' > src/main.rs \
-    && for crate in domain api server client sim bench; do mkdir -p crates/$crate/src && touch crates/$crate/src/lib.rs; done \
+    && for crate in domain api server client sim bench chaos; do mkdir -p crates/$crate/src && touch crates/$crate/src/lib.rs; done \
     && cargo build --release --locked \
     && rm -rf src crates/*/src
 COPY migrations migrations
 COPY openapi.yaml ./
+# The chaos run builds the example HAProxy configuration into the binary.
+COPY deploy deploy
 COPY src src
 COPY crates crates
 RUN touch src/main.rs crates/*/src/lib.rs && cargo build --release --locked --bin haggle

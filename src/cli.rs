@@ -32,6 +32,9 @@ pub enum Command {
     },
     /// Measure latency and throughput of negotiations against a running server.
     Bench(haggle_bench::BenchArgs),
+    /// Prove that acknowledged answers survive failures: three instances behind HAProxy on a
+    /// throwaway PostgreSQL, under load, while instances are killed and PostgreSQL restarted.
+    Chaos(haggle_chaos::ChaosArgs),
     /// Negotiate on a listing against a running server, showing each round as it comes.
     Negotiate(haggle_client::cli::NegotiateArgs),
     /// List listings on a running server.
@@ -50,6 +53,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Admin(command) => haggle_server::commands::admin(command).await,
         Command::Healthcheck { url } => healthcheck(&url).await,
         Command::Bench(args) => haggle_bench::run(args).await,
+        Command::Chaos(args) => haggle_chaos::run(args).await,
         Command::Negotiate(args) => haggle_client::cli::negotiate(args).await,
         Command::Listings(args) => haggle_client::cli::listings(args).await,
         Command::Threads(args) => haggle_client::cli::threads(args).await,

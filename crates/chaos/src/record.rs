@@ -1,0 +1,342 @@
+//! What a run records as it goes: every acknowledged move, every move refused or left unclear,
+//! every race, every fault, and the violations found. Plain data, shared by the load, the
+//! checks and the report.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use uuid::Uuid;
+
+/// The kinds of move the run makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MoveKind {
+    List,
+    Place,
+    Counter,
+    Accept,
+    Reject,
+    Withdraw,
+}
+
+impl MoveKind {
+    pub const ALL: [MoveKind; 6] =
+        [MoveKind::List, MoveKind::Place, MoveKind::Counter, MoveKind::Accept, MoveKind::Reject, MoveKind::Withdraw];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MoveKind::List => "listing",
+            MoveKind::Place => "placement",
+            MoveKind::Counter => "counter",
+            MoveKind::Accept => "accept",
+            MoveKind::Reject => "reject",
+            MoveKind::Withdraw => "withdrawal",
+        }
+    }
+}
+
+/// Which part of the load made a move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Workload {
+    /// W1 negotiations, every POST with an `Idempotency-Key` and retried under it.
+    W1Keyed,
+    /// W1 negotiations without keys (the batched path), retried only when nothing was done.
+    W1Plain,
+    /// Opening bids that both sides' policies play out on the server.
+    Policy,
+    /// Races and the moves that set them up.
+    Race,
+}
+
+/// An acknowledged (2xx) move and what its answer said was made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "move", rename_all = "snake_case")]
+pub enum Ack {
+    Listed {
+        listing: Uuid,
+    },
+    Placed {
+        listing: Uuid,
+        thread: Uuid,
+        bid: Uuid,
+    },
+    Countered {
+        parent: Uuid,
+        bid: Uuid,
+    },
+    /// The order the answer showed (an acceptance without one is itself a violation).
+    Accepted {
+        bid: Uuid,
+        order: Option<Uuid>,
+    },
+    Rejected {
+        bid: Uuid,
+    },
+    Withdrew {
+        bid: Uuid,
+    },
+}
+
+impl Ack {
+    pub fn kind(&self) -> MoveKind {
+        match self {
+            Ack::Listed { .. } => MoveKind::List,
+            Ack::Placed { .. } => MoveKind::Place,
+            Ack::Countered { .. } => MoveKind::Counter,
+            Ack::Accepted { .. } => MoveKind::Accept,
+            Ack::Rejected { .. } => MoveKind::Reject,
+            Ack::Withdrew { .. } => MoveKind::Withdraw,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AckRecord {
+    /// Seconds from the start of the load to the answer.
+    pub at: f64,
+    pub workload: Workload,
+    /// The agent that made it.
+    pub agent: Uuid,
+    /// Whether the answer was a replay (`Idempotent-Replayed: true`).
+    pub replayed: bool,
+    #[serde(flatten)]
+    pub ack: Ack,
+}
+
+/// A move that got no 2xx in the end, with what its answers said about whether it was made.
+#[derive(Debug, Clone, Serialize)]
+pub struct Unacknowledged {
+    pub workload: Workload,
+    pub kind: MoveKind,
+    /// The bid moved (counter, accept, reject, withdraw), or the listing bid on (placement).
+    pub target: Uuid,
+    /// The agent that sent it.
+    pub agent: Uuid,
+    /// Every answer said nothing was done (a refusal, or a 503 that says so): the move must not
+    /// be in the database.
+    pub claims_not_made: bool,
+    /// The last answer, in words.
+    pub last: String,
+}
+
+/// One racer's request and what came of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Racer {
+    pub kind: MoveKind,
+    /// Where it was sent: an instance by name, or the balancer.
+    pub via: String,
+    pub status: Option<u16>,
+    pub code: Option<String>,
+    /// Whether its outcome is unknown: no answer, a 503 saying so, or an unexpected 5xx.
+    pub unclear: bool,
+    pub summary: String,
+}
+
+/// A race: one pending bid, and moves on it sent at once through different instances.
+#[derive(Debug, Clone, Serialize)]
+pub struct Race {
+    pub number: u64,
+    pub bid: Uuid,
+    pub thread: Uuid,
+    pub racers: Vec<Racer>,
+}
+
+/// A fault the run caused, and when things came back.
+#[derive(Debug, Clone)]
+pub struct FaultRecord {
+    pub what: String,
+    pub database: bool,
+    pub started: Instant,
+    /// When the instance answered its health check again, or PostgreSQL took connections again.
+    pub back: Option<Instant>,
+    pub note: String,
+}
+
+/// A broken promise, by kind, with the details that let someone reproduce it.
+#[derive(Debug, Clone)]
+pub struct Violation {
+    pub kind: &'static str,
+    pub detail: String,
+}
+
+/// The violations found, as they are found.
+#[derive(Debug, Default)]
+pub struct Violations(Mutex<Vec<Violation>>);
+
+impl Violations {
+    pub fn add(&self, kind: &'static str, detail: impl Into<String>) {
+        self.0.lock().expect("violations").push(Violation { kind, detail: detail.into() });
+    }
+
+    pub fn count(&self) -> usize {
+        self.0.lock().expect("violations").len()
+    }
+
+    /// The violations grouped by kind, each group in the order found.
+    pub fn by_kind(&self) -> BTreeMap<&'static str, Vec<String>> {
+        let mut grouped: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
+        for violation in self.0.lock().expect("violations").iter() {
+            grouped.entry(violation.kind).or_default().push(violation.detail.clone());
+        }
+        grouped
+    }
+}
+
+/// Everything the load recorded, appended to as it runs. Acknowledged answers also go, one
+/// JSON line each, to `acks.jsonl` in the run's directory.
+pub struct Ledger {
+    pub started: Instant,
+    inner: Mutex<LedgerInner>,
+}
+
+#[derive(Default)]
+struct LedgerInner {
+    acks: Vec<(Instant, AckRecord)>,
+    unacknowledged: Vec<Unacknowledged>,
+    races: Vec<Race>,
+    faults: Vec<FaultRecord>,
+    abandoned: BTreeMap<Workload, u64>,
+    completed: BTreeMap<Workload, u64>,
+    file: Option<BufWriter<File>>,
+}
+
+impl Ledger {
+    pub fn new(acks_file: &Path) -> std::io::Result<Ledger> {
+        let file = BufWriter::new(File::create(acks_file)?);
+        Ok(Ledger {
+            started: Instant::now(),
+            inner: Mutex::new(LedgerInner { file: Some(file), ..Default::default() }),
+        })
+    }
+
+    pub fn since_start(&self, at: Instant) -> f64 {
+        at.saturating_duration_since(self.started).as_secs_f64()
+    }
+
+    pub fn ack(&self, workload: Workload, agent: Uuid, answered: Instant, replayed: bool, ack: Ack) {
+        let record = AckRecord { at: self.since_start(answered), workload, agent, replayed, ack };
+        let mut inner = self.inner.lock().expect("ledger");
+        if let Some(file) = &mut inner.file {
+            let line = serde_json::to_string(&record).expect("acks serialize");
+            // A failed write loses a line of the log, not the check: the record stays in memory.
+            let _ = writeln!(file, "{line}");
+        }
+        inner.acks.push((answered, record));
+    }
+
+    pub fn unacknowledged(&self, record: Unacknowledged) {
+        self.inner.lock().expect("ledger").unacknowledged.push(record);
+    }
+
+    pub fn race(&self, race: Race) {
+        self.inner.lock().expect("ledger").races.push(race);
+    }
+
+    pub fn fault(&self, fault: FaultRecord) {
+        self.inner.lock().expect("ledger").faults.push(fault);
+    }
+
+    pub fn completed(&self, workload: Workload) {
+        *self.inner.lock().expect("ledger").completed.entry(workload).or_default() += 1;
+    }
+
+    pub fn abandoned(&self, workload: Workload) {
+        *self.inner.lock().expect("ledger").abandoned.entry(workload).or_default() += 1;
+    }
+
+    pub fn flush(&self) {
+        if let Some(file) = &mut self.inner.lock().expect("ledger").file {
+            let _ = file.flush();
+        }
+    }
+
+    pub fn acks(&self) -> Vec<(Instant, AckRecord)> {
+        self.inner.lock().expect("ledger").acks.clone()
+    }
+
+    pub fn ack_count(&self) -> usize {
+        self.inner.lock().expect("ledger").acks.len()
+    }
+
+    pub fn unacknowledged_moves(&self) -> Vec<Unacknowledged> {
+        self.inner.lock().expect("ledger").unacknowledged.clone()
+    }
+
+    pub fn races(&self) -> Vec<Race> {
+        self.inner.lock().expect("ledger").races.clone()
+    }
+
+    pub fn race_count(&self) -> usize {
+        self.inner.lock().expect("ledger").races.len()
+    }
+
+    pub fn faults(&self) -> Vec<FaultRecord> {
+        self.inner.lock().expect("ledger").faults.clone()
+    }
+
+    pub fn completions(&self) -> (BTreeMap<Workload, u64>, BTreeMap<Workload, u64>) {
+        let inner = self.inner.lock().expect("ledger");
+        (inner.completed.clone(), inner.abandoned.clone())
+    }
+}
+
+/// `1,234`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `1.23 s` or `456 ms`.
+pub fn span(duration: Duration) -> String {
+    if duration >= Duration::from_secs(1) {
+        format!("{:.2} s", duration.as_secs_f64())
+    } else {
+        format!("{} ms", duration.as_millis())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_read_as_people_write_them() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1234567), "1,234,567");
+        assert_eq!(span(Duration::from_millis(85)), "85 ms");
+        assert_eq!(span(Duration::from_millis(1234)), "1.23 s");
+    }
+
+    #[test]
+    fn acknowledged_answers_are_logged_one_json_line_each() {
+        let dir = std::env::temp_dir().join(format!("haggle-chaos-unit-{}", Uuid::now_v7().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("acks.jsonl");
+        let ledger = Ledger::new(&path).unwrap();
+        let bid = Uuid::now_v7();
+        ledger.ack(Workload::W1Keyed, Uuid::nil(), Instant::now(), true, Ack::Withdrew { bid });
+        ledger.flush();
+        let line = std::fs::read_to_string(&path).unwrap();
+        let value: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
+        assert_eq!(value["move"], "withdrew");
+        assert_eq!(value["bid"], bid.to_string());
+        assert_eq!(value["workload"], "w1_keyed");
+        assert_eq!(value["replayed"], true);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,265 @@
+//! The report: what was done, what broke, how soon it came back, and every violation.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use super::balancer::ServerStats;
+use super::http::Tally;
+use super::record::{FaultRecord, Ledger, MoveKind, Violations, Workload, span, thousands};
+use super::verify::Findings;
+
+/// The conditions of the run, for its first lines.
+pub struct Conditions {
+    pub command: String,
+    pub haproxy: String,
+    pub postgres: String,
+    pub fsync: bool,
+    pub load: Duration,
+    pub workers: String,
+}
+
+/// How soon moves were acknowledged again after a fault.
+#[derive(Debug, Clone)]
+pub struct Recovery {
+    pub what: String,
+    pub at: f64,
+    pub note: String,
+    /// Moves acknowledged between the fault's start and its end.
+    pub during: u64,
+    /// From the end of the fault (PostgreSQL taking connections, the instance healthy) to the
+    /// next acknowledged move.
+    pub first_move_after: Option<Duration>,
+    pub database: bool,
+}
+
+pub fn recoveries(ledger: &Ledger, faults: &[FaultRecord]) -> Vec<Recovery> {
+    let mut answered: Vec<Instant> = ledger.acks().into_iter().map(|(at, _)| at).collect();
+    answered.sort();
+    faults
+        .iter()
+        .map(|fault| {
+            let back = fault.back.unwrap_or(fault.started);
+            let during = answered.iter().filter(|at| **at >= fault.started && **at < back).count() as u64;
+            let first_move_after = answered.iter().find(|at| **at >= back).map(|at| *at - back);
+            Recovery {
+                what: fault.what.clone(),
+                at: ledger.since_start(fault.started),
+                note: fault.note.clone(),
+                during,
+                first_move_after,
+                database: fault.database,
+            }
+        })
+        .collect()
+}
+
+pub fn print(
+    conditions: &Conditions,
+    ledger: &Ledger,
+    tally: &Tally,
+    findings: &Findings,
+    recoveries: &[Recovery],
+    stats: &[ServerStats],
+    violations: &Violations,
+) {
+    println!();
+    println!("haggle chaos: {} of load through HAProxy to 3 instances on one PostgreSQL", span(conditions.load));
+    println!("  command      {}", conditions.command);
+    println!("  balancer     {}", conditions.haproxy);
+    println!(
+        "  database     {} (throwaway cluster, fsync {}{})",
+        conditions.postgres,
+        if conditions.fsync { "on" } else { "off" },
+        if conditions.fsync {
+            ""
+        } else {
+            ": safe against the PostgreSQL crashes of this run, not against a machine crash"
+        }
+    );
+    println!("  load         {}", conditions.workers);
+    println!(
+        "  binary       {} build of haggle, the instances and the load on the same machine",
+        if cfg!(debug_assertions) { "a debug" } else { "a release" }
+    );
+
+    let acks = ledger.acks();
+    let mut by_kind: BTreeMap<MoveKind, u64> = BTreeMap::new();
+    let mut replayed = 0;
+    for (_, record) in &acks {
+        *by_kind.entry(record.ack.kind()).or_default() += 1;
+        replayed += u64::from(record.replayed);
+    }
+    println!();
+    println!("acknowledged moves (2xx)       {}", thousands(acks.len() as u64));
+    let kinds: Vec<String> = MoveKind::ALL
+        .iter()
+        .map(|kind| format!("{} {}", by_kind.get(kind).copied().unwrap_or(0), kind.as_str()))
+        .collect();
+    println!("  by move                      {}", kinds.join(", "));
+    println!("  replayed under their key     {}", thousands(replayed));
+    let (completed, abandoned) = ledger.completions();
+    for (workload, name) in [
+        (Workload::W1Keyed, "W1 with idempotency keys"),
+        (Workload::W1Plain, "W1 without keys"),
+        (Workload::Policy, "policy negotiations"),
+    ] {
+        println!(
+            "  {name:<29}{} completed, {} given up",
+            thousands(completed.get(&workload).copied().unwrap_or(0)),
+            thousands(abandoned.get(&workload).copied().unwrap_or(0))
+        );
+    }
+    let policy: Vec<String> = findings.policy.iter().map(|(status, n)| format!("{n} {status}")).collect();
+    println!(
+        "  policy threads at the end    {}",
+        if policy.is_empty() { "none".to_owned() } else { policy.join(", ") }
+    );
+    if findings.policy_handed_back > 0 {
+        println!(
+            "  policy bids handed back      {} (the executor gave up after repeated failures)",
+            findings.policy_handed_back
+        );
+    }
+    println!(
+        "  checked in the database      {} acknowledged, {} refused checked absent, {} made although unacknowledged (their outcome was unknown)",
+        thousands(findings.acks_checked),
+        thousands(findings.refusals_checked),
+        thousands(findings.made_unacknowledged)
+    );
+    println!("  orders                       {}", thousands(findings.orders));
+
+    let races = &findings.races;
+    println!();
+    println!("races                          {}", thousands(races.total));
+    let won: Vec<String> = races.won_by.iter().map(|(kind, n)| format!("{n} {kind}")).collect();
+    println!("  won (one 2xx each) by        {}", won.join(", "));
+    println!(
+        "  no 2xx answer                {} decided by a request left unanswered, {} untouched (every request turned away by a fault)",
+        races.unanswered_winner, races.untouched
+    );
+    let losers: Vec<String> = races.losers.iter().map(|(status, n)| format!("{n} × {status}")).collect();
+    println!("  losers answered              {}", losers.join(", "));
+
+    println!();
+    let classes = tally.by_class();
+    println!(
+        "answers                        {} (2xx {}, 4xx {}, 5xx {}); 409 {}; 503 {} ({} from HAProxy, {} from instances, {} saying the outcome is unknown)",
+        thousands(tally.answers()),
+        thousands(classes.get(&2).copied().unwrap_or(0)),
+        thousands(classes.get(&4).copied().unwrap_or(0)),
+        thousands(classes.get(&5).copied().unwrap_or(0)),
+        thousands(tally.with_status(409)),
+        thousands(tally.with_status(503)),
+        thousands(tally.unavailable_from_balancer),
+        thousands(tally.unavailable_from_instances),
+        thousands(tally.unavailable_unknown),
+    );
+    let other_5xx: u64 = tally.statuses.iter().filter(|((_, s), _)| *s >= 500 && *s != 503).map(|(_, n)| n).sum();
+    println!("  5xx other than 503           {other_5xx}");
+    let counts = |map: &BTreeMap<String, u64>| {
+        if map.is_empty() {
+            "none".to_owned()
+        } else {
+            map.iter().map(|(to, n)| format!("{n} to {to}")).collect::<Vec<_>>().join(", ")
+        }
+    };
+    println!("  not sent (connection refused) {}", counts(&tally.not_sent));
+    println!("  sent, no answer              {}", counts(&tally.no_answer));
+    for sample in &tally.no_answer_samples {
+        println!("    - {sample}");
+    }
+
+    println!();
+    let kills = recoveries.iter().filter(|r| !r.database).count();
+    let restarts = recoveries.iter().filter(|r| r.what.starts_with("pg_ctl restart")).count();
+    println!(
+        "faults                         {}: instances killed and restarted {kills}, PostgreSQL restarted {restarts}, PostgreSQL stopped for a while {}",
+        recoveries.len(),
+        recoveries.len() - kills - restarts
+    );
+    for recovery in recoveries {
+        let first = recovery.first_move_after.map_or_else(|| "none".to_owned(), span);
+        println!(
+            "  {:6.1} s  {:<28} {}; {} moves acknowledged meanwhile; first move {} after {}",
+            recovery.at,
+            recovery.what,
+            recovery.note,
+            recovery.during,
+            first,
+            if recovery.database { "PostgreSQL was back" } else { "it was healthy" }
+        );
+    }
+    let database: Vec<Duration> = recoveries.iter().filter(|r| r.database).filter_map(|r| r.first_move_after).collect();
+    if let Some(worst) = database.iter().max() {
+        println!(
+            "  PostgreSQL back → first acknowledged move: worst {}, each {}",
+            span(*worst),
+            database.iter().map(|d| span(*d)).collect::<Vec<_>>().join(", ")
+        );
+    }
+
+    println!();
+    println!(
+        "events                         {} published, gap-free ids; GET /v1/events paged for {} agents ({} events)",
+        thousands(findings.events_published as u64),
+        findings.agents_paged,
+        thousands(findings.events_paged)
+    );
+    for (style, (readers, events, reconnects)) in &findings.readers {
+        println!(
+            "  {style:<29}{readers} readers, {} events, {} reconnections",
+            thousands(*events),
+            thousands(*reconnects)
+        );
+    }
+    let hooks = &findings.webhooks;
+    println!(
+        "webhooks                       {} webhooks, {} events to deliver, {} delivered, {} deliveries ({} retried by the server)",
+        hooks.webhooks,
+        thousands(hooks.expected),
+        thousands(hooks.delivered),
+        thousands(hooks.deliveries),
+        thousands(hooks.retried)
+    );
+    println!(
+        "  exactly once by Event-Id     {}",
+        if hooks.duplicated_events == 0 {
+            "held".to_owned()
+        } else {
+            format!(
+                "did not hold: {} events delivered more than once ({} extra deliveries); delivery is documented as at least once",
+                hooks.duplicated_events, hooks.extra_deliveries
+            )
+        }
+    );
+
+    if !stats.is_empty() {
+        println!();
+        println!("HAProxy, per instance          requests  5xx  checks failed  went down  retries  redispatches");
+        for server in stats {
+            println!(
+                "  {:<28} {:>8}  {:>3}  {:>13}  {:>9}  {:>7}  {:>12}",
+                server.name,
+                thousands(server.sessions),
+                server.responses_5xx,
+                server.check_failures,
+                server.went_down,
+                server.retries,
+                server.redispatches
+            );
+        }
+    }
+
+    println!();
+    let grouped = violations.by_kind();
+    println!("violations                     {}", violations.count());
+    for (kind, details) in &grouped {
+        println!("  {kind}: {}", details.len());
+        for detail in details.iter().take(5) {
+            println!("    - {detail}");
+        }
+        if details.len() > 5 {
+            println!("    - ... and {} more", details.len() - 5);
+        }
+    }
+}
