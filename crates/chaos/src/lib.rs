@@ -98,6 +98,10 @@ pub struct ChaosArgs {
     /// Keep the work directory after a clean run too.
     #[arg(long)]
     pub keep: bool,
+    /// Count an event delivered twice to a webhook as a violation. Delivery is documented as at
+    /// least once, so by default duplicates are only reported.
+    #[arg(long)]
+    pub exactly_once_webhooks: bool,
 }
 
 impl ChaosArgs {
@@ -120,6 +124,9 @@ impl ChaosArgs {
         );
         if self.fsync {
             line.push_str(" --fsync");
+        }
+        if self.exactly_once_webhooks {
+            line.push_str(" --exactly-once-webhooks");
         }
         line
     }
@@ -304,9 +311,9 @@ async fn run_in(
     // Every seller of a negotiation gets a webhook for all of its events, made before its first.
     for pair in w1_pairs.iter().chain(&policy_pairs) {
         let index = hooks.len();
-        let (_, secret) = setup.webhook(&pair.seller, &format!("http://{receiver_address}/hooks/{index}")).await?;
+        let (id, secret) = setup.webhook(&pair.seller, &format!("http://{receiver_address}/hooks/{index}")).await?;
         receiver.expect(index, secret);
-        hooks.push(verify::Hook { index, owner: pair.seller.id });
+        hooks.push(verify::Hook { index, id, owner: pair.seller.id });
     }
     // Buyers are followed by event streams, sellers by long polls.
     let mut followed = Vec::new();
@@ -428,6 +435,7 @@ async fn run_in(
         arrivals: receiver.arrivals(),
         api: &api,
         balancer: &to,
+        exactly_once_webhooks: args.exactly_once_webhooks,
     };
     let findings = verify::check(&pool, evidence, &violations).await?;
     pool.close().await;

@@ -232,6 +232,11 @@ pub fn print(
             )
         }
     );
+    println!(
+        "  attempts missing from the delivery log  {} deliveries arrived more often than their log has attempts \
+         (an attempt whose instance or database went away before it was recorded)",
+        thousands(hooks.unlogged_attempts)
+    );
 
     if !stats.is_empty() {
         println!();

@@ -55,11 +55,15 @@ pub struct WebhookFindings {
     pub extra_deliveries: u64,
     /// Deliveries that took more than one attempt, by the server's log.
     pub retried: u64,
+    /// Deliveries that reached the receiver more often than their attempt log says they were
+    /// attempted: attempts whose outcome was never recorded.
+    pub unlogged_attempts: u64,
 }
 
-/// A webhook of the run: the receiver's index for it, and its owner.
+/// A webhook of the run: the receiver's index for it, its id, and its owner.
 pub struct Hook {
     pub index: usize,
+    pub id: Uuid,
     pub owner: Uuid,
 }
 
@@ -71,6 +75,8 @@ pub struct Evidence<'a> {
     pub arrivals: BTreeMap<usize, Arrivals>,
     pub api: &'a Api,
     pub balancer: &'a Endpoint,
+    /// Whether an event delivered twice is a violation (delivery is documented at least once).
+    pub exactly_once_webhooks: bool,
 }
 
 struct BidRow {
@@ -545,6 +551,13 @@ async fn check_webhooks(
     .fetch_one(pool)
     .await?;
     findings.retried = retried as u64;
+    let logged: HashMap<(Uuid, i64), i32> =
+        sqlx::query_as::<_, (Uuid, i64, i32)>("SELECT webhook_id, event_id, attempts FROM webhook_deliveries")
+            .fetch_all(pool)
+            .await?
+            .into_iter()
+            .map(|(webhook, event, attempts)| ((webhook, event), attempts))
+            .collect();
     if unsettled > 0 {
         violations.add(
             "webhook delivery not settled",
@@ -561,9 +574,21 @@ async fn check_webhooks(
         }
         let got: BTreeSet<i64> = arrived.events.keys().copied().collect();
         findings.delivered += want.intersection(&got).count() as u64;
-        for count in arrived.events.values().filter(|count| **count > 1) {
-            findings.duplicated_events += 1;
-            findings.extra_deliveries += u64::from(count - 1);
+        for (event, count) in &arrived.events {
+            let attempts = logged.get(&(hook.id, *event)).copied().unwrap_or(0);
+            if i64::from(*count) > i64::from(attempts) {
+                findings.unlogged_attempts += 1;
+            }
+            if *count > 1 {
+                findings.duplicated_events += 1;
+                findings.extra_deliveries += u64::from(count - 1);
+                if evidence.exactly_once_webhooks {
+                    violations.add(
+                        "webhook event delivered more than once",
+                        format!("webhook {} of agent {}: event {event} arrived {count} times", hook.index, hook.owner),
+                    );
+                }
+            }
         }
         let missing: Vec<i64> = want.difference(&got).copied().collect();
         if !missing.is_empty() {
