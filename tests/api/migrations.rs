@@ -20,6 +20,10 @@ const COMMITTED: &[(&str, &str)] = &[
         "0003_instances.sql",
         "094d52f7e24ec2d800701b0d8510597c99278c4afbe97b75ece5b714478f37f416886e32af1d00ec05d893cde95eecd4",
     ),
+    (
+        "0004_delivery_claims.sql",
+        "cd8b4fe0fd6e612fb190ce67c07c7d7abdc1f7b3426f3eb71e93f33e5ee94b3909d24a06ab37b934769129f0b6e5eca3",
+    ),
 ];
 
 fn files() -> BTreeMap<String, Vec<u8>> {

@@ -239,9 +239,15 @@ pub struct Claimed {
     pub lease_until: DateTime<Utc>,
 }
 
+/// What the log says of an attempt whose outcome was never recorded.
+pub const UNRECORDED_ATTEMPT: &str = "the outcome of this attempt was never recorded: the server making it stopped, \
+     or lost its database, first; the event may have reached the receiver";
+
 /// Claims up to `limit` due deliveries of active webhooks in one statement, which commits on
 /// its own: each one's `next_attempt_at` moves `lease` ahead, so no other worker takes it
 /// while this one tries, and another does if this one dies before recording the attempt.
+/// A claim that finds the previous claim's attempt unrecorded logs it first, as an attempt
+/// whose outcome is unknown ([`UNRECORDED_ATTEMPT`]).
 pub async fn claim_due(
     executor: impl PgExecutor<'_>,
     limit: i64,
@@ -252,13 +258,18 @@ pub async fn claim_due(
              -- One table, read in the due index's order: the scan stops at the limit instead of
              -- sorting every due delivery on each claim. A disabled webhook's deliveries have no
              -- next attempt, so they are never due.
-             SELECT d.id FROM webhook_deliveries d
+             SELECT d.id, d.attempts, d.claimed_at FROM webhook_deliveries d
              WHERE d.status = 'PENDING' AND d.next_attempt_at <= now()
              ORDER BY d.next_attempt_at
              LIMIT $1
              FOR UPDATE SKIP LOCKED
+         ), unrecorded AS (
+             -- The previous claim's attempt, whose outcome its worker never recorded.
+             INSERT INTO webhook_attempts (delivery_id, attempt, started_at, duration_ms, response_status, error)
+             SELECT id, attempts + 1, claimed_at, 0, NULL, $3 FROM due WHERE claimed_at IS NOT NULL
          )
-         UPDATE webhook_deliveries d SET next_attempt_at = now() + make_interval(secs => $2)
+         UPDATE webhook_deliveries d SET next_attempt_at = now() + make_interval(secs => $2), claimed_at = now(),
+                attempts = d.attempts + (due.claimed_at IS NOT NULL)::int
          FROM due, webhooks w
          WHERE d.id = due.id AND w.id = d.webhook_id
          RETURNING d.id, d.webhook_id, d.event_id, d.attempts, w.agent_id, w.url, w.secret_sealed,
@@ -266,6 +277,7 @@ pub async fn claim_due(
     )
     .bind(limit)
     .bind(lease.as_secs_f64())
+    .bind(UNRECORDED_ATTEMPT)
     .fetch_all(executor)
     .await
 }
@@ -290,7 +302,7 @@ pub async fn record_attempt(
     error: Option<&str>,
 ) -> Result<Option<Recorded>, sqlx::Error> {
     let recorded: Option<Recorded> = sqlx::query_as(
-        "UPDATE webhook_deliveries SET attempts = attempts + 1, updated_at = now()
+        "UPDATE webhook_deliveries SET attempts = attempts + 1, claimed_at = NULL, updated_at = now()
          WHERE id = $1 RETURNING attempts, status",
     )
     .bind(delivery_id)
