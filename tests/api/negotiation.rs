@@ -131,9 +131,11 @@ async fn only_the_responder_answers_and_only_the_author_withdraws() {
     let deal = Deal::new(&app, json!({})).await;
     let opening = app.place(&deal.buyer, &deal.listing, 80000).await;
     for action in ["accept", "reject"] {
-        app.post_empty(format!("/v1/bids/{opening}/{action}"), &deal.buyer.key)
+        let refused = app
+            .post_empty(format!("/v1/bids/{opening}/{action}"), &deal.buyer.key)
             .await
             .expect_problem(403, "not_your_turn");
+        assert_eq!(refused.body["turn"], "seller", "the refusal names whose move it is");
     }
     app.post(format!("/v1/bids/{opening}/counter"), &deal.buyer.key, json!({ "amount": 85000 }))
         .await

@@ -32,6 +32,9 @@ pub struct Problem {
     /// The caller's live thread on the listing (`thread_active`).
     #[serde(default)]
     pub thread_id: Option<uuid::Uuid>,
+    /// Whose move it is (`not_your_turn`).
+    #[serde(default)]
+    pub turn: Option<haggle_domain::Party>,
     /// Any other member the code adds (`limit`, `purchase_url`, `ask_amount`, ...).
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,

@@ -306,7 +306,7 @@ pub fn apply(bid: &BidState, action: Action, actor: Actor, now: DateTime<Utc>) -
         (Action::Withdraw, Actor::Party(_)) => Ok(Transition::Reject(Reason::Withdrawn)),
 
         (Action::Counter | Action::Accept | Action::Reject, Actor::Party(party)) if party != responder => {
-            Err(Rejection::NotYourTurn)
+            Err(Rejection::NotYourTurn { turn: responder })
         }
         (Action::Counter | Action::Accept | Action::Reject, Actor::Party(_)) if expired => Err(Rejection::BidExpired),
         (Action::Counter, Actor::Party(_)) if bid.is_final => Err(Rejection::FinalOffer),
@@ -465,7 +465,8 @@ mod tests {
         Ok(Transition),
         Invalid,
         Expired,
-        NotYourTurn,
+        /// Naming whose turn it is.
+        NotYourTurn(Party),
         Forbidden,
         Final,
     }
@@ -475,7 +476,7 @@ mod tests {
             Ok(t) => Expect::Ok(t),
             Err(Rejection::InvalidTransition { .. }) => Expect::Invalid,
             Err(Rejection::BidExpired) => Expect::Expired,
-            Err(Rejection::NotYourTurn) => Expect::NotYourTurn,
+            Err(Rejection::NotYourTurn { turn }) => Expect::NotYourTurn(turn),
             Err(Rejection::Forbidden { .. }) => Expect::Forbidden,
             Err(Rejection::FinalOffer) => Expect::Final,
             Err(other) => panic!("unexpected rejection {other:?}"),
@@ -483,7 +484,7 @@ mod tests {
     }
 
     /// The expected outcome of every (bid state × action × actor), written out by hand.
-    fn expected(status: BidStatus, expired: bool, is_final: bool, action: Action, who: Who) -> Expect {
+    fn expected(status: BidStatus, expired: bool, is_final: bool, author: Party, action: Action, who: Who) -> Expect {
         use Expect::*;
         if status != BidStatus::Pending {
             return Invalid;
@@ -506,7 +507,7 @@ mod tests {
                     Ok(Transition::Reject(Reason::Withdrawn))
                 }
             }
-            (_, Who::Author) => NotYourTurn,
+            (_, Who::Author) => NotYourTurn(author.other()),
             (_, Who::Responder) if expired => Expired,
             (Action::Counter, Who::Responder) if is_final => Final,
             (Action::Counter, Who::Responder) => Ok(Transition::Counter),
@@ -550,7 +551,7 @@ mod tests {
                                     Who::Server => Actor::Server,
                                 };
                                 let got = classify(apply(&bid, action, actor, now()));
-                                let want = expected(status, expired, is_final, action, who);
+                                let want = expected(status, expired, is_final, author, action, who);
                                 assert_eq!(
                                     got, want,
                                     "{status:?} expired={expired} final={is_final} author={author:?} {action:?} by {who:?}"

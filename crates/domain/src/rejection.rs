@@ -2,6 +2,8 @@
 
 use uuid::Uuid;
 
+use super::party::Party;
+
 /// A validation failure on one field of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldError {
@@ -26,8 +28,10 @@ pub enum Rejection {
     Forbidden {
         detail: String,
     },
-    /// The caller authored the pending bid; only the other party may answer it.
-    NotYourTurn,
+    /// The caller authored the pending bid; only the other party, whose `turn` it is, may answer it.
+    NotYourTurn {
+        turn: Party,
+    },
     /// A seller tried to bid on or buy its own listing.
     OwnListing,
     /// The listing does not negotiate with this caller; it may still purchase at the ask.
@@ -246,7 +250,7 @@ impl Rejection {
         match self {
             Rejection::NotFound { .. } => Code::NotFound,
             Rejection::Forbidden { .. } => Code::Forbidden,
-            Rejection::NotYourTurn => Code::NotYourTurn,
+            Rejection::NotYourTurn { .. } => Code::NotYourTurn,
             Rejection::OwnListing => Code::OwnListing,
             Rejection::NegotiationNotAllowed { .. } => Code::NegotiationNotAllowed,
             Rejection::InvalidTransition { .. } => Code::InvalidTransition,
@@ -270,7 +274,7 @@ impl Rejection {
             | Rejection::InvalidTransition { detail, .. }
             | Rejection::NotAConcession { detail, .. }
             | Rejection::QuoteExpired { detail } => detail.clone(),
-            Rejection::NotYourTurn => {
+            Rejection::NotYourTurn { .. } => {
                 "you made the pending bid; only the other party may counter, accept or reject it".into()
             }
             Rejection::OwnListing => "a seller cannot bid on or buy its own listing".into(),

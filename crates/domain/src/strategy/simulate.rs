@@ -93,7 +93,7 @@ pub fn simulate(setting: &Setting, buyer: &dyn Negotiator, seller: &dyn Negotiat
                     (None, _) => bid::check_opening(amount, setting.ask),
                     (Some(_), _) if state.pending_final => Err(Rejection::FinalOffer),
                     (Some(pending), Some(previous)) => bid::check_counter(mover, amount, pending, previous),
-                    (Some(_), None) => Err(Rejection::NotYourTurn),
+                    (Some(_), None) => Err(Rejection::NotYourTurn { turn: mover.other() }),
                 };
                 match checked {
                     Ok(()) => {

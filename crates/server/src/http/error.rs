@@ -118,11 +118,11 @@ impl From<Rejection> for ApiError {
             Rejection::FinalOffer => error.with("current_status", BidStatus::Pending.as_str()),
             Rejection::ThreadActive { thread_id: Some(id) } => error.with("thread_id", id.to_string()),
             Rejection::OfferLimitReached { limit } => error.with("limit", limit),
+            Rejection::NotYourTurn { turn } => error.with("turn", turn.as_str()),
             Rejection::Validation(errors) => ApiError::fields(error.code, error.detail, &errors),
             Rejection::NotAConcession { min, max, .. } => error.with("min_amount", min).with("max_amount", max),
             Rejection::NotFound { .. }
             | Rejection::Forbidden { .. }
-            | Rejection::NotYourTurn
             | Rejection::OwnListing
             | Rejection::QuoteExpired { .. }
             | Rejection::ThreadActive { thread_id: None } => error,
