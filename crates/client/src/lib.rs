@@ -11,7 +11,7 @@
 //! ```
 //!
 //! **Retries.** Every `POST` carries an `Idempotency-Key` of its own, a fresh random UUID per
-//! call. When the request fails in transport (no connection, a reset, a timeout), or the server
+//! call (or the caller's, given with [`Client::with_idempotency_key`]). When the request fails in transport (no connection, a reset, a timeout), or the server
 //! answers `409 idempotency_key_in_use` (the first attempt is still running), the client sends it
 //! again with the same key, up to [`ATTEMPTS`] times in all, so a move is made at most once and
 //! its answer is the first attempt's. `GET`, `PUT` and `DELETE` are retried the same way, being
@@ -20,6 +20,7 @@
 pub mod cli;
 mod error;
 pub mod ladder;
+mod stream;
 mod types;
 
 use std::time::Duration;
@@ -30,6 +31,7 @@ use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
 pub use error::{ClientError, Problem, ProblemField};
+pub use stream::{EventStream, STREAM_IDLE_LIMIT};
 pub use types::*;
 
 use haggle_domain::strategy::Policy;
@@ -53,6 +55,8 @@ pub struct Client {
     api_key: Option<String>,
     attempts: u32,
     idempotency_keys: bool,
+    /// The key every `POST` carries, when the caller chose one.
+    idempotency_key: Option<String>,
     timeout: Duration,
 }
 
@@ -63,6 +67,7 @@ impl std::fmt::Debug for Client {
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("attempts", &self.attempts)
             .field("idempotency_keys", &self.idempotency_keys)
+            .field("idempotency_key", &self.idempotency_key)
             .field("timeout", &self.timeout)
             .finish()
     }
@@ -90,6 +95,7 @@ impl Client {
             api_key,
             attempts: ATTEMPTS,
             idempotency_keys: true,
+            idempotency_key: None,
             timeout: REQUEST_TIMEOUT,
         })
     }
@@ -109,6 +115,14 @@ impl Client {
     /// retried, since a retry could make the move twice.
     pub fn idempotency_keys(self, on: bool) -> Client {
         Client { idempotency_keys: on, ..self }
+    }
+
+    /// The same client, sending `key` as the `Idempotency-Key` of its `POST`s instead of a fresh
+    /// one each: for a caller that retries a move itself (an agent that lost the answer), so that
+    /// the retry replays the first answer instead of making the move again. One key is one
+    /// move: use the returned client for the one `POST` the key stands for.
+    pub fn with_idempotency_key(&self, key: impl Into<String>) -> Client {
+        Client { idempotency_keys: true, idempotency_key: Some(key.into()), ..self.clone() }
     }
 
     /// Gives up on a request that has not been answered within `timeout` (by default
@@ -175,6 +189,16 @@ impl Client {
 
     pub async fn get_listing(&self, id: Uuid) -> Result<Listing, ClientError> {
         self.get(&format!("/v1/listings/{id}"), &()).await
+    }
+
+    /// Changes the fields given; the currency never changes.
+    pub async fn update_listing(&self, id: Uuid, patch: &ListingPatch) -> Result<Listing, ClientError> {
+        self.request(Method::PATCH, &format!("/v1/listings/{id}"), &(), Some(patch), None).await
+    }
+
+    /// Takes a listing off the market; its live negotiations are closed.
+    pub async fn withdraw_listing(&self, id: Uuid) -> Result<Listing, ClientError> {
+        self.post(&format!("/v1/listings/{id}/withdraw"), &serde_json::json!({})).await
     }
 
     /// One page of listings; pass its `next_cursor` as `query.cursor` for the next.
@@ -245,6 +269,29 @@ impl Client {
     /// My events after `query.after`, long-polling up to `query.wait` seconds when there are none.
     pub async fn events(&self, query: &EventQuery) -> Result<EventPage, ClientError> {
         self.get_waiting("/v1/events", query, query.wait).await
+    }
+
+    /// My events as they are published, from the one after `after` (or, without it, from now
+    /// on), as Server-Sent Events. The stream holds one of the agent's waiting places on the
+    /// server for as long as it is open.
+    pub async fn event_stream(&self, after: Option<i64>) -> Result<EventStream, ClientError> {
+        let url = format!("{}/v1/events/stream", self.base);
+        let mut request = self.http.get(&url).header(reqwest::header::ACCEPT, "text/event-stream");
+        if let Some(after) = after {
+            request = request.query(&[("after", after)]);
+        }
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.send().await.map_err(|error| ClientError::Transport {
+            method: "GET".to_owned(),
+            url: url.clone(),
+            error,
+        })?;
+        if !response.status().is_success() {
+            return Err(stream::refused(&url, response).await);
+        }
+        Ok(EventStream::new(response, after))
     }
 
     // ----- policies -----
@@ -332,7 +379,8 @@ impl Client {
         wait: Option<Duration>,
     ) -> Result<T, ClientError> {
         let url = format!("{}{path}", self.base);
-        let idempotency_key = (method == Method::POST && self.idempotency_keys).then(|| Uuid::now_v7().to_string());
+        let idempotency_key = (method == Method::POST && self.idempotency_keys)
+            .then(|| self.idempotency_key.clone().unwrap_or_else(|| Uuid::now_v7().to_string()));
         // A POST without a key is not safe to send twice.
         let attempts = if method == Method::POST && !self.idempotency_keys { 1 } else { self.attempts };
         let timeout = self.timeout + wait.unwrap_or_default();
