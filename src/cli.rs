@@ -44,6 +44,9 @@ pub enum Command {
     /// Run a market of buyer and seller agents with private reservation prices and report how
     /// their strategies fare.
     Sim(haggle_sim::SimArgs),
+    /// Serve Haggle's MCP tools on stdio for a language-model agent, acting as the agent whose
+    /// API key it is given, against a running server.
+    Mcp(haggle_mcp::stdio::McpArgs),
 }
 
 pub async fn run(command: Command) -> anyhow::Result<()> {
@@ -58,6 +61,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Listings(args) => haggle_client::cli::listings(args).await,
         Command::Threads(args) => haggle_client::cli::threads(args).await,
         Command::Sim(args) => haggle_sim::run(args).await,
+        Command::Mcp(args) => haggle_mcp::stdio::run(args).await,
     }
 }
 

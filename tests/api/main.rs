@@ -17,6 +17,7 @@ mod idempotency;
 mod listings;
 mod lost;
 mod malformed;
+mod mcp;
 mod migrations;
 mod moves;
 mod negotiation;

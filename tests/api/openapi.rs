@@ -8,10 +8,16 @@ use crate::spec::{resolve, spec};
 
 #[test]
 fn the_router_and_the_document_have_the_same_routes() {
-    let routed: BTreeSet<(String, String)> = haggle_server::http::endpoints()
+    let mut routed: BTreeSet<(String, String)> = haggle_server::http::endpoints()
         .iter()
         .map(|e| (e.method.as_str().to_lowercase(), e.path.to_owned()))
         .collect();
+    // The services mounted beside the routes (the MCP endpoint) are documented too.
+    routed.extend(
+        haggle_server::http::mounted()
+            .into_iter()
+            .map(|(method, path)| (method.as_str().to_lowercase(), path.to_owned())),
+    );
     let mut documented = BTreeSet::new();
     for (path, item) in spec()["paths"].as_object().unwrap() {
         for method in item.as_object().unwrap().keys() {
@@ -54,7 +60,8 @@ fn every_post_takes_an_idempotency_key_and_documents_its_errors() {
             if path.starts_with("/v1/") {
                 assert!(responses.keys().any(|s| s.starts_with('4')), "{method} {path}: no error responses");
             }
-            if method == "post" {
+            // MCP moves take their idempotency key as a tool argument, in the JSON-RPC body.
+            if method == "post" && path != haggle_server::http::mcp::PATH {
                 let params = operation["parameters"].as_array().cloned().unwrap_or_default();
                 let has_key = params.iter().map(resolve).any(|p| p["name"] == "Idempotency-Key" && p["in"] == "header");
                 assert!(has_key, "{method} {path}: no Idempotency-Key parameter");

@@ -41,14 +41,24 @@ impl ProfilePatch {
 
 /// `POST /v1/listings/{id}/bids`: a buyer's opening bid.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Placement {
+    /// The opening amount in minor units, at most the listing's ask.
     pub amount: RawAmount,
+    /// A note to the seller, up to 500 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schemars", schemars(length(max = 500)))]
     pub message: Option<String>,
+    /// Seconds until the bid expires unanswered (60 to 2592000); the listing's `bid_ttl_seconds`
+    /// by default.
     #[serde(default, deserialize_with = "haggle_domain::whole::option", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schemars", schemars(range(min = 60, max = 2_592_000)))]
     pub expires_in: Option<i64>,
+    /// Terms beside the price (a JSON object up to 4 KiB, e.g. `{"delivery_days": 5}`), bound
+    /// into the order on acceptance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schemars", schemars(with = "Option<serde_json::Map<String, serde_json::Value>>"))]
     pub terms: Option<serde_json::Value>,
 }
 
@@ -86,16 +96,30 @@ impl Placement {
 /// `POST /v1/bids/{id}/counter`. Terms left out carry over from the bid being answered;
 /// `"terms": null` drops them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CounterOffer {
+    /// The counter amount in minor units: strictly between the two latest positions, never
+    /// taking back a concession (the buyer from its previous amount up to below the seller's
+    /// pending one; the seller from above the buyer's pending amount down to its previous one,
+    /// the ask at first).
     pub amount: RawAmount,
+    /// A note to the other side, up to 500 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schemars", schemars(length(max = 500)))]
     pub message: Option<String>,
+    /// Seconds until the counter expires unanswered (60 to 2592000); the listing's
+    /// `bid_ttl_seconds` by default.
     #[serde(default, deserialize_with = "haggle_domain::whole::option", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schemars", schemars(range(min = 60, max = 2_592_000)))]
     pub expires_in: Option<i64>,
+    /// A final offer: the other side may then only accept or reject it. The bid that reaches
+    /// the listing's `max_rounds` is final anyway.
     #[serde(default, rename = "final", skip_serializing_if = "Option::is_none")]
     pub is_final: Option<bool>,
+    /// Terms beside the price; left out, the answered bid's terms carry over, and `null` drops them.
     #[serde(default, deserialize_with = "double_option", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schemars", schemars(with = "Option<serde_json::Map<String, serde_json::Value>>"))]
     pub terms: Option<Option<serde_json::Value>>,
 }
 
@@ -121,55 +145,88 @@ pub struct NewWebhook {
 }
 
 /// Filters and paging for `GET /v1/listings`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct ListingQuery {
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Only this seller's listings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seller_id: Option<Uuid>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Only listings in this status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<ListingStatus>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Words to find in the title or description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub q: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Page size, 1 to 200 (50 by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schemars", schemars(range(min = 1, max = 200)))]
     pub limit: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The `next_cursor` of the previous page, for the next one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<Uuid>,
 }
 
 /// Filters and paging for `GET /v1/threads`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct ThreadQuery {
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Only the threads where I am the buyer, or the seller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<Party>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Only threads in this status (ACTIVE for live negotiations).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<ThreadStatus>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Only threads on this listing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listing_id: Option<Uuid>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Page size, 1 to 200 (50 by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schemars", schemars(range(min = 1, max = 200)))]
     pub limit: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The `next_cursor` of the previous page, for the next one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<Uuid>,
 }
 
 /// Filters and paging for `GET /v1/orders`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct OrderQuery {
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Only the orders where I am the buyer, or the seller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<Party>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Only orders on this listing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listing_id: Option<Uuid>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Page size, 1 to 200 (50 by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schemars", schemars(range(min = 1, max = 200)))]
     pub limit: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The `next_cursor` of the previous page, for the next one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<Uuid>,
 }
 
 /// `GET /v1/events`: events after `after`, at most `limit`, waiting up to `wait` seconds.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct EventQuery {
+    /// The cursor: events with a larger id come back (0, the default, reads from the start). Pass
+    /// the previous answer's `next_cursor`.
+    #[serde(default)]
+    #[cfg_attr(feature = "schemars", schemars(range(min = 0)))]
     pub after: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// At most this many events, 1 to 200 (50 by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schemars", schemars(range(min = 1, max = 200)))]
     pub limit: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// With none yet, wait up to this many seconds (0 to 60) for the first one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schemars", schemars(range(min = 0, max = 60)))]
     pub wait: Option<f64>,
 }
 

@@ -21,6 +21,7 @@ pub const DEFAULT_MAX_THREADS_PER_BUYER: i32 = 3;
 pub const DEFAULT_MIN_NEGOTIATION_TIER: Tier = Tier::Agency;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ListingStatus {
     Active,
@@ -76,24 +77,35 @@ pub struct ListingTerms {
 /// `POST /v1/listings`: a seller's new listing, as sent; [`NewListing::validate`] turns it into
 /// terms. Fields left `None` take the defaults above.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NewListing {
+    /// What is for sale, up to 200 characters.
     pub title: String,
+    /// More about it, up to 5000 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// The asking price in minor units: the most a buyer's bid may be, and the price of buying now.
     pub ask_amount: RawAmount,
+    /// ISO 4217 code, `USD` by default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub currency: Option<String>,
+    /// Units for sale (1 by default, up to 1000000); the last one sold closes the listing.
     #[serde(default, deserialize_with = "crate::whole::option", skip_serializing_if = "Option::is_none")]
     pub quantity: Option<i64>,
+    /// Whether buyers may bid (true by default); if not, they can only buy at the ask.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub negotiable: Option<bool>,
+    /// The lowest tier a buyer needs to negotiate (AGENCY by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_negotiation_tier: Option<Tier>,
+    /// The most bids one negotiation may hold (10 by default, 1 to 100); the bid reaching it is final.
     #[serde(default, deserialize_with = "crate::whole::option", skip_serializing_if = "Option::is_none")]
     pub max_rounds: Option<i64>,
+    /// How long a bid stays open unanswered by default, in seconds (172800 = 48 h; 60 to 2592000).
     #[serde(default, deserialize_with = "crate::whole::option", skip_serializing_if = "Option::is_none")]
     pub bid_ttl_seconds: Option<i64>,
+    /// How many negotiations one buyer may open on it (3 by default, 1 to 100).
     #[serde(default, deserialize_with = "crate::whole::option", skip_serializing_if = "Option::is_none")]
     pub max_threads_per_buyer: Option<i64>,
 }
@@ -118,19 +130,29 @@ impl NewListing {
 
 /// `PATCH /v1/listings/{id}`: every field optional; the currency never changes.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ListingPatch {
+    /// A new title, up to 200 characters.
     pub title: Option<String>,
+    /// A new description, up to 5000 characters.
     pub description: Option<String>,
+    /// A new ask in minor units.
     pub ask_amount: Option<RawAmount>,
+    /// Units for sale in all, more than those already sold.
     #[serde(default, deserialize_with = "crate::whole::option")]
     pub quantity: Option<i64>,
+    /// Whether buyers may bid.
     pub negotiable: Option<bool>,
+    /// The lowest tier a buyer needs to negotiate.
     pub min_negotiation_tier: Option<Tier>,
+    /// The most bids one negotiation may hold (1 to 100).
     #[serde(default, deserialize_with = "crate::whole::option")]
     pub max_rounds: Option<i64>,
+    /// How long a new bid stays open unanswered by default, in seconds (60 to 2592000).
     #[serde(default, deserialize_with = "crate::whole::option")]
     pub bid_ttl_seconds: Option<i64>,
+    /// How many negotiations one buyer may open on it (1 to 100).
     #[serde(default, deserialize_with = "crate::whole::option")]
     pub max_threads_per_buyer: Option<i64>,
 }

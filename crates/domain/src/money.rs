@@ -73,6 +73,27 @@ impl Serialize for RawAmount {
     }
 }
 
+/// An amount is an integer of minor units in JSON Schema's sense (`2.0` is one too); the range
+/// and the fraction are checked with the rest of the request, so that they are named as its fields.
+#[cfg(feature = "schemars")]
+impl schemars::JsonSchema for RawAmount {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Amount".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "integer",
+            "minimum": MIN_AMOUNT,
+            "description": "An amount in minor units of the currency, a whole number: 120000 is 1,200.00.",
+        })
+    }
+}
+
 impl RawAmount {
     pub fn validate(self, limits: AmountLimits) -> Result<Amount, String> {
         match self {

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// The two sides of a thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Party {
     Buyer,

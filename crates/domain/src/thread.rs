@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::party::Party;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ThreadStatus {
     Active,

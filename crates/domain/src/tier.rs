@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// An agent's standing, set only by the operator. Ordered: `Public < Seat < Agency < Advertiser`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Tier {
     Public,

@@ -27,6 +27,17 @@ pub const MOVES_APPLICATION_NAME: &str = "haggle-moves";
 /// How long a batcher's connection may have been idle and still be used without a ping.
 pub const MOVES_PING_AFTER: Duration = Duration::from_millis(10);
 
+/// This instance's API as the instance itself reaches it: the bound address, with a wildcard
+/// (`0.0.0.0`, `::`) replaced by the loopback address of its family.
+pub fn loopback_url(bound: SocketAddr) -> String {
+    let ip = match bound.ip() {
+        ip if !ip.is_unspecified() => ip,
+        std::net::IpAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+        std::net::IpAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+    };
+    format!("http://{}", SocketAddr::new(ip, bound.port()))
+}
+
 #[derive(Debug, Clone)]
 pub struct AppConfig {
     pub settings: Settings,
@@ -97,7 +108,8 @@ impl App {
         let worker_market = Market::new(self.pool.clone(), None, wakeups.clone());
         let deployment = Deployment::new();
         workers.spawn(crate::deployment::run(self.pool.clone(), deployment.clone(), shutdown.clone()));
-        let state = AppState::new(market, self.config.settings, sealing_key, shutdown.clone(), deployment);
+        let loopback = loopback_url(self.local_addr());
+        let state = AppState::new(market, self.config.settings, sealing_key, shutdown.clone(), deployment, loopback);
         let deliveries_queued = Arc::new(Notify::new());
         workers.spawn(events::listener::run(
             self.pool.clone(),

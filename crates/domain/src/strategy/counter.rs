@@ -13,6 +13,7 @@ use super::{NegotiationState, Rationale, Turn, concede, round_concession, round_
 /// Variants without parameters are written `Split {}` rather than `Split` because serde ignores
 /// unknown fields on unit variants of an internally tagged enum; an empty struct variant refuses them.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(tag = "strategy", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Strategy {
     /// The midpoint of the two latest positions.

@@ -19,6 +19,7 @@ pub const MAX_AUTO_ROUNDS: i32 = MAX_ROUNDS as i32;
 /// "require_approval": false, "counter": {"strategy": "tier"}}`; only `limit` and `counter` are
 /// required. None of it is ever shown to the counterparty.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Policy {
     /// The private limit: the seller's floor or the buyer's ceiling, in minor units. Never crossed.

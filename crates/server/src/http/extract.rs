@@ -181,7 +181,12 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
 
 /// The address the request came from, as the listener saw it.
 fn peer_address(parts: &Parts) -> Option<std::net::IpAddr> {
-    parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|info| info.0.ip())
+    address_of(&parts.extensions)
+}
+
+/// The client address a request's extensions carry, as the listener saw it.
+pub fn address_of(extensions: &axum::http::Extensions) -> Option<std::net::IpAddr> {
+    extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|info| info.0.ip())
 }
 
 fn bearer_token(parts: &Parts) -> Option<&str> {
@@ -196,7 +201,7 @@ pub fn api_key_digest(headers: &axum::http::HeaderMap) -> Option<[u8; 32]> {
 
 /// An agent's API key: `Authorization: Bearer <key>`, or `X-API-Key: <key>` as IAB-style buyer
 /// agents send it.
-fn api_key_of(headers: &axum::http::HeaderMap) -> Option<&str> {
+pub fn api_key_of(headers: &axum::http::HeaderMap) -> Option<&str> {
     bearer_token_of(headers).or_else(|| {
         let key = headers.get("x-api-key")?.to_str().ok()?.trim();
         (!key.is_empty()).then_some(key)
@@ -213,28 +218,38 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let token = api_key_of(&parts.headers)
-            .ok_or_else(|| ApiError::unauthenticated("send your API key as `Authorization: Bearer <api key>`"))?;
-        let address = peer_address(parts);
-        state.check_auth_allowed(address)?;
-        let invalid =
-            || state.auth_failed(address, ApiError::unauthenticated("the API key is not valid or has been revoked"));
-        if !token.starts_with(secrets::API_KEY_PREFIX) || token.len() > 128 {
-            return Err(invalid());
-        }
-        let digest = secrets::sha256(token.as_bytes());
-        let caller = match state.keys.get(&digest) {
-            Ok(caller) => caller,
-            Err(ticket) => {
-                let caller = db::again_if_lost(|| db::agents::caller_by_key_digest(&state.pool, &digest))
-                    .await?
-                    .ok_or_else(invalid)?;
-                state.keys.store(ticket, digest, caller);
-                caller
-            }
-        };
+        let caller = authenticate(state, &parts.headers, peer_address(parts)).await?;
         state.check_rate(super::ratelimit::Requester::Agent(caller.id))?;
         Ok(caller)
+    }
+}
+
+/// The agent whose API key the headers carry, refusing a missing or wrong key (401) and an
+/// address that presented too many wrong ones lately (429). It takes nothing from the agent's
+/// request rate: [`Caller`]'s extraction does that for the REST routes.
+pub async fn authenticate(
+    state: &AppState,
+    headers: &axum::http::HeaderMap,
+    address: Option<std::net::IpAddr>,
+) -> Result<Caller, ApiError> {
+    let token = api_key_of(headers)
+        .ok_or_else(|| ApiError::unauthenticated("send your API key as `Authorization: Bearer <api key>`"))?;
+    state.check_auth_allowed(address)?;
+    let invalid =
+        || state.auth_failed(address, ApiError::unauthenticated("the API key is not valid or has been revoked"));
+    if !token.starts_with(secrets::API_KEY_PREFIX) || token.len() > 128 {
+        return Err(invalid());
+    }
+    let digest = secrets::sha256(token.as_bytes());
+    match state.keys.get(&digest) {
+        Ok(caller) => Ok(caller),
+        Err(ticket) => {
+            let caller = db::again_if_lost(|| db::agents::caller_by_key_digest(&state.pool, &digest))
+                .await?
+                .ok_or_else(invalid)?;
+            state.keys.store(ticket, digest, caller);
+            Ok(caller)
+        }
     }
 }
 

@@ -35,6 +35,7 @@ pub mod events;
 pub mod extract;
 mod health;
 mod listings;
+pub mod mcp;
 mod orders;
 mod policies;
 pub mod ratelimit;
@@ -69,6 +70,9 @@ pub struct AppState {
     pub sealing_key: SealingKey,
     /// The agents behind recently used API keys.
     pub keys: Arc<KeyCache>,
+    /// This instance's own API, over loopback (`http://127.0.0.1:8080`), which the MCP
+    /// endpoint's tools call as their agents.
+    pub loopback: String,
 }
 
 impl AppState {
@@ -78,6 +82,7 @@ impl AppState {
         sealing_key: SealingKey,
         shutdown: CancellationToken,
         deployment: Arc<Deployment>,
+        loopback: String,
     ) -> AppState {
         let limiter = ratelimit::RateLimiter::new(settings.rate_limit, deployment.clone()).map(Arc::new);
         let keys = Arc::new(KeyCache::new(settings.key_cache_ttl));
@@ -93,6 +98,7 @@ impl AppState {
             sealing_key,
             keys,
             deployment,
+            loopback,
         }
     }
 
@@ -192,6 +198,12 @@ macro_rules! endpoint_constructors {
 
 endpoint_constructors!(get => GET, post => POST, put => PUT, patch => PATCH, delete => DELETE);
 
+/// The services mounted beside the routes, each at a path for the methods it takes, which the
+/// OpenAPI document describes too: the MCP endpoint.
+pub fn mounted() -> Vec<(Method, &'static str)> {
+    mcp::METHODS.into_iter().map(|method| (method, mcp::PATH)).collect()
+}
+
 /// Every route the server answers, which the OpenAPI document must match.
 pub fn endpoints() -> Vec<Endpoint> {
     [
@@ -218,6 +230,7 @@ pub fn router(state: AppState) -> Router {
     for endpoint in endpoints() {
         router = router.route(endpoint.path, endpoint.handler);
     }
+    let router = mcp::mount(router, &state);
     let request_id = HeaderName::from_static("x-request-id");
     let middleware = ServiceBuilder::new()
         .layer(SetRequestIdLayer::new(request_id.clone(), MakeRequestUuid))
@@ -289,8 +302,16 @@ async fn refuse_oversized_bodies(State(limit): State<usize>, request: Request, n
 /// Answers 503 when a request takes longer than the limit. A request that asks to wait
 /// (`?wait=S`) is given that long on top; a stream's body is not timed, only its start.
 async fn time_limit(State(limit): State<Duration>, request: Request, next: Next) -> Response {
-    // Only reads wait; a state-changing request never gets longer than the limit.
-    let wait = if request.method() == Method::GET { requested_wait(request.uri().query()) } else { Duration::ZERO };
+    // Only reads wait; a state-changing request never gets longer than the limit. An MCP
+    // request may be a tool that waits (wait_for_turn, at most MAX_WAIT) and answers only then,
+    // as the 2026-07-28 protocol's stateless requests do; its REST calls keep their own limits.
+    let wait = if request.uri().path() == mcp::PATH {
+        MAX_WAIT
+    } else if request.method() == Method::GET {
+        requested_wait(request.uri().query())
+    } else {
+        Duration::ZERO
+    };
     let limit = limit + wait;
     match tokio::time::timeout(limit, next.run(request)).await {
         Ok(response) => response,
