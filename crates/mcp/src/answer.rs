@@ -15,6 +15,21 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+/// An amount for a sentence: the minor units the tools take, and what they are worth
+/// (`120000 (1,200.00 USD)`).
+pub(crate) fn money(amount: i64, currency: haggle_domain::Currency) -> String {
+    let units = (amount / 100).abs().to_string();
+    let mut grouped = String::new();
+    for (index, digit) in units.chars().enumerate() {
+        if index > 0 && (units.len() - index).is_multiple_of(3) {
+            grouped.push(',');
+        }
+        grouped.push(digit);
+    }
+    let sign = if amount < 0 { "-" } else { "" };
+    format!("{amount} ({sign}{grouped}.{:02} {currency})", (amount % 100).abs())
+}
+
 /// A successful call: the summary first, then the JSON, which is also the structured content.
 pub(crate) fn done(summary: impl Into<String>, value: &impl Serialize) -> CallToolResult {
     let value = serde_json::to_value(value).unwrap_or(Value::Null);
@@ -38,7 +53,7 @@ pub(crate) fn refused(error: ClientError) -> CallToolResult {
     if let Value::Object(members) = &mut document {
         members.insert("hint".to_owned(), Value::String(hint.clone()));
     }
-    tool_error(format!("Refused ({}): {} {hint}", problem.code, problem.detail), document)
+    tool_error(format!("Refused ({}): {}. {hint}", problem.code, problem.detail.trim_end_matches('.')), document)
 }
 
 /// Arguments that do not fit the tool's input schema, as the tool's answer.
@@ -57,7 +72,7 @@ fn own_problem(code: Code, detail: String) -> CallToolResult {
         "code": code.as_str(),
         "hint": hint,
     });
-    tool_error(format!("Refused ({}): {detail} {hint}", code.as_str()), document)
+    tool_error(format!("Refused ({}): {}. {hint}", code.as_str(), detail.trim_end_matches('.')), document)
 }
 
 /// Gives the SDK's answer to arguments it could not read (plain text) the structure every
@@ -191,6 +206,14 @@ mod tests {
         let document = structured(sdk).structured_content.unwrap();
         assert_eq!((document["code"].as_str(), document["status"].as_u64()), (Some("malformed_request"), Some(400)));
         assert!(document["detail"].as_str().unwrap().contains("`amount`"));
+    }
+
+    #[test]
+    fn amounts_read_as_minor_units_and_what_they_are_worth() {
+        let usd = haggle_domain::Currency::USD;
+        assert_eq!(money(120000, usd), "120000 (1,200.00 USD)");
+        assert_eq!(money(123456789, usd), "123456789 (1,234,567.89 USD)");
+        assert_eq!(money(105, usd), "105 (1.05 USD)");
     }
 
     #[test]

@@ -35,6 +35,7 @@ pub(crate) struct PendingBid {
     pub id: Uuid,
     pub author: Party,
     pub amount: i64,
+    pub currency: haggle_domain::Currency,
     #[serde(rename = "final")]
     pub is_final: bool,
     pub expires_at: chrono::DateTime<Utc>,
@@ -118,6 +119,7 @@ pub(crate) fn standing(thread: &ThreadWithBids, you: Party, listing: Option<&Lis
             id: bid.id,
             author: bid.author,
             amount: bid.amount,
+            currency: bid.currency,
             is_final: bid.is_final,
             expires_at: bid.expires_at,
         }),
@@ -152,7 +154,7 @@ pub(crate) fn describe(standing: &Standing) -> String {
     let bid = format!(
         "The pending bid is the {}'s {} (round {}), expiring at {}.{finality}",
         pending.author.as_str(),
-        pending.amount,
+        crate::answer::money(pending.amount, pending.currency),
         standing.rounds,
         pending.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
     );

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::Haggle;
-use crate::answer::{bad_arguments, done, refused};
+use crate::answer::{bad_arguments, done, money, refused};
 use crate::standing::{self, Standing};
 
 /// What a tool call answers: the tool's result, or the protocol's error.
@@ -224,8 +224,11 @@ fn bid_summary(verb: &str, bid: &Bid, thread: &haggle_client::Thread) -> String 
         _ => format!("The negotiation is {}.", thread.status),
     };
     format!(
-        "You {verb} {} {}{finality} (bid {}, round {} of thread {}). {next}",
-        bid.amount, bid.currency, bid.id, bid.round, thread.id
+        "You {verb} {}{finality} (bid {}, round {} of thread {}). {next}",
+        money(bid.amount, bid.currency),
+        bid.id,
+        bid.round,
+        thread.id
     )
 }
 
@@ -418,9 +421,8 @@ impl Haggle {
             Ok(answered) => {
                 let order = answered.order.as_ref().map(|order| format!(" Order {} is {}.", order.id, order.status));
                 let summary = format!(
-                    "You accepted {} {}: the deal is made.{}",
-                    answered.bid.amount,
-                    answered.bid.currency,
+                    "You accepted {}: the deal is made.{}",
+                    money(answered.bid.amount, answered.bid.currency),
                     order.unwrap_or_default()
                 );
                 Ok(done(summary, &answered))
@@ -473,8 +475,10 @@ impl Haggle {
         match with_key(&acting.client, args.idempotency_key).purchase(args.listing_id).await {
             Ok(bought) => Ok(done(
                 format!(
-                    "You bought it at {} {}: order {} is {}.",
-                    bought.order.amount, bought.order.currency, bought.order.id, bought.order.status
+                    "You bought it at {}: order {} is {}.",
+                    money(bought.order.amount, bought.order.currency),
+                    bought.order.id,
+                    bought.order.status
                 ),
                 &bought,
             )),
@@ -686,13 +690,12 @@ impl Haggle {
 
 fn listing_summary(listing: &Listing) -> String {
     format!(
-        "Listing {} \"{}\": {}, ask {} {}, {} of {} left, {}; negotiates with tier {} and up, at most {} bids a \
+        "Listing {} \"{}\": {}, ask {}, {} of {} left, {}; negotiates with tier {} and up, at most {} bids a \
          thread.",
         listing.id,
         listing.title,
         listing.status,
-        listing.ask_amount,
-        listing.currency,
+        money(listing.ask_amount, listing.currency),
         listing.quantity_available,
         listing.quantity,
         if listing.negotiable { "negotiable" } else { "not negotiable (buy_now only)" },
