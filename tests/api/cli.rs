@@ -172,3 +172,32 @@ async fn the_bench_says_what_it_lacks_before_it_starts() {
     let stderr = run(format!("http://127.0.0.1:{port}"), ADMIN_TOKEN).await;
     assert!(stderr.contains("cannot reach a Haggle server at") && stderr.contains("--url"), "{stderr}");
 }
+
+#[tokio::test]
+async fn the_bench_measures_negotiations_through_mcp_beside_rest() {
+    let app = TestApp::spawn().await;
+    let dir = crate::support::scratch_dir();
+    let json = dir.path().join("mcp.json");
+    let args = ["--workload", "mcp", "--concurrency", "2", "--negotiations", "6", "--warmup", "2", "--json"];
+    let printed = bench(&app, &[&args[..], &[json.to_str().unwrap()]].concat()).await;
+    assert!(printed.contains("== haggle bench: w1 over REST and MCP, concurrency 2"), "{printed}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let phases: Vec<&str> = report["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|level| level["conditions"]["workload"].as_str().unwrap())
+        .collect();
+    assert_eq!(phases, ["mcp/rest", "mcp/rest+keys", "mcp/mcp-session", "mcp/mcp-stateless"]);
+    for level in report["levels"].as_array().unwrap() {
+        assert_eq!(
+            (level["figures"]["completed"].as_u64(), level["figures"]["failed"].as_u64()),
+            (Some(6), Some(0)),
+            "{level}"
+        );
+        let all = level["figures"]["calls"].as_array().unwrap().iter().find(|row| row["call"] == "all").unwrap();
+        assert_eq!((all["ok"].as_u64(), all["errors"].as_u64()), (Some(24), Some(0)), "{level}");
+    }
+    // Two REST phases and two MCP ones: 24 negotiations measured and 8 warm-ups, each an order.
+    assert_eq!(app.count("SELECT count(*) FROM orders").await, 32);
+}

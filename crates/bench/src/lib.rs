@@ -11,6 +11,7 @@
 mod api;
 mod auto;
 mod flood;
+mod mcp;
 mod pgbench;
 mod report;
 mod stats;
@@ -46,7 +47,8 @@ pub struct BenchArgs {
     pub admin_token: Option<String>,
     /// What to measure: w1 full negotiations (place, counter, counter, accept); w2 bid placement
     /// (place, then withdraw so the buyer may bid again; place is the measured call); w3
-    /// auto-negotiations (both sides have policies; the opening bid is the only call).
+    /// auto-negotiations (both sides have policies; the opening bid is the only call); mcp, w1
+    /// over REST and through the MCP server's tools, side by side.
     #[arg(long, value_enum, default_value_t = Workload::W1)]
     pub workload: Workload,
     /// Concurrent workers (default 16); a comma list (`1,4,16,32`) runs a sweep, one result block
@@ -140,6 +142,10 @@ impl BenchArgs {
         let ignored: &[(bool, &str, &str)] = match self.workload {
             Workload::W1 | Workload::W2 => &[],
             Workload::W3 => &[(self.pgbench, "--pgbench", pgbench)],
+            Workload::Mcp => &[
+                (self.pgbench, "--pgbench", pgbench),
+                (self.idempotency_keys, "--idempotency-keys", "mcp runs REST both without and with keys"),
+            ],
             Workload::Webhooks => &[
                 (self.concurrency.len() > 1, "--concurrency", "webhooks runs one level: give one number"),
                 (self.warmup.is_some(), "--warmup", "webhooks has no warm-up phase"),
@@ -239,9 +245,21 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let run_id = chrono::Utc::now().format("%Y%m%dT%H%M%S").to_string();
     let mut report = BenchReport::new(args.command_line(), args.workload);
     for concurrency in args.levels() {
+        if args.workload == Workload::Mcp {
+            let levels = mcp::run(&client, &admin, &args, &run_id, concurrency as usize).await?;
+            let stopped: usize = levels.iter().map(|level| level.figures.stopped_workers.len()).sum();
+            report.levels.extend(levels);
+            if let Some(path) = &args.json {
+                report.write(path)?;
+            }
+            if stopped > 0 {
+                bail!("{stopped} workers stopped before the end of a phase (see the warnings above)");
+            }
+            continue;
+        }
         let mut level = match args.workload {
             Workload::W3 => auto::run_level(&client, &admin, &args, &run_id, concurrency as usize).await?,
-            Workload::W1 | Workload::W2 | Workload::Wake | Workload::Webhooks | Workload::Flood => {
+            Workload::W1 | Workload::W2 | Workload::Wake | Workload::Webhooks | Workload::Flood | Workload::Mcp => {
                 run_level(&client, &admin, &args, &run_id, concurrency as usize).await?
             }
         };
@@ -262,7 +280,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             );
         }
     }
-    if report.levels.len() > 1 {
+    if report.levels.len() > 1 && args.workload != Workload::Mcp {
         print!("{}", report::sweep_table(&report.levels, args.workload));
     }
     if let Some(path) = &args.json {
@@ -280,24 +298,7 @@ async fn run_level(
 ) -> anyhow::Result<LevelReport> {
     let workload = args.workload;
     let label = format!("[{} c={concurrency}]", workload.name());
-    // A quarter more than an even share, as workers take units from a common pool; a worker that
-    // still runs out creates a listing on the spot, and the report says so.
-    let share = (args.warmup() + args.negotiations).div_ceil(concurrency as u64);
-    let listings_per_worker = (share + share / 4).div_ceil(THREADS_PER_LISTING) + 1;
-    eprintln!(
-        "{label} setup: {}, {} (AGENCY), {}",
-        report::count(concurrency as u64, "seller"),
-        report::count(concurrency as u64, "buyer"),
-        report::count(listings_per_worker * concurrency as u64, "listing")
-    );
-    let started = Instant::now();
-    let names = format!("bench-{run_id}-c{concurrency}");
-    let workers = futures::future::try_join_all(
-        (0..concurrency).map(|index| Worker::set_up(client, admin, &names, index, listings_per_worker)),
-    )
-    .await
-    .context("setting up the bench's agents and listings")?;
-    eprintln!("{label} setup done in {:.1} s", started.elapsed().as_secs_f64());
+    let (workers, listings_per_worker) = set_up_workers(client, admin, args, run_id, concurrency).await?;
 
     let workers = if args.warmup() > 0 {
         let started = Instant::now();
@@ -324,6 +325,37 @@ async fn run_level(
     let listings = listings_per_worker * concurrency as u64 + created_mid_run;
     let conditions = conditions(client, args, concurrency, date, listings, created_mid_run);
     Ok(LevelReport { conditions, figures: recorder.summarize(workload.calls(), wall), pgbench: None, auto: None })
+}
+
+/// Sets up a level's workers (untimed): one seller and one AGENCY buyer each, with the listings
+/// they will bid on; gives them with the listings each has.
+async fn set_up_workers(
+    client: &Client,
+    admin: &Client,
+    args: &BenchArgs,
+    run_id: &str,
+    concurrency: usize,
+) -> anyhow::Result<(Vec<Worker>, u64)> {
+    let label = format!("[{} c={concurrency}]", args.workload.name());
+    // A quarter more than an even share, as workers take units from a common pool; a worker that
+    // still runs out creates a listing on the spot, and the report says so.
+    let share = (args.warmup() + args.negotiations).div_ceil(concurrency as u64);
+    let listings_per_worker = (share + share / 4).div_ceil(THREADS_PER_LISTING) + 1;
+    eprintln!(
+        "{label} setup: {}, {} (AGENCY), {}",
+        report::count(concurrency as u64, "seller"),
+        report::count(concurrency as u64, "buyer"),
+        report::count(listings_per_worker * concurrency as u64, "listing")
+    );
+    let started = Instant::now();
+    let names = format!("bench-{run_id}-c{concurrency}");
+    let workers = futures::future::try_join_all(
+        (0..concurrency).map(|index| Worker::set_up(client, admin, &names, index, listings_per_worker)),
+    )
+    .await
+    .context("setting up the bench's agents and listings")?;
+    eprintln!("{label} setup done in {:.1} s", started.elapsed().as_secs_f64());
+    Ok((workers, listings_per_worker))
 }
 
 /// The conditions of a level whose measured phase started at `date`: one seller and one buyer
@@ -413,6 +445,9 @@ async fn run_phase(
 struct Worker {
     index: usize,
     parties: Parties,
+    /// The two agents' API keys, for clients other than the typed one (the MCP workload's).
+    seller_key: String,
+    buyer_key: String,
     listings: VecDeque<Listing>,
     listings_created_on_demand: u64,
 }
@@ -430,11 +465,15 @@ impl Worker {
         index: usize,
         listings: u64,
     ) -> anyhow::Result<Worker> {
-        let seller = client.with_api_key(api::register(client, &format!("{names}-w{index}-seller")).await?);
-        let buyer = client.with_api_key(api::register_buyer(client, admin, &format!("{names}-w{index}-buyer")).await?);
+        let seller_key = api::register(client, &format!("{names}-w{index}-seller")).await?;
+        let buyer_key = api::register_buyer(client, admin, &format!("{names}-w{index}-buyer")).await?;
+        let seller = client.with_api_key(seller_key.clone());
+        let buyer = client.with_api_key(buyer_key.clone());
         let mut worker = Worker {
             index,
             parties: Parties { seller, buyer },
+            seller_key,
+            buyer_key,
             listings: VecDeque::new(),
             listings_created_on_demand: 0,
         };
@@ -541,12 +580,15 @@ mod tests {
         refused(&["--workload", "wake", "--warmup", "0"], "--warmup");
         refused(&["--workload", "wake", "--json", "out.json"], "--json");
         refused(&["--workload", "wake", "--pgbench"], "--pgbench");
+        refused(&["--workload", "mcp", "--idempotency-keys"], "--idempotency-keys");
+        refused(&["--workload", "mcp", "--pgbench"], "--pgbench");
 
         for line in [
             &["--workload", "w3", "--concurrency", "1,4", "--warmup", "5", "--json", "w3.json"][..],
             &["--workload", "w1", "--concurrency", "1,4", "--pgbench"],
             &["--workload", "webhooks", "--concurrency", "8"],
             &["--workload", "wake", "--trials", "10"],
+            &["--workload", "mcp", "--concurrency", "1,16", "--json", "mcp.json"],
         ] {
             assert_eq!(check(line), Ok(()), "{line:?}");
         }

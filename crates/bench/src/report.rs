@@ -261,7 +261,7 @@ pub fn yes_no(on: bool) -> &'static str {
     if on { "yes" } else { "no" }
 }
 
-fn ms(value: Option<f64>) -> String {
+pub fn ms(value: Option<f64>) -> String {
     value.map_or_else(|| "-".to_owned(), |ms| format!("{ms:.2}"))
 }
 

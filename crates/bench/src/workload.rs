@@ -11,9 +11,9 @@ use haggle_client::{Client, CounterOffer, Placement};
 
 /// The ask of every bench listing, and the positions the two sides take under it.
 pub const ASK: i64 = 100_000;
-const OPENING_BID: i64 = 80_000;
-const SELLER_COUNTER: i64 = 95_000;
-const BUYER_COUNTER: i64 = 90_000;
+pub const OPENING_BID: i64 = 80_000;
+pub const SELLER_COUNTER: i64 = 95_000;
+pub const BUYER_COUNTER: i64 = 90_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Workload {
@@ -31,6 +31,9 @@ pub enum Workload {
     /// Connections that send half a request head and nothing more (`--connections` of them),
     /// and `/healthz` asked meanwhile.
     Flood,
+    /// W1 through the MCP server (sessions, then the stateless protocol), beside W1 over REST
+    /// (without, then with idempotency keys), in one run.
+    Mcp,
 }
 
 /// The two sides of one worker's negotiations, each a client acting as it.
@@ -49,6 +52,7 @@ impl Workload {
             Workload::Webhooks => "webhooks",
             Workload::W3 => "w3",
             Workload::Flood => "flood",
+            Workload::Mcp => "mcp",
         }
     }
 
@@ -60,6 +64,9 @@ impl Workload {
             Workload::Webhooks => "webhook deliveries: events made by placements and withdrawals, delivered signed",
             Workload::W3 => "auto-negotiation: an opening bid, then both sides' policies to the end",
             Workload::Flood => "a flood of connections that never finish their request head, /healthz meanwhile",
+            Workload::Mcp => {
+                "w1's negotiation over REST and through the MCP tools at /mcp, one transport after another"
+            }
         }
     }
 
@@ -72,6 +79,7 @@ impl Workload {
             Workload::Webhooks => &[Call::Place, Call::Withdraw],
             Workload::W3 => &[Call::Place],
             Workload::Flood => &[],
+            Workload::Mcp => &[Call::Place, Call::Counter, Call::Accept],
         }
     }
 
@@ -84,6 +92,7 @@ impl Workload {
             Workload::Webhooks => ("delivery", "deliveries"),
             Workload::W3 => ("negotiation", "negotiations"),
             Workload::Flood => ("connection", "connections"),
+            Workload::Mcp => ("negotiation", "negotiations"),
         }
     }
 
@@ -96,6 +105,7 @@ impl Workload {
             Workload::Wake => Some(Call::Counter),
             Workload::Webhooks => None,
             Workload::W3 | Workload::Flood => None,
+            Workload::Mcp => None,
         }
     }
 
@@ -119,8 +129,8 @@ impl Workload {
                 let placed = timed(recorder, Call::Place, buyer.place_bid(listing, &opening)).await?;
                 timed(recorder, Call::Withdraw, buyer.withdraw(placed.bid.id)).await?;
             }
-            Workload::Wake | Workload::Webhooks | Workload::W3 | Workload::Flood => {
-                unreachable!("the wake, webhooks, w3 and flood workloads have their own drivers")
+            Workload::Wake | Workload::Webhooks | Workload::W3 | Workload::Flood | Workload::Mcp => {
+                unreachable!("the wake, webhooks, w3, flood and mcp workloads have their own drivers")
             }
         }
         Ok(())

@@ -159,9 +159,11 @@ fn hint(code: Code, problem: Option<&Problem>) -> String {
         Code::RateLimited => "Too many calls: wait a second and call again (a move with the same \
                               idempotency_key, so that it is made once)."
             .to_owned(),
-        Code::Unavailable | Code::Internal => "The marketplace could not answer: call again with the same \
+        Code::Unavailable | Code::Overloaded | Code::Internal => {
+            "The marketplace could not answer: call again with the same \
                                                idempotency_key, which makes the move at most once."
-            .to_owned(),
+                .to_owned()
+        }
         Code::Unauthenticated => "The API key is not valid or was revoked; ask for a new one.".to_owned(),
         Code::NegotiationUnavailable | Code::QuoteExpired => "Read `detail`.".to_owned(),
         Code::NotFound => "The id names nothing you can see (a negotiation is its two parties' only): check it \
