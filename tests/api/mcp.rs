@@ -736,3 +736,39 @@ async fn a_wait_longer_than_the_request_time_limit_is_not_cut_short() {
     assert_eq!(waited["outcome"], "timed_out");
     assert!(started.elapsed() >= Duration::from_millis(2400), "it waited the time asked");
 }
+
+#[tokio::test]
+async fn the_apis_rate_and_body_limits_hold_through_mcp() {
+    let app = TestApp::spawn_with(|config| {
+        config.settings.rate_limit = 5;
+        config.settings.body_limit = 4096;
+    })
+    .await;
+    let agent = app.register("hasty").await;
+    let session = over_http(&app, &agent).await;
+    // Each tool call is a REST call of the agent's: past its rate, the refusal says so.
+    let calls = join_all((0..20).map(|_| call(&session, "whoami", json!({})))).await;
+    let limited = calls
+        .into_iter()
+        .map(|result| result.unwrap())
+        .filter(|result| result.is_error == Some(true))
+        .map(|result| result.structured_content.unwrap())
+        .inspect(|document| assert_eq!(document["code"], "rate_limited", "{document}"))
+        .count();
+    assert!(limited > 0, "20 calls at once exceed a rate of 5 a second");
+
+    // A message over the body limit is refused before any MCP is read.
+    let response = app
+        .client
+        .post(format!("{}/mcp", app.base))
+        .bearer_auth(&agent.key)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(format!(r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#, "x".repeat(8192)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 413);
+    let problem: Value = response.json().await.unwrap();
+    assert_eq!(problem["code"], "payload_too_large");
+}
