@@ -129,6 +129,16 @@ async fn policies_are_validated_and_only_their_owner_sees_them() {
     app.get(defaults, &deal.seller.key).await.expect_problem(404, "not_found");
     let body = json!({ "limit": 90000, "counter": { "strategy": "time", "k": 0.1, "e": 0.5 } });
     assert_eq!(app.put(defaults, &deal.seller.key, body).await.expect(200).body["scope"], "agent");
+    // Left out, the time tactic's `k` and `e` are 0 and 1 (linear). Whole numbers may be written
+    // as floats, and an optional field sent as `null` is left out.
+    let body = json!({ "limit": 90000.0, "accept_at": null, "counter": { "strategy": "time", "start": null } });
+    assert_eq!(
+        app.put(defaults, &deal.seller.key, body).await.expect(200).body["policy"],
+        json!({
+            "limit": 90000, "max_auto_rounds": 5, "require_approval": false,
+            "counter": { "strategy": "time", "k": 0.0, "e": 1.0 }
+        })
+    );
     app.delete(defaults, &deal.seller.key).await.expect(204);
     app.delete(defaults, &deal.seller.key).await.expect_problem(404, "not_found");
 

@@ -301,7 +301,8 @@ async fn a_stream_resumes_after_last_event_id_without_gap_or_duplicate() {
         bid = app.counter(&deal.seller, &bid, seller_amount).await;
     }
     let last_seen = received.last().unwrap()["id"].to_string();
-    let mut resumed = SseClient::connect(&app, &deal.buyer, "", Some(&last_seen)).await;
+    // As an EventSource reconnects: the first URL again, with the header; the header wins.
+    let mut resumed = SseClient::connect(&app, &deal.buyer, "?after=0", Some(&last_seen)).await;
     for _ in 0..6 {
         received.push(resumed.event(Duration::from_secs(5)).await.expect("a missed event"));
     }
@@ -457,6 +458,19 @@ async fn waiting_on_a_bid_returns_on_change_at_the_timeout_or_at_its_deadline() 
 }
 
 #[tokio::test]
+async fn whole_number_query_parameters_may_be_written_as_floats() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    app.place(&deal.buyer, &deal.listing, 60000).await;
+    let events = at_least(&app, &deal.buyer, 1).await;
+    let page = app.get("/v1/events?after=0.0&limit=1.0", &deal.buyer.key).await.expect(200).body;
+    assert_eq!(page["data"].as_array().unwrap().len(), 1);
+    assert_eq!(page["data"][0]["id"], events[0]["id"]);
+    let page = app.get("/v1/listings?limit=1e0", &deal.buyer.key).await.expect(200).body;
+    assert_eq!(page["data"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
 async fn wait_and_cursor_parameters_are_validated() {
     let app = TestApp::spawn().await;
     let deal = Deal::new(&app, json!({})).await;
@@ -470,6 +484,8 @@ async fn wait_and_cursor_parameters_are_validated() {
         ("/v1/events?limit=0".to_owned(), 422, "validation_failed", Some("limit")),
         ("/v1/events?limit=201".to_owned(), 422, "validation_failed", Some("limit")),
         ("/v1/events?since=4".to_owned(), 400, "malformed_request", None),
+        ("/v1/events?limit=2.5".to_owned(), 400, "malformed_request", None),
+        ("/v1/events?after=9223372036854775808".to_owned(), 400, "malformed_request", None),
         (format!("/v1/bids/{bid}?wait=100"), 422, "validation_failed", Some("wait")),
         (format!("/v1/bids/{bid}?wait=NaN"), 422, "validation_failed", Some("wait")),
         ("/v1/events/stream?after=-1".to_owned(), 422, "validation_failed", Some("after")),
@@ -490,6 +506,18 @@ async fn wait_and_cursor_parameters_are_validated() {
         .await
         .expect_problem(400, "malformed_request");
     assert_eq!(resp.body["errors"][0]["field"], "Last-Event-ID");
+    // `after` is checked even when the header decides where the stream starts.
+    let resp = app
+        .send(
+            reqwest::Method::GET,
+            "/v1/events/stream?after=-1",
+            Some(key),
+            crate::support::Body::None,
+            &[("last-event-id", "0")],
+        )
+        .await
+        .expect_problem(422, "validation_failed");
+    assert_eq!(resp.body["errors"][0]["field"], "after");
     for path in ["/v1/events", "/v1/events/stream", "/v1/events?wait=5"] {
         app.send(reqwest::Method::GET, path, None, crate::support::Body::None, &[])
             .await

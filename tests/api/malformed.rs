@@ -420,6 +420,26 @@ async fn malformed_requests_change_nothing() {
         case("a NUL in a search", M::GET, "/v1/listings?q=a%00b".into(), &buyer, Body::None, 422, "validation_failed")
             .field("q"),
         case(
+            "a blank search of a control",
+            M::GET,
+            "/v1/listings?q=%0B".into(),
+            &buyer,
+            Body::None,
+            422,
+            "validation_failed",
+        )
+        .field("q"),
+        case(
+            "a blank search too long",
+            M::GET,
+            format!("/v1/listings?q={}", "+".repeat(201)),
+            &buyer,
+            Body::None,
+            422,
+            "validation_failed",
+        )
+        .field("q"),
+        case(
             "an unknown status",
             M::GET,
             "/v1/listings?status=GONE".into(),

@@ -20,20 +20,21 @@ pub enum Strategy {
     Split {},
     /// A fixed `amount` (minor units) or a `fraction` of the gap, toward the other side; exactly one.
     Step {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(default, deserialize_with = "crate::whole::option", skip_serializing_if = "Option::is_none")]
         amount: Option<i64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         fraction: Option<f64>,
     },
     /// Faratin's time-dependent tactic: with t = round / max_rounds,
     /// f(t) = k + (1 − k)·t^(1/e) and price = limit + (start − limit)·(1 − f(t)).
-    /// `e` < 1 is Boulware (holds, then concedes late), 1 linear, > 1 Conceder.
+    /// `e` < 1 is Boulware (holds, then concedes late), 1 (the default) linear, > 1 Conceder.
     /// `start` is the opening position; by default the ask for a seller, the opening bid for a buyer.
     Time {
         #[serde(default)]
         k: f64,
+        #[serde(default = "linear")]
         e: f64,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(default, deserialize_with = "crate::whole::option", skip_serializing_if = "Option::is_none")]
         start: Option<i64>,
     },
     /// Mirror the other side's last concession, times (1 + `kindness`). `kindness` lies in
@@ -44,6 +45,11 @@ pub enum Strategy {
     },
     /// The seller tier engine (see `tier_engine`): the buyer's tier picks the concession limits.
     Tier {},
+}
+
+/// The time tactic's `e` when none is given: it concedes at a steady pace.
+fn linear() -> f64 {
+    1.0
 }
 
 /// Bounds on the parameters, checked by `Policy::validate`.
@@ -237,14 +243,20 @@ mod tests {
             Strategy::Step { amount: Some(500), fraction: None }
         );
         assert_eq!(parse(r#"{"strategy":"time","e":0.5}"#).unwrap(), Strategy::Time { k: 0.0, e: 0.5, start: None });
+        assert_eq!(parse(r#"{"strategy":"time","k":0.1}"#).unwrap(), Strategy::Time { k: 0.1, e: 1.0, start: None });
         assert_eq!(parse(r#"{"strategy":"tit_for_tat"}"#).unwrap(), Strategy::TitForTat { kindness: 0.0 });
+        assert_eq!(
+            parse(r#"{"strategy":"step","amount":500.0}"#).unwrap(),
+            Strategy::Step { amount: Some(500), fraction: None }
+        );
         for bad in [
             r#"{"strategy":"boulware"}"#,
             r#"{"strategy":"split","amount":5}"#,
             r#"{"strategy":"tier","discount":0.5}"#,
             r#"{"strategy":"step","amount":500,"extra":1}"#,
-            r#"{"strategy":"time","k":0.1}"#,
+            r#"{"strategy":"time","k":"0.1"}"#,
             r#"{"strategy":"step","amount":5.5}"#,
+            r#"{"strategy":"time","start":1000.5}"#,
             r#"{"amount":500}"#,
         ] {
             assert!(parse(bad).is_err(), "{bad}");

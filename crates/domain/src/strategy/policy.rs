@@ -23,15 +23,16 @@ pub const MAX_AUTO_ROUNDS: i32 = MAX_ROUNDS as i32;
 #[serde(deny_unknown_fields)]
 pub struct Policy {
     /// The private limit: the seller's floor or the buyer's ceiling, in minor units. Never crossed.
+    #[serde(deserialize_with = "crate::whole::number")]
     pub limit: i64,
     /// Accept at once when the other side's amount is at or better than this.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "crate::whole::option", skip_serializing_if = "Option::is_none")]
     pub accept_at: Option<i64>,
     /// Reject at once when the other side's amount is worse than this.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "crate::whole::option", skip_serializing_if = "Option::is_none")]
     pub reject_beyond: Option<i64>,
     /// After this many automatic counters in a thread, stop and leave it to the owner.
-    #[serde(default = "default_max_auto_rounds")]
+    #[serde(default = "default_max_auto_rounds", deserialize_with = "crate::whole::small")]
     pub max_auto_rounds: i32,
     /// Never act; tell the owner instead.
     #[serde(default)]

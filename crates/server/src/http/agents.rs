@@ -61,6 +61,7 @@ async fn me(State(state): State<AppState>, caller: Caller) -> Result<Json<api::A
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PageQuery {
+    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
     limit: Option<i64>,
     cursor: Option<String>,
 }

@@ -63,7 +63,9 @@ fn after_param(after: Option<i64>) -> Result<i64, ApiError> {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ListQuery {
+    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
     after: Option<i64>,
+    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
     limit: Option<i64>,
     wait: Option<f64>,
 }
@@ -136,12 +138,15 @@ pub async fn wake_or_stop(subscription: &mut Subscription, timeout: Duration, sh
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct StreamQuery {
+    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
     after: Option<i64>,
 }
 
 /// Where a stream starts: after `Last-Event-ID` when reconnecting, else after `?after=`, else
-/// after the newest event (only what happens from now on).
+/// after the newest event (only what happens from now on). A reconnecting client sends the URL
+/// it first used, so `after` comes with `Last-Event-ID`: it is checked, and the header wins.
 async fn stream_start(pool: &PgPool, headers: &HeaderMap, after: Option<i64>) -> Result<i64, ApiError> {
+    let after = after.map(|after| after_param(Some(after))).transpose()?;
     if let Some(value) = headers.get("last-event-id") {
         return value
             .to_str()
@@ -157,7 +162,7 @@ async fn stream_start(pool: &PgPool, headers: &HeaderMap, after: Option<i64>) ->
             });
     }
     match after {
-        Some(after) => after_param(Some(after)),
+        Some(after) => Ok(after),
         None => Ok(db::events::last_id(pool).await?),
     }
 }

@@ -47,6 +47,7 @@ struct ListQuery {
     seller_id: Option<Uuid>,
     status: Option<String>,
     q: Option<String>,
+    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
     limit: Option<i64>,
     cursor: Option<String>,
 }
@@ -68,16 +69,19 @@ async fn list(
     Ok(Json(page.map(api::Listing::from)))
 }
 
-/// The `q` parameter: free text of at most 200 characters, without control characters.
+/// The `q` parameter: free text of at most 200 characters, without control characters; blank
+/// means no filter. A blank one is checked too, so that what is refused does not depend on the
+/// other characters sent.
 fn search_text(q: Option<String>) -> Result<Option<String>, ApiError> {
-    let Some(q) = q.filter(|q| !q.trim().is_empty()) else { return Ok(None) };
-    haggle_domain::rejection::text(&q, false, 200).map(Some).map_err(|message| {
+    let Some(q) = q else { return Ok(None) };
+    let q = haggle_domain::rejection::text(&q, false, 200).map_err(|message| {
         ApiError::fields(
             super::error::Code::ValidationFailed,
             "some query parameters are invalid",
             &[haggle_domain::FieldError::new("q", message)],
         )
-    })
+    })?;
+    Ok(Some(q).filter(|q| !q.trim().is_empty()))
 }
 
 async fn read(State(state): State<AppState>, _caller: Caller, Id(id): Id) -> Result<Json<api::Listing>, ApiError> {

@@ -22,6 +22,7 @@ pub fn endpoints() -> Vec<Endpoint> {
 struct ListQuery {
     role: Option<String>,
     listing_id: Option<Uuid>,
+    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
     limit: Option<i64>,
     cursor: Option<String>,
 }

@@ -24,6 +24,7 @@ struct ListQuery {
     role: Option<String>,
     status: Option<String>,
     listing_id: Option<Uuid>,
+    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
     limit: Option<i64>,
     cursor: Option<String>,
 }

@@ -51,6 +51,7 @@ async fn create(
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PageQuery {
+    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
     limit: Option<i64>,
     cursor: Option<String>,
 }

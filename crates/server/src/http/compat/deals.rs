@@ -36,7 +36,9 @@ pub const MAX_OFFSET: i64 = 10_000;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProductQuery {
+    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
     limit: Option<i64>,
+    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
     offset: Option<i64>,
 }
 
