@@ -4,7 +4,16 @@ use std::collections::BTreeSet;
 
 use haggle_server::http::error::Code;
 
-use crate::spec::{resolve, spec};
+use haggle_domain::money::{self, AmountLimits, RawAmount};
+use haggle_domain::strategy::Policy;
+use haggle_domain::{Party, rejection};
+use serde_json::{Value, json};
+
+use crate::spec::{is_valid, resolve, spec};
+
+fn schema(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/schemas/{name}") })
+}
 
 #[test]
 fn the_router_and_the_document_have_the_same_routes() {
@@ -98,4 +107,80 @@ async fn every_event_type_is_documented_and_storable() {
         insert(id as i64 + 1, kind).execute(&pool).await.unwrap_or_else(|e| panic!("{kind}: {e}"));
     }
     assert!(insert(1000, "bid.eaten").execute(&pool).await.is_err());
+}
+
+#[test]
+fn the_text_patterns_are_the_servers_text_rule() {
+    let (plain, non_blank) = (schema("PlainText"), schema("NonBlankText"));
+    let samples = (0..=0x3100u32).chain([0xfeff, 0x1_0000]).filter_map(char::from_u32);
+    for c in samples {
+        for text in [c.to_string(), format!("a{c}"), format!("{c}{c} ")] {
+            let value = json!(text);
+            assert_eq!(is_valid(&plain, &value), rejection::text(&text, false, 10).is_ok(), "PlainText {text:?}");
+            assert_eq!(is_valid(&non_blank, &value), rejection::text(&text, true, 10).is_ok(), "NonBlankText {text:?}");
+        }
+    }
+}
+
+#[test]
+fn the_policies_the_document_takes_are_the_ones_the_server_takes() {
+    let accepted = |body: &Value| {
+        serde_json::from_value::<Policy>(body.clone())
+            .is_ok_and(|policy| policy.validate(Party::Seller, None, AmountLimits::default()).is_ok())
+    };
+    let counter = |counter: Value| json!({ "limit": 5000, "counter": counter });
+    let bodies = [
+        json!({ "limit": 5000, "counter": { "strategy": "split" } }),
+        json!({ "limit": 5000.0, "accept_at": 6000, "reject_beyond": 4000, "counter": { "strategy": "tier" } }),
+        json!({ "limit": 99, "counter": { "strategy": "split" } }),
+        json!({ "limit": 100_000_000_000i64, "counter": { "strategy": "split" } }),
+        json!({ "limit": 100_000_000_001i64, "counter": { "strategy": "split" } }),
+        json!({ "limit": 5000, "accept_at": null, "reject_beyond": null, "counter": { "strategy": "split" } }),
+        json!({ "limit": 5000, "accept_at": 99, "counter": { "strategy": "split" } }),
+        json!({ "limit": 5000, "max_auto_rounds": 100, "counter": { "strategy": "split" } }),
+        json!({ "limit": 5000, "max_auto_rounds": 101, "counter": { "strategy": "split" } }),
+        counter(json!({ "strategy": "step", "amount": 200 })),
+        counter(json!({ "strategy": "step", "amount": 200.0, "fraction": null })),
+        counter(json!({ "strategy": "step", "amount": null, "fraction": 0.5 })),
+        counter(json!({ "strategy": "step", "amount": 200, "fraction": 0.5 })),
+        counter(json!({ "strategy": "step" })),
+        counter(json!({ "strategy": "step", "amount": null, "fraction": null })),
+        counter(json!({ "strategy": "step", "amount": 0 })),
+        counter(json!({ "strategy": "step", "fraction": 0 })),
+        counter(json!({ "strategy": "step", "fraction": 1 })),
+        counter(json!({ "strategy": "time" })),
+        counter(json!({ "strategy": "time", "k": 1, "e": 100, "start": 6000 })),
+        counter(json!({ "strategy": "time", "e": 100.5 })),
+        counter(json!({ "strategy": "time", "e": 0 })),
+        counter(json!({ "strategy": "time", "k": 1.5 })),
+        counter(json!({ "strategy": "time", "start": null })),
+        counter(json!({ "strategy": "time", "start": 99 })),
+        counter(json!({ "strategy": "tit_for_tat", "kindness": -1 })),
+        counter(json!({ "strategy": "tit_for_tat", "kindness": 1.5 })),
+    ];
+    for body in bodies {
+        assert_eq!(is_valid(&schema("Policy"), &body), accepted(&body), "{body}");
+    }
+}
+
+#[test]
+fn the_documented_bounds_are_the_servers() {
+    let limits = AmountLimits::default();
+    for amount in [99, 100, 100_000_000_000i64, 100_000_000_001] {
+        let accepted = RawAmount::from(amount).validate(limits).is_ok();
+        assert_eq!(is_valid(&schema("AmountInput"), &json!(amount)), accepted, "{amount}");
+    }
+    for price in [json!(0.99), json!(1), json!(20.1), json!(1_000_000_000), json!(1_000_000_000.01)] {
+        let raw = serde_json::from_value::<RawAmount>(price.clone()).unwrap();
+        let accepted = money::minor_units_from_price(raw, limits).is_ok();
+        assert_eq!(is_valid(&schema("CompatPriceInput"), &price), accepted, "{price}");
+    }
+    for micros in [999_999i64, 1_000_000, 1_005_000, 1_000_000_000_000_000, 1_000_000_000_010_000, 20_000_000] {
+        let accepted = money::minor_units_from_micros(micros.into(), limits).is_ok();
+        let money = json!({ "amount_micros": micros, "currency": "USD" });
+        assert_eq!(is_valid(&schema("CompatMoneyInput"), &money), accepted, "{micros}");
+    }
+    let events = &spec()["paths"]["/v1/events"]["get"]["parameters"];
+    let after = events.as_array().unwrap().iter().find(|p| p["name"] == "after").expect("after");
+    assert_eq!(after["schema"]["maximum"], json!(i64::MAX), "the largest event id the server reads");
 }

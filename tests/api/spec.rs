@@ -80,6 +80,11 @@ fn validator(schema: &Value) -> Arc<jsonschema::Validator> {
     validator
 }
 
+/// Whether `instance` is valid against `schema` (which may refer to the document's components).
+pub fn is_valid(schema: &Value, instance: &Value) -> bool {
+    validator(schema).is_valid(instance)
+}
+
 fn validate(schema: &Value, body: &Value, context: &str) {
     let validator = validator(schema);
     let errors: Vec<String> = validator.iter_errors(body).map(|e| format!("{} at {}", e, e.instance_path())).collect();
