@@ -545,3 +545,16 @@ async fn a_commit_the_database_never_confirmed_is_reported_as_unknown() {
     assert!(answer.detail.contains("unknown") && answer.detail.contains("same Idempotency-Key"), "{}", answer.detail);
     assert_eq!(answer.retry_after, Some(1));
 }
+
+/// A request whose `Accept` allows none of a route's types is told so (406), not answered 500.
+#[tokio::test]
+async fn an_unacceptable_accept_header_is_a_406() {
+    let app = TestApp::spawn().await;
+    let agent = app.register("picky").await;
+    for method in [Method::GET, Method::POST] {
+        let body = if method == Method::POST { Body::Json(json!({})) } else { Body::None };
+        let refused = app.send(method, "/mcp", Some(&agent.key), body, &[("accept", "text/plain")]).await;
+        let refused = refused.expect_problem(406, "not_acceptable");
+        assert_eq!(refused.header("content-type"), Some("application/problem+json"));
+    }
+}

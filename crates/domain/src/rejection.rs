@@ -111,10 +111,12 @@ pub enum Code {
     QuoteExpired,
     /// The instance holds as many connections as it may: refused before the request is read.
     Overloaded,
+    /// The request's `Accept` header allows no type the route answers with.
+    NotAcceptable,
 }
 
 impl Code {
-    pub const ALL: [Code; 25] = [
+    pub const ALL: [Code; 26] = [
         Code::MalformedRequest,
         Code::Unauthenticated,
         Code::Forbidden,
@@ -140,6 +142,7 @@ impl Code {
         Code::NegotiationUnavailable,
         Code::QuoteExpired,
         Code::Overloaded,
+        Code::NotAcceptable,
     ];
 
     pub fn status(self) -> u16 {
@@ -149,6 +152,7 @@ impl Code {
             Code::Forbidden | Code::NotYourTurn | Code::OwnListing | Code::NegotiationNotAllowed => 403,
             Code::NotFound => 404,
             Code::MethodNotAllowed => 405,
+            Code::NotAcceptable => 406,
             Code::InvalidTransition
             | Code::BidExpired
             | Code::FinalOffer
@@ -193,6 +197,7 @@ impl Code {
             Code::NegotiationUnavailable => "negotiation_unavailable",
             Code::QuoteExpired => "quote_expired",
             Code::Overloaded => "overloaded",
+            Code::NotAcceptable => "not_acceptable",
         }
     }
 
@@ -223,6 +228,7 @@ impl Code {
             Code::NegotiationUnavailable => "Nobody negotiates for the seller",
             Code::QuoteExpired => "The quote has expired",
             Code::Overloaded => "Too many connections",
+            Code::NotAcceptable => "Not acceptable",
         }
     }
 }

@@ -31,6 +31,7 @@ pub fn iab_code(code: Code) -> (&'static str, Option<StatusCode>) {
         Code::Unauthenticated => ("unauthorized", None),
         Code::Forbidden | Code::NotYourTurn | Code::OwnListing | Code::NegotiationNotAllowed => ("forbidden", None),
         Code::NotFound | Code::MethodNotAllowed => ("not_found", None),
+        Code::NotAcceptable => ("validation", None),
         Code::InvalidTransition | Code::BidExpired | Code::FinalOffer => ("negotiation_closed", None),
         Code::ThreadActive | Code::OfferLimitReached | Code::ListingUnavailable | Code::IdempotencyKeyInUse => {
             ("contention", None)
