@@ -323,6 +323,30 @@ pub async fn purge_decisions(
     Ok(done.rows_affected())
 }
 
+/// Two columns of a query over `threads t`: the counters `$agent`'s policies made in the thread
+/// (`auto_counters`), and `$agent`'s policy most specific to it (`policy`): the thread's, else
+/// the listing's, else its default for `$role`. One rule for the executor that acts on the
+/// policy and for the compatibility routes that tell a buyer what it has left.
+macro_rules! policy_in_thread {
+    ($agent:literal, $role:literal) => {
+        concat!(
+            "(SELECT count(*) FROM auto_decisions d
+               WHERE d.thread_id = t.id AND d.agent_id = ",
+            $agent,
+            " AND d.action = 'counter') AS auto_counters,
+             (SELECT p.policy FROM policies p
+               WHERE p.agent_id = ",
+            $agent,
+            "
+                 AND (p.thread_id = t.id OR p.listing_id = t.listing_id
+                      OR (p.thread_id IS NULL AND p.listing_id IS NULL AND p.role = ",
+            $role,
+            "))
+               ORDER BY (p.thread_id IS NOT NULL) DESC, (p.listing_id IS NOT NULL) DESC LIMIT 1) AS policy"
+        )
+    };
+}
+
 /// Everything a decision on a pending bid reads, for the agent whose turn it is.
 #[derive(Debug, Clone, FromRow)]
 pub struct TaskContext {
@@ -351,26 +375,20 @@ pub struct TaskContext {
 }
 
 pub async fn task_context(conn: &mut PgConnection, task: Task) -> Result<Option<TaskContext>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as(concat!(
         "SELECT b.status AS bid_status, b.final AS bid_final, t.status AS thread_status, t.last_bid_id, t.listing_id,
                 CASE WHEN t.seller_id = $2 THEN 'seller' ELSE 'buyer' END AS role,
                 me.tier AS agent_tier, buyer.tier AS buyer_tier, l.ask_amount, l.max_rounds,
-                ARRAY(SELECT amount FROM bids WHERE thread_id = t.id ORDER BY round) AS amounts,
-                (SELECT count(*) FROM auto_decisions d
-                  WHERE d.thread_id = t.id AND d.agent_id = $2 AND d.action = 'counter') AS auto_counters,
-                (SELECT p.policy FROM policies p
-                  WHERE p.agent_id = $2
-                    AND (p.thread_id = t.id OR p.listing_id = t.listing_id
-                         OR (p.thread_id IS NULL AND p.listing_id IS NULL
-                             AND p.role = CASE WHEN t.seller_id = $2 THEN 'seller' ELSE 'buyer' END))
-                  ORDER BY (p.thread_id IS NOT NULL) DESC, (p.listing_id IS NOT NULL) DESC LIMIT 1) AS policy
+                ARRAY(SELECT amount FROM bids WHERE thread_id = t.id ORDER BY round) AS amounts, ",
+        policy_in_thread!("$2", "CASE WHEN t.seller_id = $2 THEN 'seller' ELSE 'buyer' END"),
+        "
          FROM bids b
          JOIN threads t ON t.id = b.thread_id
          JOIN listings l ON l.id = t.listing_id
          JOIN agents buyer ON buyer.id = t.buyer_id
          JOIN agents me ON me.id = $2
-         WHERE b.id = $1 AND $2 IN (t.buyer_id, t.seller_id)",
-    )
+         WHERE b.id = $1 AND $2 IN (t.buyer_id, t.seller_id)"
+    ))
     .bind(task.bid_id)
     .bind(task.agent_id)
     .fetch_optional(conn)
@@ -436,18 +454,11 @@ pub struct SellerBudget {
 }
 
 pub async fn seller_budget(executor: impl PgExecutor<'_>, thread_id: Uuid) -> Result<SellerBudget, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT l.max_rounds,
-                (SELECT count(*) FROM auto_decisions d
-                  WHERE d.thread_id = t.id AND d.agent_id = t.seller_id AND d.action = 'counter') AS auto_counters,
-                (SELECT p.policy FROM policies p
-                  WHERE p.agent_id = t.seller_id
-                    AND (p.thread_id = t.id OR p.listing_id = t.listing_id
-                         OR (p.thread_id IS NULL AND p.listing_id IS NULL AND p.role = 'seller'))
-                  ORDER BY (p.thread_id IS NOT NULL) DESC, (p.listing_id IS NOT NULL) DESC LIMIT 1) AS policy
-         FROM threads t JOIN listings l ON l.id = t.listing_id
-         WHERE t.id = $1",
-    )
+    sqlx::query_as(concat!(
+        "SELECT l.max_rounds, ",
+        policy_in_thread!("t.seller_id", "'seller'"),
+        " FROM threads t JOIN listings l ON l.id = t.listing_id WHERE t.id = $1"
+    ))
     .bind(thread_id)
     .fetch_one(executor)
     .await
