@@ -6,7 +6,7 @@ mod cli;
 
 fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
-    haggle_server::telemetry::init(cli.log_format);
+    let _telemetry = haggle_server::telemetry::init(cli.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
     match runtime.block_on(cli::run(cli.command)) {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -112,6 +112,7 @@ pub fn test_config() -> AppConfig {
         event_retention: Duration::ZERO,
         auto_workers: 2,
         connections: Default::default(),
+        metrics: Default::default(),
     }
 }
 
@@ -251,6 +252,15 @@ impl TestApp {
         };
         let resp = Resp { status, headers, body };
         crate::spec::check_response(&method, path, &content_type, &resp);
+        if content_type.starts_with(haggle_server::http::error::PROBLEM_JSON) {
+            // Every problem document names the request it answers, as the answer's header does.
+            assert_eq!(
+                resp.body["request_id"].as_str(),
+                resp.header("x-request-id"),
+                "{method} {path}: the problem's request_id is not the header's; body: {}",
+                resp.body
+            );
+        }
         resp
     }
 
@@ -451,7 +461,9 @@ impl ServerProcess {
         std::thread::spawn(move || {
             for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
                 if let Some(rest) = line.split("listening on ").nth(1) {
-                    let _ = found.send(rest.trim().to_owned());
+                    // The address ends the text line, or the JSON line's message.
+                    let address = rest.split(|c: char| c == '"' || c.is_whitespace()).next().unwrap_or("");
+                    let _ = found.send(address.to_owned());
                 }
                 let mut log = sink.lock().unwrap();
                 log.push_str(&line);

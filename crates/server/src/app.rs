@@ -15,7 +15,8 @@ use crate::events;
 use crate::http::{self, AppState, Settings};
 use crate::market::{Batcher, Market, Wakeups};
 use crate::webhooks::SealingKey;
-use crate::{deliveries, executor, sweeper};
+use crate::{deliveries, executor, metrics, sweeper};
+use metrics_exporter_prometheus::PrometheusHandle;
 
 /// Rows handled per sweeper batch.
 pub const SWEEP_BATCH: i64 = 500;
@@ -51,10 +52,29 @@ pub struct AppConfig {
     pub auto_workers: usize,
     /// What a connection is allowed: how many at once, their deadlines, and the shutdown's.
     pub connections: Limits,
+    /// The metrics and where `/metrics` is served.
+    pub metrics: MetricsExport,
+}
+
+/// This instance's metrics: off (no handle), on the main port behind the operator token, or
+/// on an address of their own.
+#[derive(Clone, Default)]
+pub struct MetricsExport {
+    pub handle: Option<PrometheusHandle>,
+    /// Where `/metrics` is served without authentication instead of on the main port.
+    pub bind: Option<String>,
+}
+
+impl std::fmt::Debug for MetricsExport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetricsExport").field("on", &self.handle.is_some()).field("bind", &self.bind).finish()
+    }
 }
 
 pub struct App {
     listener: TcpListener,
+    /// The separate metrics address's listener, when there is one.
+    metrics_listener: Option<TcpListener>,
     pool: PgPool,
     config: AppConfig,
 }
@@ -63,11 +83,20 @@ impl App {
     /// Binds the listener (port 0 picks a free one) around an already migrated pool.
     pub async fn build(pool: PgPool, bind: &str, config: AppConfig) -> std::io::Result<App> {
         let listener = TcpListener::bind(bind).await?;
-        Ok(App { listener, pool, config })
+        let metrics_listener = match (&config.metrics.handle, &config.metrics.bind) {
+            (Some(_), Some(address)) => Some(TcpListener::bind(address).await?),
+            _ => None,
+        };
+        Ok(App { listener, metrics_listener, pool, config })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
         self.listener.local_addr().expect("a bound listener has an address")
+    }
+
+    /// The separate metrics address, when there is one.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_listener.as_ref().map(|listener| listener.local_addr().expect("a bound listener has an address"))
     }
 
     /// Serves until `shutdown` is cancelled, then stops accepting, lets in-flight requests
@@ -109,7 +138,24 @@ impl App {
         let deployment = Deployment::new();
         workers.spawn(crate::deployment::run(self.pool.clone(), deployment.clone(), shutdown.clone()));
         let loopback = loopback_url(self.local_addr());
-        let state = AppState::new(market, self.config.settings, sealing_key, shutdown.clone(), deployment, loopback);
+        let mut state =
+            AppState::new(market, self.config.settings, sealing_key, shutdown.clone(), deployment, loopback);
+        if let Some(handle) = self.config.metrics.handle {
+            workers.spawn(metrics::upkeep(handle.clone(), shutdown.clone()));
+            match self.metrics_listener {
+                Some(listener) => {
+                    let router = http::observe::separate_router(handle, self.pool.clone());
+                    let stop = shutdown.clone();
+                    workers.spawn(async move {
+                        let served = axum::serve(listener, router).with_graceful_shutdown(stop.cancelled_owned()).await;
+                        if let Err(error) = served {
+                            tracing::error!(%error, "serving metrics failed");
+                        }
+                    });
+                }
+                None => state.metrics = Some(handle),
+            }
+        }
         let deliveries_queued = Arc::new(Notify::new());
         workers.spawn(events::listener::run(
             self.pool.clone(),

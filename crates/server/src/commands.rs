@@ -8,7 +8,7 @@ use sqlx::PgPool;
 use sqlx::postgres::PgConnectOptions;
 use tokio_util::sync::CancellationToken;
 
-use crate::app::{App, AppConfig};
+use crate::app::{App, AppConfig, MetricsExport};
 use crate::config::{AdminCommand, DatabaseArgs, ServeArgs, redact_url};
 use crate::connections::{self, Limits};
 use crate::db;
@@ -144,11 +144,18 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 idle_timeout: args.idle_timeout,
                 shutdown_timeout: args.shutdown_timeout,
             },
+            metrics: MetricsExport {
+                handle: args.metrics.then(crate::metrics::install),
+                bind: args.metrics_bind.clone().filter(|bind| !bind.trim().is_empty()),
+            },
         };
         let app = App::build(database.pool.clone(), &args.bind, config)
             .await
             .with_context(|| format!("binding {}", args.bind))?;
         tracing::info!(max_connections, "holding at most {max_connections} connections at once");
+        if let Some(address) = app.metrics_addr() {
+            tracing::info!("serving metrics on http://{address}/metrics");
+        }
         tracing::info!("listening on http://{}", app.local_addr());
         app.run_until_stopped(shutdown).await.context("serving")
     }

@@ -153,6 +153,14 @@ pub struct ServeArgs {
     /// policies to other instances.
     #[arg(long, env = "HAGGLE_AUTO_WORKERS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(0..=64))]
     pub auto_workers: u16,
+    /// Whether this process records Prometheus metrics (`on` or `off`).
+    #[arg(long, env = "HAGGLE_METRICS", default_value = "on", value_parser = parse_switch)]
+    pub metrics: bool,
+    /// Serve `/metrics` on this address of its own, without authentication, instead of on the
+    /// main port behind the operator token. Use a private address only (a loopback or an
+    /// internal network the scraper is on).
+    #[arg(long, env = "HAGGLE_METRICS_BIND")]
+    pub metrics_bind: Option<String>,
     /// The key webhook secrets are encrypted with (any long random string). Without it the
     /// server generates one and keeps it in the database.
     #[arg(long, env = "HAGGLE_SECRET_KEY", hide_env_values = true)]
@@ -202,6 +210,8 @@ impl fmt::Debug for ServeArgs {
             .field("webhook_concurrency", &self.webhook_concurrency)
             .field("event_retention", &self.event_retention)
             .field("auto_workers", &self.auto_workers)
+            .field("metrics", &self.metrics)
+            .field("metrics_bind", &self.metrics_bind)
             .field("secret_key", &self.secret_key.as_ref().map(|_| "<redacted>"))
             .finish()
     }
@@ -211,6 +221,15 @@ impl ServeArgs {
     /// The admin token, where one is really set (an empty variable counts as unset).
     pub fn admin_token(&self) -> Option<String> {
         self.admin_token.clone().filter(|token| !token.trim().is_empty())
+    }
+}
+
+/// Parses `on` or `off` (also `true`/`false`, `1`/`0`).
+pub fn parse_switch(value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "1" | "yes" => Ok(true),
+        "off" | "false" | "0" | "no" => Ok(false),
+        _ => Err(format!("`{value}` is neither on nor off")),
     }
 }
 
@@ -269,6 +288,14 @@ mod tests {
         assert_eq!(parse_duration("30d").unwrap(), Duration::from_secs(30 * 86400));
         assert!(parse_duration("5 parsecs").is_err());
         assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn switches_read_on_and_off() {
+        assert_eq!(parse_switch("on"), Ok(true));
+        assert_eq!(parse_switch("OFF"), Ok(false));
+        assert_eq!(parse_switch("false"), Ok(false));
+        assert!(parse_switch("maybe").is_err());
     }
 
     #[test]

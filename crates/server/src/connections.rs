@@ -208,15 +208,17 @@ async fn linger(mut stream: TcpStream, _permit: OwnedSemaphorePermit) {
 
 /// The whole answer to a connection over the cap.
 fn refusal() -> Vec<u8> {
+    // No request was read, so the id is a new one, in the header and the problem alike.
+    let request_id = uuid::Uuid::now_v7().to_string();
     let error = ApiError {
         retry_after: Some(1),
         ..ApiError::new(Code::Overloaded, "this instance holds as many connections as it may; retry in a moment")
-    };
+    }
+    .with("request_id", request_id.as_str());
     let body = error.body();
     let mut answer = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: {PROBLEM_JSON}\r\nretry-after: 1\r\n\
-         x-request-id: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-        uuid::Uuid::now_v7(),
+         x-request-id: {request_id}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
         body.len()
     )
     .into_bytes();
@@ -459,5 +461,7 @@ mod tests {
         assert!(head.contains(&format!("content-length: {}", body.len())), "{head}");
         let problem: serde_json::Value = serde_json::from_str(body).unwrap();
         assert_eq!(problem["code"], "overloaded");
+        let header = head.lines().find_map(|line| line.strip_prefix("x-request-id: ")).unwrap();
+        assert_eq!(problem["request_id"], header.trim());
     }
 }

@@ -31,6 +31,7 @@ use crate::db;
 use crate::db::webhooks::Claimed;
 use crate::events::{EventType, NewEvent};
 use crate::market::Market;
+use crate::metrics;
 use crate::secrets;
 use crate::webhooks::target::{self, GuardedResolver};
 use crate::webhooks::{DeliveryStatus, SealingKey, WebhookSettings, signature};
@@ -56,6 +57,18 @@ pub enum Outcome {
     GaveUp,
     /// Another worker settled it first, or its webhook was deleted meanwhile.
     Settled,
+}
+
+impl Outcome {
+    /// The outcome as the metrics name it.
+    fn label(self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Retrying(_) => "retrying",
+            Outcome::GaveUp => "gave_up",
+            Outcome::Settled => "settled",
+        }
+    }
 }
 
 /// The pause before the next attempt after `attempts` failed ones, or `None` when the
@@ -192,7 +205,9 @@ impl Deliverer {
             tracing::info!(delivery_id = %claimed.id, webhook_id = %claimed.webhook_id, event_id = claimed.event_id,
                 attempt, %host, outcome = %answer.describe(), duration_ms, "webhook attempt failed");
         }
-        self.record(&claimed, started_at, duration_ms, &answer).await
+        let outcome = self.record(&claimed, started_at, duration_ms, &answer).await?;
+        metrics::webhook_delivery(outcome.label());
+        Ok(outcome)
     }
 
     /// Posts the event. Only the database failing is an error; everything else is an answer.

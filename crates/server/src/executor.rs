@@ -23,6 +23,7 @@ use crate::db::policies::{Decided, Task, TaskContext};
 use crate::events::{EventType, NewEvent, Outbox};
 use crate::market::negotiation::{self, Answer};
 use crate::market::{self, Access, Market, Rules};
+use crate::metrics;
 use haggle_domain::bid::Proposal;
 use haggle_domain::strategy::{self, Decision, MAX_AUTO_ROUNDS, NegotiationState, Policy};
 use haggle_domain::{BidStatus, Rejection, ThreadStatus};
@@ -42,6 +43,17 @@ pub enum Outcome {
     Stopped(&'static str),
     /// Nothing to do: the bid was answered or ended meanwhile, or the policy was removed.
     Dropped,
+}
+
+impl Outcome {
+    /// The outcome as the metrics name it.
+    fn label(self) -> &'static str {
+        match self {
+            Outcome::Acted(_) => "acted",
+            Outcome::Stopped(_) => "stopped",
+            Outcome::Dropped => "dropped",
+        }
+    }
 }
 
 /// Runs `workers` executor loops until cancelled. `wake` is signalled when tasks are queued on
@@ -90,6 +102,7 @@ pub async fn run_once(market: &Market, rules: Rules) -> Result<Option<Outcome>, 
     let Some(task) = db::policies::take_task(unit.conn()).await? else {
         return Ok(None);
     };
+    let taken = std::time::Instant::now();
     let decided = async {
         let (conn, events) = unit.parts();
         let outcome = act(conn, events, task, rules).await?;
@@ -100,6 +113,7 @@ pub async fn run_once(market: &Market, rules: Rules) -> Result<Option<Outcome>, 
     // A failed unit was rolled back when dropped: its task is free to be touched again.
     match decided {
         Ok(outcome) => {
+            metrics::executor_decided(outcome.label(), task.waited, taken);
             tracing::debug!(bid_id = %task.bid_id, ?outcome, "auto-negotiation decided");
             Ok(Some(outcome))
         }

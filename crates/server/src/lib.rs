@@ -26,6 +26,7 @@ pub mod executor;
 pub mod http;
 pub mod keycache;
 pub mod market;
+pub mod metrics;
 pub mod secrets;
 pub mod sweeper;
 pub mod telemetry;

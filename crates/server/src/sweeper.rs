@@ -13,6 +13,7 @@ use haggle_domain::bid::{self, Transition};
 use crate::db;
 use crate::events::NewEvent;
 use crate::market::Market;
+use crate::metrics;
 
 /// What one pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -56,6 +57,7 @@ pub async fn run_once(market: &Market, batch: i64) -> Result<Outcome, sqlx::Erro
         events.push(NewEvent::bid(bid, thread));
     }
     unit.commit().await?;
+    metrics::expiry_sweep(expired.len());
     let purged = db::idempotency::purge_expired(pool, batch).await?;
     let purged_tasks = db::policies::purge_done_tasks(pool, before(DONE_TASK_KEEP), batch).await?;
     let purged_quotes = db::quotes::purge_unbooked(pool, before(EXPIRED_QUOTE_KEEP), batch).await?;

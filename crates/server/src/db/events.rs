@@ -144,13 +144,15 @@ pub async fn insert_outbox(conn: &mut PgConnection, events: &[NewEvent]) -> Resu
 }
 
 /// A batch that was published: the highest id, and every agent it concerned.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct Published {
     pub count: usize,
     pub last_id: i64,
     pub recipients: Vec<Uuid>,
     /// Webhook deliveries queued for the batch.
     pub deliveries: usize,
+    /// How long each event waited to be published, from its writing, in seconds.
+    pub lags: Vec<f64>,
 }
 
 #[derive(FromRow)]
@@ -159,6 +161,7 @@ struct PublishedRow {
     last_id: Option<i64>,
     deliveries: i64,
     recipients: Option<Vec<Uuid>>,
+    lags: Option<Vec<f64>>,
 }
 
 /// Publishes up to `batch` committed outbox rows in one transaction: numbers them after the last
@@ -200,7 +203,8 @@ pub async fn publish(conn: &mut PgConnection, batch: i64) -> Result<Published, s
              RETURNING 1
          )
          SELECT count(*) AS count, max(id) AS last_id, (SELECT count(*) FROM deliveries) AS deliveries,
-                (SELECT array_agg(DISTINCT a) FROM published, unnest(audience) a) AS recipients
+                (SELECT array_agg(DISTINCT a) FROM published, unnest(audience) a) AS recipients,
+                (SELECT array_agg(EXTRACT(EPOCH FROM clock_timestamp() - created_at)::float8) FROM numbered) AS lags
          FROM published",
     )
     .bind(batch)
@@ -211,6 +215,7 @@ pub async fn publish(conn: &mut PgConnection, batch: i64) -> Result<Published, s
         last_id: row.last_id.unwrap_or(0),
         recipients: row.recipients.unwrap_or_default(),
         deliveries: row.deliveries as usize,
+        lags: row.lags.unwrap_or_default(),
     })
 }
 

@@ -248,6 +248,8 @@ pub struct Task {
     pub thread_id: Uuid,
     pub agent_id: Uuid,
     pub attempts: i32,
+    /// How long it had been due when it was taken, in seconds (for the executor's lag).
+    pub waited: f64,
 }
 
 /// Takes the oldest due task, skipping those other executors hold, and marks it done in the
@@ -258,7 +260,8 @@ pub async fn take_task(conn: &mut PgConnection) -> Result<Option<Task>, sqlx::Er
         "UPDATE auto_tasks SET done_at = now()
          WHERE bid_id = (SELECT bid_id FROM auto_tasks WHERE done_at IS NULL AND due_at <= now()
                          ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-         RETURNING bid_id, thread_id, agent_id, attempts",
+         RETURNING bid_id, thread_id, agent_id, attempts,
+                   EXTRACT(EPOCH FROM clock_timestamp() - due_at)::float8 AS waited",
     )
     .fetch_optional(conn)
     .await

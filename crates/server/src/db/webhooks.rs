@@ -368,3 +368,14 @@ pub async fn retry_after(
 pub async fn lock_for_outcome(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Error> {
     sqlx::query("SELECT 1 FROM webhooks WHERE id = $1 FOR UPDATE").bind(id).execute(conn).await.map(drop)
 }
+
+/// The deliveries pending over the deployment (those of disabled webhooks aside), and the age
+/// in seconds of the oldest (0 with none).
+pub async fn backlog(executor: impl PgExecutor<'_>) -> Result<(i64, f64), sqlx::Error> {
+    sqlx::query_as(
+        "SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() - min(created_at))::float8, 0)
+         FROM webhook_deliveries WHERE status = 'PENDING' AND next_attempt_at IS NOT NULL",
+    )
+    .fetch_one(executor)
+    .await
+}

@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use super::{CHANNEL, DELIVERIES_CHANNEL};
 use crate::db;
+use crate::metrics;
 
 /// Events published per transaction.
 pub const BATCH: i64 = 500;
@@ -74,6 +75,7 @@ pub async fn publish_once(pool: &PgPool) -> Result<usize, sqlx::Error> {
         db::events::notify(&mut tx, DELIVERIES_CHANNEL, &[published.deliveries.to_string()]).await?;
     }
     tx.commit().await?;
+    metrics::published(&published.lags);
     tracing::debug!(count = published.count, last_id = published.last_id, "events published");
     Ok(published.count)
 }

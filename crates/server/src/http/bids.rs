@@ -63,6 +63,7 @@ pub async fn wait_for_change(state: &AppState, caller: Caller, id: Uuid, wait: D
     let deadline = Instant::now() + wait;
     // Every change of a bid publishes an event to both parties, the caller among them.
     let mut subscription = subscribe(state, caller.id)?;
+    let _open = crate::metrics::Open::long_poll();
     subscription.mark();
     let mut bid = read_now(state, caller, id).await?;
     let asked = bid.status;

@@ -25,6 +25,7 @@ use super::{AppState, DEFAULT_LIMIT, Endpoint, MAX_LIMIT, MAX_WAIT};
 use crate::db;
 use crate::db::agents::Caller;
 use crate::events::{Crowded, Event, Subscription};
+use crate::metrics;
 use haggle_domain::FieldError;
 
 pub fn endpoints() -> Vec<Endpoint> {
@@ -92,6 +93,7 @@ async fn list(
     let wait = wait_param(query.wait)?.unwrap_or(Duration::ZERO);
     let deadline = Instant::now() + wait;
     let mut subscription = subscribe(&state, caller.id)?;
+    let _open = (!wait.is_zero()).then(metrics::Open::long_poll);
     let mut events = loop {
         subscription.mark();
         let events = db::events::for_agent(&state.pool, caller.id, after, limit + 1).await?;
@@ -112,14 +114,17 @@ async fn list(
 /// Subscribes a waiter for the agent, or answers 429 when it already has as many as it may.
 pub fn subscribe(state: &AppState, agent_id: Uuid) -> Result<Subscription, ApiError> {
     state.hub.subscribe(agent_id).map_err(|crowded| match crowded {
-        Crowded::Agent(share) => ApiError {
-            detail: format!(
-                "this agent already has {share} long polls, bid waits and event streams open on this server (its \
+        Crowded::Agent(share) => {
+            metrics::rate_limited("waiters");
+            ApiError {
+                detail: format!(
+                    "this agent already has {share} long polls, bid waits and event streams open on this server (its \
                  share of the {} it may hold over the deployment); close one, or follow everything with one stream",
-                state.settings.max_waiters_per_agent
-            ),
-            ..ApiError::rate_limited(Duration::from_secs(1))
-        },
+                    state.settings.max_waiters_per_agent
+                ),
+                ..ApiError::rate_limited(Duration::from_secs(1))
+            }
+        }
         Crowded::Instance => ApiError::unavailable(
             "this server holds as many long polls, bid waits and event streams as it takes; retry shortly",
         ),
@@ -177,6 +182,8 @@ struct Streaming {
     ready: VecDeque<Event>,
     subscription: Subscription,
     shutdown: CancellationToken,
+    /// Counts the stream as open until it ends.
+    _open: metrics::Open,
 }
 
 impl Streaming {
@@ -241,6 +248,7 @@ async fn stream(
         ready: VecDeque::new(),
         subscription,
         shutdown: state.shutdown.clone(),
+        _open: metrics::Open::stream(),
     };
     let events = futures::stream::unfold(streaming, |mut streaming| async move {
         let event = streaming.next().await?;

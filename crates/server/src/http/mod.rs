@@ -6,16 +6,16 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::handler::Handler;
-use axum::http::{HeaderName, Method, header};
+use axum::http::{Method, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{self, MethodRouter};
 use http_body_util::BodyExt;
+use metrics_exporter_prometheus::PrometheusHandle;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
 use uuid::Uuid;
@@ -24,6 +24,7 @@ use crate::deployment::Deployment;
 use crate::events::Hub;
 use crate::keycache::KeyCache;
 use crate::market::{Market, Rules};
+use crate::metrics;
 use crate::webhooks::{SealingKey, WebhookSettings};
 
 mod admin;
@@ -36,6 +37,7 @@ pub mod extract;
 mod health;
 mod listings;
 pub mod mcp;
+pub mod observe;
 mod orders;
 mod policies;
 pub mod ratelimit;
@@ -73,6 +75,8 @@ pub struct AppState {
     /// This instance's own API, over loopback (`http://127.0.0.1:8080`), which the MCP
     /// endpoint's tools call as their agents.
     pub loopback: String,
+    /// The metrics, when `/metrics` is served on this port (behind the operator token).
+    pub metrics: Option<PrometheusHandle>,
 }
 
 impl AppState {
@@ -99,6 +103,7 @@ impl AppState {
             keys,
             deployment,
             loopback,
+            metrics: None,
         }
     }
 
@@ -106,7 +111,10 @@ impl AppState {
     /// credentials lately, before its next ones are even looked at.
     pub fn check_auth_allowed(&self, address: Option<std::net::IpAddr>) -> Result<(), ApiError> {
         match address.and_then(|ip| self.auth_failures.wait(ratelimit::Requester::FailedAuth(ip))) {
-            Some(wait) => Err(ApiError::rate_limited(wait)),
+            Some(wait) => {
+                metrics::rate_limited("failed_auth");
+                Err(ApiError::rate_limited(wait))
+            }
             None => Ok(()),
         }
     }
@@ -122,7 +130,14 @@ impl AppState {
     /// Takes a token from the caller's bucket, or answers 429 with `Retry-After`.
     pub fn check_rate(&self, caller: ratelimit::Requester) -> Result<(), ApiError> {
         match &self.limiter {
-            Some(limiter) => limiter.check(caller).map_err(ApiError::rate_limited),
+            Some(limiter) => limiter.check(caller).map_err(|wait| {
+                metrics::rate_limited(match caller {
+                    ratelimit::Requester::Agent(_) => "agent",
+                    ratelimit::Requester::Address(_) => "registration",
+                    ratelimit::Requester::FailedAuth(_) => "failed_auth",
+                });
+                ApiError::rate_limited(wait)
+            }),
             None => Ok(()),
         }
     }
@@ -218,6 +233,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         webhooks::endpoints(),
         policies::endpoints(),
         compat::endpoints(),
+        observe::endpoints(),
     ]
     .into_iter()
     .flatten()
@@ -231,9 +247,9 @@ pub fn router(state: AppState) -> Router {
         router = router.route(endpoint.path, endpoint.handler);
     }
     let router = mcp::mount(router, &state);
-    let request_id = HeaderName::from_static("x-request-id");
     let middleware = ServiceBuilder::new()
-        .layer(SetRequestIdLayer::new(request_id.clone(), MakeRequestUuid))
+        // First, so that every line the request logs carries its id.
+        .layer(middleware::from_fn(observe::request_ids))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(|request: &Request| {
@@ -243,9 +259,10 @@ pub fn router(state: AppState) -> Router {
                 .on_request(())
                 .on_response(DefaultOnResponse::new().level(Level::INFO)),
         )
-        .layer(PropagateRequestIdLayer::new(request_id))
-        // Outside every layer that may answer with a problem document, so that it sees them all.
+        // Outside every layer that may answer with a problem document, so that they see them
+        // all (the IAB envelope keeps the request id).
         .layer(middleware::from_fn(compat::iab_errors))
+        .layer(middleware::from_fn(observe::stamp_problems))
         .layer(CatchPanicLayer::custom(|_| {
             tracing::error!("a handler panicked");
             ApiError::internal().into_response()

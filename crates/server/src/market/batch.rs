@@ -33,6 +33,7 @@ use super::Error;
 use crate::db::negotiation::{self, AcceptMove, Accepted, CounterMove, Made, MoveEvent, PlaceMove};
 use crate::db::{self, Bid, Thread};
 use crate::events::NewEvent;
+use crate::metrics;
 
 /// The most moves one round makes.
 const MAX_BATCH: usize = 64;
@@ -218,7 +219,9 @@ async fn work(pool: PgPool, queue: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>) {
             let mut keys = HashSet::new();
             let (round, later): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|job| keys.insert(job.key));
             jobs = later;
+            let started = std::time::Instant::now();
             make_round(&pool, round).await;
+            metrics::move_round(started);
         }
     }
 }
@@ -259,6 +262,7 @@ async fn statement<M: Move>(pool: &PgPool, moves: Vec<Pending<M>>) {
             return;
         }
     };
+    metrics::move_batch(moves.len());
     let what: Vec<M> = moves.iter().map(|pending| pending.what.clone()).collect();
     let made = {
         let events: Vec<MoveEvent> = moves

@@ -11,6 +11,7 @@ use crate::db::agents::Caller;
 use crate::db::negotiation::{self, AcceptMove, BidContext, CounterMove, Made, MoveEvent, NewBid, PlaceMove};
 use crate::db::{self, Bid, Listing, Order, Thread};
 use crate::events::{EventType, NewEvent, Outbox, Written};
+use crate::metrics::{self, MoveOutcome};
 use haggle_domain::bid::{self, Action, Actor, Proposal, Transition};
 use haggle_domain::money::RawAmount;
 use haggle_domain::rejection::Validator;
@@ -30,6 +31,15 @@ impl Answer {
             Answer::Accept => Action::Accept,
             Answer::Reject => Action::Reject,
             Answer::Withdraw => Action::Withdraw,
+        }
+    }
+
+    /// Its kind of move, as the metrics name it (beside the batched kinds, `Move::KIND`).
+    fn kind(self) -> &'static str {
+        match self {
+            Answer::Accept => AcceptMove::KIND,
+            Answer::Reject => "rejections",
+            Answer::Withdraw => "withdrawals",
         }
     }
 }
@@ -349,7 +359,16 @@ async fn make<M: Move>(
     match access {
         Access::Unlocked(batcher) => {
             let count = made_events.len() as i64;
-            let made = batcher.make(what, made_events).await?.ok_or(Error::NeedsLocks)?;
+            let made = batcher.make(what, made_events).await;
+            metrics::move_made(
+                M::KIND,
+                match &made {
+                    Ok(Some(_)) => MoveOutcome::Made,
+                    Ok(None) => MoveOutcome::Retried,
+                    Err(_) => MoveOutcome::Unknown,
+                },
+            );
+            let made = made?.ok_or(Error::NeedsLocks)?;
             events.wrote(Written { events: count, tasks: made.queued.into() });
             Ok(Some(made))
         }
@@ -361,6 +380,7 @@ async fn make<M: Move>(
             let moved: Vec<MoveEvent> = events.pending().iter().map(|event| MoveEvent { index: 0, event }).collect();
             let made = M::make(conn, std::slice::from_ref(&what), &moved).await?.pop().flatten();
             let count = moved.len() as i64;
+            metrics::move_made(M::KIND, if made.is_some() { MoveOutcome::Made } else { MoveOutcome::Lost });
             match made {
                 Some(made) => {
                     events.wrote(Written { events: count, tasks: made.queued.into() });
@@ -401,7 +421,9 @@ pub async fn answer(
     match transition {
         Transition::Accept => accept(conn, events, access, &context, transition).await,
         Transition::Reject(_) | Transition::Expire => {
-            match negotiation::end_with_bid(conn, bid_id, transition).await? {
+            let ended = negotiation::end_with_bid(conn, bid_id, transition).await?;
+            metrics::move_made(answer.kind(), if ended.is_some() { MoveOutcome::Made } else { MoveOutcome::Lost });
+            match ended {
                 Some((bid, thread)) => {
                     events.push(NewEvent::bid(&bid, &thread));
                     Ok(Answered { bid, thread, order: None })

@@ -18,6 +18,7 @@ use super::{Access, Batcher, Error, Result};
 use crate::db;
 use crate::events::publisher::Signal;
 use crate::events::{Outbox, Written};
+use crate::metrics;
 
 /// Whom a commit wakes on this instance.
 #[derive(Debug, Clone, Default)]
@@ -53,6 +54,7 @@ impl Market {
     /// A unit in a transaction: its operations lock what they read. A BEGIN on a connection
     /// that turns out to be lost is made again on another: nothing was done yet.
     pub async fn begin(&self) -> std::result::Result<Unit, sqlx::Error> {
+        let _waiting = metrics::Open::pool_wait();
         let tx = db::again_if_lost(|| self.pool.begin()).await?;
         Ok(self.unit(Connection::Transaction(tx)))
     }
@@ -63,6 +65,7 @@ impl Market {
         if self.moves.is_none() {
             return self.begin().await;
         }
+        let _waiting = metrics::Open::pool_wait();
         let conn = self.pool.acquire().await?;
         Ok(self.unit(Connection::Unlocked(conn)))
     }

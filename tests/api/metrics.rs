@@ -1,0 +1,291 @@
+//! Prometheus metrics: a `haggle serve` process (its recorder is the process's) is scraped
+//! before and after a scripted negotiation, and the text is read with a Prometheus parser.
+
+use std::collections::HashMap;
+
+use openmetrics_parser::PrometheusValue;
+use openmetrics_parser::prometheus::parse_prometheus;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::support::{ServerProcess, TestApp, TestDb, eventually};
+
+const ADMIN: &str = "metrics-operator-token-0123456789";
+
+/// A server process with its own client.
+struct Server {
+    process: ServerProcess,
+    http: reqwest::Client,
+}
+
+impl Server {
+    fn spawn(db: &TestDb, env: &[(&str, &str)]) -> Server {
+        let mut all = vec![("DATABASE_URL", db.url.as_str()), ("HAGGLE_ADMIN_TOKEN", ADMIN)];
+        all.extend_from_slice(env);
+        Server { process: ServerProcess::spawn(&all), http: reqwest::Client::new() }
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, key: Option<&str>, body: Option<Value>) -> (u16, Value) {
+        let mut request = self.http.request(method, format!("{}{path}", self.process.base));
+        if let Some(key) = key {
+            request = request.bearer_auth(key);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    /// Scrapes as the operator, waiting out a refusal for wrong tokens sent before.
+    async fn scrape(&self) -> Metrics {
+        let response = eventually("a scrape", || async {
+            let response =
+                self.http.get(format!("{}/metrics", self.process.base)).bearer_auth(ADMIN).send().await.unwrap();
+            (response.status() != StatusCode::TOO_MANY_REQUESTS).then_some(response)
+        })
+        .await;
+        assert_eq!(response.status(), StatusCode::OK);
+        let content_type = response.headers()["content-type"].to_str().unwrap().to_owned();
+        assert!(content_type.starts_with("text/plain; version=0.0.4"), "{content_type}");
+        Metrics::parse(&response.text().await.unwrap())
+    }
+
+    async fn agent(&self, name: &str, tier: Option<&str>) -> (String, String) {
+        let (status, body) = self.call(reqwest::Method::POST, "/v1/agents", None, Some(json!({ "name": name }))).await;
+        assert_eq!(status, 201, "{body}");
+        let id = body["agent"]["id"].as_str().unwrap().to_owned();
+        if let Some(tier) = tier {
+            let path = format!("/v1/admin/agents/{id}");
+            let (status, _) =
+                self.call(reqwest::Method::PATCH, &path, Some(ADMIN), Some(json!({ "tier": tier }))).await;
+            assert_eq!(status, 200);
+        }
+        (id, body["api_key"].as_str().unwrap().to_owned())
+    }
+}
+
+/// A scrape, read by a Prometheus text-format parser: every sample, by family name.
+struct Metrics {
+    samples: Vec<(String, HashMap<String, String>, PrometheusValue)>,
+}
+
+impl Metrics {
+    fn parse(text: &str) -> Metrics {
+        let exposition =
+            parse_prometheus(text).unwrap_or_else(|error| panic!("not the text format: {error:?}\n{text}"));
+        let mut samples = Vec::new();
+        for (name, family) in &exposition.families {
+            for sample in family.iter_samples() {
+                let labels = sample.get_labelset().expect("a family's sample has its labels");
+                let labels = labels.iter().map(|(label, value)| (label.clone(), value.clone())).collect();
+                samples.push((name.clone(), labels, sample.value.clone()));
+            }
+        }
+        Metrics { samples }
+    }
+
+    /// The value of the counter or gauge with these labels (0 if absent).
+    fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.find(name, labels).map_or(0.0, |value| match value {
+            PrometheusValue::Counter(counter) => counter.value.as_f64(),
+            PrometheusValue::Gauge(value) | PrometheusValue::Unknown(value) => value.as_f64(),
+            other => panic!("{name} is not a counter or gauge: {other:?}"),
+        })
+    }
+
+    /// The number of observations of the histogram with these labels (0 if absent).
+    fn observations(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
+        self.find(name, labels).map_or(0, |value| match value {
+            PrometheusValue::Histogram(histogram) => histogram.count.expect("a histogram has its count"),
+            other => panic!("{name} is not a histogram: {other:?}"),
+        })
+    }
+
+    fn find(&self, name: &str, labels: &[(&str, &str)]) -> Option<&PrometheusValue> {
+        let wanted: HashMap<String, String> =
+            labels.iter().map(|(label, value)| (label.to_string(), value.to_string())).collect();
+        self.samples.iter().find(|(family, have, _)| family == name && *have == wanted).map(|(_, _, value)| value)
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.samples.iter().any(|(family, _, _)| family == name)
+    }
+
+    /// Every value of a label, over every sample.
+    fn label_values(&self, label: &str) -> Vec<&str> {
+        self.samples.iter().filter_map(|(_, labels, _)| labels.get(label).map(String::as_str)).collect()
+    }
+}
+
+#[tokio::test]
+async fn a_negotiation_moves_the_counters_by_what_it_did() {
+    let db = TestDb::create().await;
+    let server = Server::spawn(&db, &[("HAGGLE_RATE_LIMIT", "0"), ("HAGGLE_SWEEP_INTERVAL", "0")]);
+    let (_, seller) = server.agent("seller", None).await;
+    let (_, buyer) = server.agent("buyer", Some("AGENCY")).await;
+    let (status, listing) = server
+        .call(
+            reqwest::Method::POST,
+            "/v1/listings",
+            Some(&seller),
+            Some(json!({ "title": "Desk", "ask_amount": 100000, "quantity": 3 })),
+        )
+        .await;
+    assert_eq!(status, 201, "{listing}");
+    let listing = listing["id"].as_str().unwrap().to_owned();
+    let before = server.scrape().await;
+
+    let post = reqwest::Method::POST;
+    let (placed, body) = server
+        .call(post.clone(), &format!("/v1/listings/{listing}/bids"), Some(&buyer), Some(json!({ "amount": 60000 })))
+        .await;
+    assert_eq!(placed, 201, "{body}");
+    let bid = body["bid"]["id"].as_str().unwrap().to_owned();
+    let (countered, body) = server
+        .call(post.clone(), &format!("/v1/bids/{bid}/counter"), Some(&seller), Some(json!({ "amount": 90000 })))
+        .await;
+    assert_eq!(countered, 201, "{body}");
+    let counter = body["bid"]["id"].as_str().unwrap().to_owned();
+    // A counter on a bid that is no longer pending is refused: an answer, not a move.
+    let (refused, _) = server
+        .call(post.clone(), &format!("/v1/bids/{bid}/counter"), Some(&seller), Some(json!({ "amount": 95000 })))
+        .await;
+    assert_eq!(refused, 409);
+    let (accepted, body) = server.call(post.clone(), &format!("/v1/bids/{counter}/accept"), Some(&buyer), None).await;
+    assert_eq!(accepted, 200, "{body}");
+    let (unknown, _) = server.call(reqwest::Method::GET, "/no/such/route", Some(&buyer), None).await;
+    assert_eq!(unknown, 404);
+    // Wrong operator tokens from one address: the first ones are 401, then 429 (failed_auth).
+    let mut refusals = 0;
+    for _ in 0..25 {
+        let (status, _) = server.call(reqwest::Method::GET, "/metrics", Some("not-the-token"), None).await;
+        assert!(matches!(status, 401 | 429), "{status}");
+        refusals += u64::from(status == 429);
+    }
+    assert!(refusals > 0);
+
+    let after = server.scrape().await;
+    let moved = |name: &str, labels: &[(&str, &str)]| after.value(name, labels) - before.value(name, labels);
+    let requests = "haggle_http_requests_total";
+    let counter_route = [("route", "/v1/bids/{id}/counter"), ("method", "POST")];
+    assert_eq!(moved(requests, &[counter_route[0], counter_route[1], ("status", "201")]), 1.0);
+    assert_eq!(moved(requests, &[counter_route[0], counter_route[1], ("status", "409")]), 1.0);
+    assert_eq!(moved(requests, &[("route", "/v1/listings/{id}/bids"), ("method", "POST"), ("status", "201")]), 1.0);
+    assert_eq!(moved(requests, &[("route", "/v1/bids/{id}/accept"), ("method", "POST"), ("status", "200")]), 1.0);
+    assert_eq!(moved(requests, &[("route", "unmatched"), ("method", "GET"), ("status", "404")]), 1.0);
+    // Refused before the handler ran, and counted twice: as answers and as refusals (the
+    // scrape that follows may have been refused a few times more).
+    let throttled = moved(requests, &[("route", "/metrics"), ("method", "GET"), ("status", "429")]);
+    assert!(throttled >= refusals as f64, "{throttled} < {refusals}");
+    assert_eq!(moved("haggle_rate_limited_total", &[("scope", "failed_auth")]), throttled);
+    let duration = "haggle_http_request_duration_seconds";
+    assert_eq!(after.observations(duration, &counter_route) - before.observations(duration, &counter_route), 2);
+    // Nothing raw: every route label is a template.
+    assert!(!after.label_values("route").iter().any(|route| route.contains(&bid)));
+
+    let made = |kind: &str| moved("haggle_moves_total", &[("kind", kind), ("outcome", "made")]);
+    assert_eq!((made("placements"), made("counters"), made("acceptances")), (1.0, 1.0, 1.0));
+    assert_eq!(made("rejections") + made("withdrawals"), 0.0);
+    let batches =
+        after.observations("haggle_move_batch_size", &[]) - before.observations("haggle_move_batch_size", &[]);
+    assert!(batches >= 3, "three unlocked moves make at least three statements: {batches}");
+    assert!(after.observations("haggle_move_round_duration_seconds", &[]) >= 3);
+
+    // The move's events (bid.placed, bid.countered, bid.accepted, order.created) are published,
+    // each with its lag.
+    let later = eventually("the negotiation's events to be published", || async {
+        let later = server.scrape().await;
+        (later.value("haggle_events_published_total", &[]) - before.value("haggle_events_published_total", &[]) >= 4.0)
+            .then_some(later)
+    })
+    .await;
+    let published = later.value("haggle_events_published_total", &[]);
+    assert_eq!(later.observations("haggle_publisher_lag_seconds", &[]) as f64, published);
+    for state in ["in_use", "idle"] {
+        assert!(later.find("haggle_db_pool_connections", &[("state", state)]).is_some(), "{state}");
+    }
+    for name in ["haggle_db_pool_waiting", "haggle_webhook_backlog", "haggle_webhook_oldest_pending_age_seconds"] {
+        assert!(later.has(name), "{name} is missing");
+    }
+    assert_eq!(later.value("haggle_webhook_backlog", &[]), 0.0);
+}
+
+#[tokio::test]
+async fn open_long_polls_and_streams_are_gauged_while_open() {
+    let db = TestDb::create().await;
+    let server = Server::spawn(&db, &[]);
+    let (_, agent) = server.agent("waiter", None).await;
+    let base = server.process.base.clone();
+    let poll = tokio::spawn({
+        let agent = agent.clone();
+        let base = base.clone();
+        async move {
+            reqwest::Client::new().get(format!("{base}/v1/events?wait=30")).bearer_auth(agent).send().await.unwrap()
+        }
+    });
+    let stream =
+        reqwest::Client::new().get(format!("{base}/v1/events/stream")).bearer_auth(&agent).send().await.unwrap();
+    assert_eq!(stream.status(), 200);
+    eventually("the long poll and the stream to be counted", || async {
+        let metrics = server.scrape().await;
+        (metrics.value("haggle_open_long_polls", &[]) == 1.0 && metrics.value("haggle_open_streams", &[]) == 1.0)
+            .then_some(())
+    })
+    .await;
+    drop(stream);
+    // An event ends the long poll: the agent's own listing.
+    let (status, _) = server
+        .call(reqwest::Method::POST, "/v1/listings", Some(&agent), Some(json!({ "title": "Lamp", "ask_amount": 5000 })))
+        .await;
+    assert_eq!(status, 201);
+    let _ = poll.await.unwrap();
+    eventually("both to be counted out", || async {
+        let metrics = server.scrape().await;
+        (metrics.value("haggle_open_long_polls", &[]) == 0.0 && metrics.value("haggle_open_streams", &[]) == 0.0)
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_separate_metrics_address_serves_them_without_the_token() {
+    let db = TestDb::create().await;
+    let server = Server::spawn(&db, &[("HAGGLE_METRICS_BIND", "127.0.0.1:0")]);
+    let log = server.process.log();
+    let address = log
+        .lines()
+        .find_map(|line| line.split("serving metrics on ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no metrics address in the log:\n{log}"))
+        .to_owned();
+    let response = reqwest::get(&address).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let metrics = Metrics::parse(&response.text().await.unwrap());
+    assert!(metrics.has("haggle_db_pool_connections"));
+    // The main port does not serve them, even to the operator.
+    let (status, body) = server.call(reqwest::Method::GET, "/metrics", Some(ADMIN), None).await;
+    assert_eq!((status, body["code"].as_str()), (404, Some("not_found")));
+}
+
+#[tokio::test]
+async fn metrics_can_be_turned_off() {
+    let db = TestDb::create().await;
+    let server = Server::spawn(&db, &[("HAGGLE_METRICS", "off")]);
+    let (status, body) = server.call(reqwest::Method::GET, "/metrics", Some(ADMIN), None).await;
+    assert_eq!((status, body["code"].as_str()), (404, Some("not_found")));
+}
+
+#[tokio::test]
+async fn metrics_are_for_the_operator() {
+    // In process, metrics are off (the recorder is a process's); the route still checks first.
+    let app = TestApp::spawn().await;
+    let agent = app.register("curious").await;
+    app.send(reqwest::Method::GET, "/metrics", None, crate::support::Body::None, &[])
+        .await
+        .expect_problem(401, "unauthenticated");
+    app.get("/metrics", &agent.key).await.expect_problem(403, "forbidden");
+    app.get("/metrics", crate::support::ADMIN_TOKEN).await.expect_problem(404, "not_found");
+}
