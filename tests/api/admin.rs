@@ -467,3 +467,26 @@ async fn the_market_stream_carries_every_event() {
     assert_eq!(event["type"], "bid.placed");
     assert_eq!(event["listing_id"], deal.listing.as_str());
 }
+
+#[tokio::test]
+async fn the_readmes_operator_examples_work_verbatim() {
+    let stdout = crate::walkthrough::run_block("operator").await;
+    crate::walkthrough::prints(
+        &stdout,
+        &[
+            r#"[{"name":"lamp-buyer","open_threads":1},{"name":"lamp-seller","open_threads":1}]"#,
+            r#"{"name":"lamp-buyer","tier":"AGENCY","suspended_at":null}"#,
+            r#"{"suspended_reason":"chargebacks","open_threads":0}"#,
+            r#"{"status":403,"code":"agent_suspended"}"#,
+            r#"{"suspended_at":null}"#,
+            "204",
+            r#"{"closed_reason":"agent_suspended","bids":[{"round":1,"amount":4000,"status":"REJECTED"}]}"#,
+            r#"[{"amount":5000,"currency":"USD"}]"#,
+            "[]",
+            r#"{"listings":{"active":1,"total":1},"active_negotiations":0,"hours":3,"deals":1}"#,
+            "event: order.created",
+            "event: bid.placed",
+            "event: thread.closed",
+        ],
+    );
+}
