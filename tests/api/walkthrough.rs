@@ -18,7 +18,7 @@ fn shell_block(name: &str) -> String {
 }
 
 /// Runs a README shell block against a fresh server; returns what it printed.
-async fn run_block(name: &str) -> String {
+pub async fn run_block(name: &str) -> String {
     let db = TestDb::create().await;
     let token = "walkthrough-operator-token-42";
     let server = ServerProcess::spawn(&[("DATABASE_URL", db.url.as_str()), ("HAGGLE_ADMIN_TOKEN", token)]);
@@ -41,7 +41,7 @@ async fn run_block(name: &str) -> String {
 }
 
 /// Each line is printed by the block and shown in the README.
-fn prints(stdout: &str, lines: &[&str]) {
+pub fn prints(stdout: &str, lines: &[&str]) {
     for line in lines {
         assert!(stdout.lines().any(|l| l == *line), "the block prints {line}:\n{stdout}");
         assert!(readme().contains(line), "the README shows {line}");
