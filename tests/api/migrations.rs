@@ -24,6 +24,10 @@ const COMMITTED: &[(&str, &str)] = &[
         "0004_delivery_claims.sql",
         "cd8b4fe0fd6e612fb190ce67c07c7d7abdc1f7b3426f3eb71e93f33e5ee94b3909d24a06ab37b934769129f0b6e5eca3",
     ),
+    (
+        "0008_console_sessions.sql",
+        "d476f183e3e1140d9fd1ff409b948c071ebaf87e65db7304df32ecf2463dd5d1351194e878459ed1a47d97f98fadcbb8",
+    ),
 ];
 
 fn files() -> BTreeMap<String, Vec<u8>> {

@@ -10,6 +10,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, PgPool};
 
 pub mod agents;
+pub mod console;
 pub mod events;
 pub mod idempotency;
 pub mod instances;

@@ -30,6 +30,7 @@ mod admin;
 mod agents;
 pub mod bids;
 mod compat;
+pub mod console;
 pub mod error;
 pub mod events;
 pub mod extract;
@@ -230,7 +231,7 @@ pub fn router(state: AppState) -> Router {
     for endpoint in endpoints() {
         router = router.route(endpoint.path, endpoint.handler);
     }
-    let router = mcp::mount(router, &state);
+    let router = console::mount(mcp::mount(router, &state));
     let request_id = HeaderName::from_static("x-request-id");
     let middleware = ServiceBuilder::new()
         .layer(SetRequestIdLayer::new(request_id.clone(), MakeRequestUuid))
