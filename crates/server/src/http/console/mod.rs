@@ -62,13 +62,15 @@ pub fn mount(router: Router<AppState>) -> Router<AppState> {
 }
 
 /// The headers every console answer carries. Pages and answers about a session are never kept
-/// by a cache; the assets say for themselves how long they may be.
+/// by a cache; the assets say for themselves how long they may be. The referrer goes to this
+/// server only: `no-referrer` would also make browsers send `Origin: null` with the console's
+/// forms, and the same-origin check needs the real one.
 async fn secure(mut response: Response) -> Response {
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CONTENT_SECURITY_POLICY));
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     headers.entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
     response
 }
