@@ -106,7 +106,7 @@ async fn signing_in_sets_a_secure_http_only_strict_cookie_whose_id_is_stored_has
     assert!((43_190.0..=43_200.0).contains(&lasts), "{lasts}");
 
     // Signed in, the sign-in form sends the operator on to the console.
-    let (status, headers, _) = page(&app, "/console/sign-in", Some(&attributes[0])).await;
+    let (status, headers, _) = page(&app, "/console/sign-in", Some(attributes[0])).await;
     assert_eq!((status, headers[LOCATION].to_str().unwrap()), (303, "/console"));
 }
 
