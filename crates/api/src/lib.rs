@@ -5,6 +5,7 @@
 //! typed client (which does the reverse). Nothing here knows about the database: the server
 //! turns its rows into these views at its edge.
 
+pub mod admin;
 pub mod events;
 pub mod page;
 pub mod problem;
@@ -12,6 +13,7 @@ pub mod requests;
 pub mod signature;
 pub mod views;
 
+pub use admin::*;
 pub use events::{Event, EventPage, EventType};
 pub use page::Page;
 pub use problem::{Code, Problem, ProblemField};

@@ -139,10 +139,12 @@ pub enum Reason {
     Expired,
     ListingSold,
     ListingWithdrawn,
+    /// The operator suspended one of the parties: the server ended its live negotiations.
+    AgentSuspended,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 7] = [
+    pub const ALL: [Reason; 8] = [
         Reason::Countered,
         Reason::Accepted,
         Reason::Rejected,
@@ -150,6 +152,7 @@ impl Reason {
         Reason::Expired,
         Reason::ListingSold,
         Reason::ListingWithdrawn,
+        Reason::AgentSuspended,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -161,6 +164,7 @@ impl Reason {
             Reason::Expired => "expired",
             Reason::ListingSold => "listing_sold",
             Reason::ListingWithdrawn => "listing_withdrawn",
+            Reason::AgentSuspended => "agent_suspended",
         }
     }
 }
@@ -209,8 +213,9 @@ pub enum Transition {
     Reject(Reason),
     /// Bid → EXPIRED; thread → EXPIRED.
     Expire,
-    /// Bid → REJECTED; thread → CLOSED: the listing sold out or was withdrawn (the reason says
-    /// which) while the negotiation was live. The server's move, never a party's.
+    /// Bid → REJECTED; thread → CLOSED: the listing sold out or was withdrawn, or the operator
+    /// suspended a party (the reason says which) while the negotiation was live. The server's
+    /// move, never a party's.
     Close(Reason),
 }
 
@@ -264,8 +269,8 @@ pub fn expire(status: BidStatus, expires_at: DateTime<Utc>, now: DateTime<Utc>) 
     }
 }
 
-/// How a live negotiation ends when its listing sells out or is withdrawn (`reason`), as the
-/// server closes it at `now`: its pending bid expires if it already ran out of time, and is
+/// How a live negotiation ends when its listing sells out or is withdrawn, or a party is
+/// suspended (`reason`), as the server closes it at `now`: its pending bid expires if it already ran out of time, and is
 /// otherwise rejected with the thread closed.
 pub fn close(expires_at: DateTime<Utc>, now: DateTime<Utc>, reason: Reason) -> Transition {
     match expire(BidStatus::Pending, expires_at, now) {

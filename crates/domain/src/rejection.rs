@@ -113,10 +113,12 @@ pub enum Code {
     Overloaded,
     /// The request's `Accept` header allows no type the route answers with.
     NotAcceptable,
+    /// The API key is valid, but the operator suspended its agent.
+    AgentSuspended,
 }
 
 impl Code {
-    pub const ALL: [Code; 26] = [
+    pub const ALL: [Code; 27] = [
         Code::MalformedRequest,
         Code::Unauthenticated,
         Code::Forbidden,
@@ -143,13 +145,18 @@ impl Code {
         Code::QuoteExpired,
         Code::Overloaded,
         Code::NotAcceptable,
+        Code::AgentSuspended,
     ];
 
     pub fn status(self) -> u16 {
         match self {
             Code::MalformedRequest => 400,
             Code::Unauthenticated => 401,
-            Code::Forbidden | Code::NotYourTurn | Code::OwnListing | Code::NegotiationNotAllowed => 403,
+            Code::Forbidden
+            | Code::NotYourTurn
+            | Code::OwnListing
+            | Code::NegotiationNotAllowed
+            | Code::AgentSuspended => 403,
             Code::NotFound => 404,
             Code::MethodNotAllowed => 405,
             Code::NotAcceptable => 406,
@@ -198,6 +205,7 @@ impl Code {
             Code::QuoteExpired => "quote_expired",
             Code::Overloaded => "overloaded",
             Code::NotAcceptable => "not_acceptable",
+            Code::AgentSuspended => "agent_suspended",
         }
     }
 
@@ -229,6 +237,7 @@ impl Code {
             Code::QuoteExpired => "The quote has expired",
             Code::Overloaded => "Too many connections",
             Code::NotAcceptable => "Not acceptable",
+            Code::AgentSuspended => "Agent suspended",
         }
     }
 }

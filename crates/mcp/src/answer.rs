@@ -165,6 +165,9 @@ fn hint(code: Code, problem: Option<&Problem>) -> String {
                 .to_owned()
         }
         Code::Unauthenticated => "The API key is not valid or was revoked; ask for a new one.".to_owned(),
+        Code::AgentSuspended => "The marketplace's operator suspended this agent: no call will succeed until it \
+                                 is reinstated. Tell your principal."
+            .to_owned(),
         Code::NegotiationUnavailable | Code::QuoteExpired => "Read `detail`.".to_owned(),
         Code::NotFound => "The id names nothing you can see (a negotiation is its two parties' only): check it \
                            against list_my_threads, find_listings or list_my_orders."

@@ -40,7 +40,8 @@ pub enum Outcome {
     Acted(&'static str),
     /// The policy stopped and told its owner (`negotiation.action_required`), for this reason.
     Stopped(&'static str),
-    /// Nothing to do: the bid was answered or ended meanwhile, or the policy was removed.
+    /// Nothing to do: the bid was answered or ended meanwhile, the policy was removed, or its
+    /// owner was suspended.
     Dropped,
 }
 
@@ -149,6 +150,7 @@ async fn act(conn: &mut PgConnection, events: &mut Outbox, task: Task, rules: Ru
     if context.bid_status != BidStatus::Pending
         || context.thread_status != ThreadStatus::Active
         || context.last_bid_id != task.bid_id
+        || context.agent_suspended
     {
         return Ok(Outcome::Dropped);
     }

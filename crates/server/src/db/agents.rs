@@ -61,7 +61,7 @@ impl From<ApiKey> for api::KeyRecord {
     }
 }
 
-/// The NOTIFY channel on which a changed tier or a revoked key is announced to every instance
+/// The NOTIFY channel on which a changed tier, a revoked key or a suspension is announced to every instance
 /// (whose key caches then forget the agent).
 pub const AGENTS_CHANNEL: &str = "haggle_agents";
 
@@ -83,10 +83,25 @@ pub async fn get(executor: impl PgExecutor<'_>, id: Uuid) -> Result<Option<Agent
     sqlx::query_as(&format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1")).bind(id).fetch_optional(executor).await
 }
 
-/// The agent holding an unrevoked key with this digest.
+/// The agent holding an unrevoked key with this digest, unless it is suspended.
 pub async fn caller_by_key_digest(executor: impl PgExecutor<'_>, digest: &[u8]) -> Result<Option<Caller>, sqlx::Error> {
+    let holder = key_holder(executor, digest).await?;
+    Ok(holder.filter(|holder| !holder.suspended).map(|holder| holder.caller))
+}
+
+/// The agent holding an unrevoked key, and whether the operator suspended it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, FromRow)]
+pub struct KeyHolder {
+    #[sqlx(flatten)]
+    pub caller: Caller,
+    pub suspended: bool,
+}
+
+/// The agent holding an unrevoked key with this digest, suspended or not.
+pub async fn key_holder(executor: impl PgExecutor<'_>, digest: &[u8]) -> Result<Option<KeyHolder>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT k.agent_id, a.tier FROM api_keys k JOIN agents a ON a.id = k.agent_id
+        "SELECT k.agent_id, a.tier, a.suspended_at IS NOT NULL AS suspended
+         FROM api_keys k JOIN agents a ON a.id = k.agent_id
          WHERE k.digest = $1 AND k.revoked_at IS NULL",
     )
     .bind(digest)

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, PgPool};
 
+pub mod admin;
 pub mod agents;
 pub mod console;
 pub mod events;

@@ -372,13 +372,16 @@ pub struct TaskContext {
     pub auto_counters: i64,
     /// The most specific policy of the agent for this thread, if any.
     pub policy: Option<Json<serde_json::Value>>,
+    /// The operator suspended the agent: its policies do not act.
+    pub agent_suspended: bool,
 }
 
 pub async fn task_context(conn: &mut PgConnection, task: Task) -> Result<Option<TaskContext>, sqlx::Error> {
     sqlx::query_as(concat!(
         "SELECT b.status AS bid_status, b.final AS bid_final, t.status AS thread_status, t.last_bid_id, t.listing_id,
                 CASE WHEN t.seller_id = $2 THEN 'seller' ELSE 'buyer' END AS role,
-                me.tier AS agent_tier, buyer.tier AS buyer_tier, l.ask_amount, l.max_rounds,
+                me.tier AS agent_tier, me.suspended_at IS NOT NULL AS agent_suspended, buyer.tier AS buyer_tier,
+                l.ask_amount, l.max_rounds,
                 ARRAY(SELECT amount FROM bids WHERE thread_id = t.id ORDER BY round) AS amounts, ",
         policy_in_thread!("$2", "CASE WHEN t.seller_id = $2 THEN 'seller' ELSE 'buyer' END"),
         "

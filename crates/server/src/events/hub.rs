@@ -17,6 +17,11 @@ use crate::deployment::Deployment;
 /// deployment; each instance takes its share ([`Deployment::share_of_count`]).
 pub const MAX_WAITERS_PER_AGENT: usize = 100;
 
+/// The key the operator's market-wide waiters subscribe under: woken by every event, whoever it
+/// concerns. No agent has this id; the operator's waiters count against its limits as an
+/// agent's do.
+pub const MARKET: Uuid = Uuid::max();
+
 /// Waiters this instance holds at once, by default, whoever they are.
 pub const DEFAULT_MAX_WAITERS: usize = 4096;
 
@@ -84,10 +89,10 @@ impl Hub {
         self.open.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Wakes the waiters of these agents.
+    /// Wakes the waiters of these agents, and the market-wide ones.
     pub fn wake(&self, agents: &[Uuid]) {
         let map = self.inner.lock().expect("hub lock");
-        for agent in agents {
+        for agent in agents.iter().chain([&MARKET]) {
             if let Some(sender) = map.get(agent) {
                 sender.send_modify(|generation| *generation += 1);
             }

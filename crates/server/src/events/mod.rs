@@ -13,7 +13,7 @@ pub mod publisher;
 
 pub use crate::db::events::{AUTO_CHANNEL, CHANNEL, DELIVERIES_CHANNEL, NewEvent, Written};
 pub use haggle_api::{Event, EventType};
-pub use hub::{Crowded, DEFAULT_MAX_WAITERS, Hub, MAX_WAITERS_PER_AGENT, Subscription};
+pub use hub::{Crowded, DEFAULT_MAX_WAITERS, Hub, MARKET, MAX_WAITERS_PER_AGENT, Subscription};
 
 /// The events of one transaction: written just before it commits, or by the statement that
 /// makes a move, together with the move ([`pending`](Outbox::pending), then

@@ -1,16 +1,114 @@
-//! `/v1/admin`: the operator's routes.
+//! `/v1/admin`: the operator's routes. Every one takes the operator's credential ([`Operator`]);
+//! an agent's API key is refused with 403, a missing or wrong token with 401.
 
-use axum::extract::State;
-use axum::http::StatusCode;
+use std::collections::VecDeque;
+use std::convert::Infallible;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request, State};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use chrono::{DateTime, Utc};
+use futures::Stream;
+use serde::Deserialize;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
-use super::extract::{Id, IdempotencyKey, JsonBody, Operator};
-use super::{AppState, Endpoint, Reply, Write};
+use super::error::{ApiError, Code};
+use super::extract::{Id, IdempotencyKey, JsonBody, Operator, Params, parse_json};
+use super::{AppState, Endpoint, Page, Reply, Write, choice, paging};
+use crate::db;
+use crate::db::admin::{AgentFilter, OrderFilter, ThreadFilter};
+use crate::events::{Event, MARKET, Subscription};
 use crate::market::agents;
-use haggle_api::{self as api, ProfilePatch};
+use crate::secrets;
+use haggle_api::{self as api, ProfilePatch, Suspension, ThreadWithBids};
+use haggle_domain::FieldError;
 
 pub fn endpoints() -> Vec<Endpoint> {
-    vec![Endpoint::patch("/v1/admin/agents/{id}", update_agent)]
+    vec![
+        Endpoint::get("/v1/admin/agents", list_agents),
+        Endpoint::get("/v1/admin/agents/{id}", read_agent),
+        Endpoint::patch("/v1/admin/agents/{id}", update_agent),
+        Endpoint::post("/v1/admin/agents/{id}/suspend", suspend_agent),
+        Endpoint::post("/v1/admin/agents/{id}/reinstate", reinstate_agent),
+        Endpoint::get("/v1/admin/agents/{id}/keys", list_keys),
+        Endpoint::delete("/v1/admin/keys/{key_id}", revoke_key),
+        Endpoint::get("/v1/admin/threads", list_threads),
+        Endpoint::get("/v1/admin/threads/{id}", read_thread),
+        Endpoint::get("/v1/admin/orders", list_orders),
+        Endpoint::get("/v1/admin/webhooks", list_webhooks),
+        Endpoint::get("/v1/admin/webhooks/{id}/deliveries", list_deliveries),
+        Endpoint::get("/v1/admin/stats", stats),
+        Endpoint::get("/v1/admin/events/stream", stream_events),
+    ]
+}
+
+/// Whose `Idempotency-Key`s the operator's writes are stored under: a scope no agent has.
+const OPERATOR_SCOPE: Uuid = Uuid::max();
+
+/// The longest window of `GET /v1/admin/stats`, in hours (30 days).
+pub const MAX_STATS_HOURS: i64 = 720;
+const DEFAULT_STATS_HOURS: i64 = 24;
+
+fn invalid(field: &str, message: impl Into<String>) -> ApiError {
+    ApiError::fields(Code::ValidationFailed, "some query parameters are invalid", &[FieldError::new(field, message)])
+}
+
+/// The paging parameters every list takes: `limit`, and `cursor` (also read as `after`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PageQuery {
+    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
+    limit: Option<i64>,
+    #[serde(alias = "after")]
+    cursor: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AgentQuery {
+    q: Option<String>,
+    tier: Option<String>,
+    status: Option<String>,
+    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
+    limit: Option<i64>,
+    #[serde(alias = "after")]
+    cursor: Option<String>,
+}
+
+/// Agents, newest first: by name (a case-insensitive substring) or id (`q`), tier, and status.
+async fn list_agents(
+    State(state): State<AppState>,
+    _operator: Operator,
+    Params(query): Params<AgentQuery>,
+) -> Result<Json<Page<api::AdminAgent>>, ApiError> {
+    let (limit, after) = paging(query.limit, query.cursor.as_deref())?;
+    let suspended = match query.status.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        None => None,
+        Some("active") => Some(false),
+        Some("suspended") => Some(true),
+        Some(_) => return Err(invalid("status", "must be `active` or `suspended`")),
+    };
+    let q = query.q.filter(|q| !q.trim().is_empty());
+    if q.as_ref().is_some_and(|q| q.chars().count() > 200) {
+        return Err(invalid("q", "must be at most 200 characters"));
+    }
+    let filter = AgentFilter { q, tier: choice("tier", query.tier.as_deref())?, suspended, after, limit };
+    let page = db::admin::agents(&state.pool, &filter).await?;
+    Ok(Json(page.map(api::AdminAgent::from)))
+}
+
+async fn read_agent(
+    State(state): State<AppState>,
+    _operator: Operator,
+    Id(id): Id,
+) -> Result<Json<api::AdminAgent>, ApiError> {
+    let agent = db::admin::agent(&state.pool, id).await?.ok_or_else(|| ApiError::not_found("agent"))?;
+    Ok(Json(agent.into()))
 }
 
 /// Sets an agent's tier and verified identity.
@@ -28,4 +126,354 @@ async fn update_agent(
     // The next request here must read the new tier.
     state.keys.forget_agent(id);
     Ok(response)
+}
+
+/// A JSON object body that may be left out (empty is the type's default), with the request's
+/// digest for idempotency.
+struct OptionalBody<T> {
+    value: T,
+    digest: [u8; 32],
+}
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned + Default> FromRequest<S> for OptionalBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let path = request.uri().path().to_owned();
+        let method = request.method().clone();
+        let bytes = Bytes::from_request(request, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::new(Code::PayloadTooLarge, "the request body is larger than this server accepts")
+            } else {
+                ApiError::malformed("the request body could not be read")
+            }
+        })?;
+        let digest = secrets::sha256_parts(&[method.as_str().as_bytes(), path.as_bytes(), &bytes]);
+        let value = match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+            None => T::default(),
+            Some(b'{') => parse_json(&bytes)?,
+            Some(_) => return Err(ApiError::malformed("the request body must be empty or a JSON object")),
+        };
+        Ok(OptionalBody { value, digest })
+    }
+}
+
+/// Suspends an agent (see [`agents::suspend`]) and answers it. Idempotent.
+async fn suspend_agent(
+    State(state): State<AppState>,
+    _operator: Operator,
+    Id(id): Id,
+    key: IdempotencyKey,
+    body: OptionalBody<Suspension>,
+) -> Result<Response, Response> {
+    let mut command = Write::begin(&state, OPERATOR_SCOPE, key, body.digest).await?;
+    let (conn, events) = command.parts();
+    let suspended = agents::suspend(conn, events, id, body.value).await;
+    let outcome = match suspended {
+        Ok(_) => agent_reply(command.conn(), id).await,
+        Err(error) => Err(error),
+    };
+    let response = command.finish(outcome).await;
+    // Committed (or not): either way this instance reads the agent afresh from now on.
+    state.keys.forget_agent(id);
+    Ok(response)
+}
+
+/// Lifts an agent's suspension and answers it. Idempotent.
+async fn reinstate_agent(
+    State(state): State<AppState>,
+    _operator: Operator,
+    Id(id): Id,
+    key: IdempotencyKey,
+    body: OptionalBody<NoFields>,
+) -> Result<Response, Response> {
+    let mut command = Write::begin(&state, OPERATOR_SCOPE, key, body.digest).await?;
+    let outcome = match agents::reinstate(command.conn(), id).await {
+        Ok(()) => agent_reply(command.conn(), id).await,
+        Err(error) => Err(error),
+    };
+    let response = command.finish(outcome).await;
+    state.keys.forget_agent(id);
+    Ok(response)
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoFields {}
+
+/// The agent as the operator sees it, read in the write's transaction.
+async fn agent_reply(conn: &mut sqlx::PgConnection, id: Uuid) -> crate::market::Result<Reply> {
+    let agent = db::admin::agent(conn, id).await?.ok_or(haggle_domain::Rejection::NotFound { what: "agent" })?;
+    Ok(Reply::json(StatusCode::OK, &api::AdminAgent::from(agent)))
+}
+
+async fn list_keys(
+    State(state): State<AppState>,
+    _operator: Operator,
+    Id(id): Id,
+    Params(query): Params<PageQuery>,
+) -> Result<Json<Page<api::KeyRecord>>, ApiError> {
+    let (limit, after) = paging(query.limit, query.cursor.as_deref())?;
+    if db::agents::get(&state.pool, id).await?.is_none() {
+        return Err(ApiError::not_found("agent"));
+    }
+    let page = db::agents::keys_page(&state.pool, id, after, limit).await?;
+    Ok(Json(page.map(api::KeyRecord::from)))
+}
+
+/// Revokes any key, an agent's last included: 204, also when it was revoked already; 404 for
+/// an unknown key.
+async fn revoke_key(
+    State(state): State<AppState>,
+    _operator: Operator,
+    Id(key_id): Id,
+) -> Result<StatusCode, ApiError> {
+    let mut unit = state.market.begin().await?;
+    let agent_id = agents::revoke_any_key(unit.conn(), key_id).await?;
+    let committed = unit.commit().await;
+    // Committed (or not): either way this instance reads the agent's keys afresh from now on.
+    state.keys.forget_agent(agent_id);
+    committed?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Reads `since` as an RFC 3339 timestamp.
+fn since_param(raw: Option<&str>) -> Result<Option<DateTime<Utc>>, ApiError> {
+    raw.map(|raw| {
+        DateTime::parse_from_rfc3339(raw)
+            .map(|at| at.with_timezone(&Utc))
+            .map_err(|_| invalid("since", "must be an RFC 3339 timestamp, such as 2026-01-31T00:00:00Z"))
+    })
+    .transpose()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ThreadQuery {
+    status: Option<String>,
+    listing_id: Option<Uuid>,
+    agent_id: Option<Uuid>,
+    since: Option<String>,
+    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
+    limit: Option<i64>,
+    #[serde(alias = "after")]
+    cursor: Option<String>,
+}
+
+async fn list_threads(
+    State(state): State<AppState>,
+    _operator: Operator,
+    Params(query): Params<ThreadQuery>,
+) -> Result<Json<Page<api::Thread>>, ApiError> {
+    let (limit, after) = paging(query.limit, query.cursor.as_deref())?;
+    let filter = ThreadFilter {
+        status: choice("status", query.status.as_deref())?,
+        listing_id: query.listing_id,
+        agent_id: query.agent_id,
+        since: since_param(query.since.as_deref())?,
+        after,
+        limit,
+    };
+    let page = db::admin::threads(&state.pool, &filter).await?;
+    let now = Utc::now();
+    Ok(Json(page.map(|thread| thread.at(now))))
+}
+
+/// Any thread with every bid in round order, each with its effective status.
+async fn read_thread(
+    State(state): State<AppState>,
+    _operator: Operator,
+    Id(id): Id,
+) -> Result<Json<ThreadWithBids>, ApiError> {
+    let (thread, bids) =
+        db::admin::thread_with_bids(&state.pool, id).await?.ok_or_else(|| ApiError::not_found("thread"))?;
+    let now = Utc::now();
+    Ok(Json(ThreadWithBids { thread: thread.at(now), bids: bids.iter().map(|bid| bid.at(now)).collect() }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OrderQuery {
+    agent_id: Option<Uuid>,
+    listing_id: Option<Uuid>,
+    since: Option<String>,
+    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
+    limit: Option<i64>,
+    #[serde(alias = "after")]
+    cursor: Option<String>,
+}
+
+async fn list_orders(
+    State(state): State<AppState>,
+    _operator: Operator,
+    Params(query): Params<OrderQuery>,
+) -> Result<Json<Page<api::Order>>, ApiError> {
+    let (limit, after) = paging(query.limit, query.cursor.as_deref())?;
+    let filter = OrderFilter {
+        agent_id: query.agent_id,
+        listing_id: query.listing_id,
+        since: since_param(query.since.as_deref())?,
+        after,
+        limit,
+    };
+    let page = db::admin::orders(&state.pool, &filter).await?;
+    Ok(Json(page.map(api::Order::from)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WebhookQuery {
+    failing: Option<String>,
+    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
+    limit: Option<i64>,
+    #[serde(alias = "after")]
+    cursor: Option<String>,
+}
+
+async fn list_webhooks(
+    State(state): State<AppState>,
+    _operator: Operator,
+    Params(query): Params<WebhookQuery>,
+) -> Result<Json<Page<api::AdminWebhook>>, ApiError> {
+    let (limit, after) = paging(query.limit, query.cursor.as_deref())?;
+    let failing = match query.failing.as_deref() {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(_) => return Err(invalid("failing", "must be `true` or `false`")),
+    };
+    let page = db::admin::webhooks(&state.pool, failing, after, limit).await?;
+    Ok(Json(page.map(api::AdminWebhook::from)))
+}
+
+/// Any webhook's deliveries, as its owner reads them.
+async fn list_deliveries(
+    State(state): State<AppState>,
+    _operator: Operator,
+    Id(id): Id,
+    Params(query): Params<PageQuery>,
+) -> Result<Json<Page<api::Delivery>>, ApiError> {
+    let (limit, after) = paging(query.limit, query.cursor.as_deref())?;
+    if !db::admin::webhook_exists(&state.pool, id).await? {
+        return Err(ApiError::not_found("webhook"));
+    }
+    let page = db::webhooks::deliveries(&state.pool, id, after, limit).await?;
+    Ok(Json(page.map(api::Delivery::from)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StatsQuery {
+    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
+    hours: Option<i64>,
+}
+
+/// The market at a glance, over the current hour and the `hours - 1` before it.
+async fn stats(
+    State(state): State<AppState>,
+    _operator: Operator,
+    Params(query): Params<StatsQuery>,
+) -> Result<Json<api::MarketStats>, ApiError> {
+    let hours = query.hours.unwrap_or(DEFAULT_STATS_HOURS);
+    if !(1..=MAX_STATS_HOURS).contains(&hours) {
+        return Err(invalid("hours", format!("must be between 1 and {MAX_STATS_HOURS}")));
+    }
+    let pool = &state.pool;
+    let (from, to) = db::admin::window(pool, hours).await?;
+    let (totals, per_hour, outcomes) =
+        tokio::try_join!(db::admin::totals(pool), db::admin::hours(pool, from, to), db::admin::outcomes(pool, from))?;
+    let per_hour = per_hour
+        .into_iter()
+        .map(|hour| api::HourStats {
+            hour: hour.hour,
+            deals: hour.deals,
+            volume: hour.volume.0.into_iter().map(|v| api::Volume { currency: v.currency, amount: v.amount }).collect(),
+            negotiations_opened: hour.negotiations_opened,
+        })
+        .collect();
+    Ok(Json(api::MarketStats {
+        hours,
+        listings: api::ListingCounts { active: totals.listings_active, total: totals.listings_total },
+        agents: api::AgentCounts { total: totals.agents_total, suspended: totals.agents_suspended },
+        active_negotiations: totals.active_negotiations,
+        per_hour,
+        median_rounds_to_deal: outcomes.median_rounds_to_deal,
+        agreement_rate: (outcomes.ended > 0).then(|| outcomes.accepted as f64 / outcomes.ended as f64),
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StreamQuery {
+    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
+    after: Option<i64>,
+}
+
+/// Events read per query by the market stream.
+const STREAM_BATCH: i64 = 100;
+
+struct MarketStream {
+    pool: PgPool,
+    cursor: i64,
+    ready: VecDeque<Event>,
+    subscription: Subscription,
+    shutdown: CancellationToken,
+}
+
+impl MarketStream {
+    /// The next event of the market, waiting for it if need be; `None` ends the stream.
+    async fn next(&mut self) -> Option<Event> {
+        loop {
+            if let Some(event) = self.ready.pop_front() {
+                self.cursor = event.id;
+                return Some(event);
+            }
+            self.subscription.mark();
+            match db::admin::events_after(&self.pool, self.cursor, STREAM_BATCH).await {
+                Ok(events) if !events.is_empty() => {
+                    self.ready.extend(events);
+                    continue;
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(%error, "the market event stream could not read events; closing it");
+                    return None;
+                }
+            }
+            tokio::select! {
+                // A wake-up gone astray is made up for by reading again now and then.
+                _ = self.subscription.wait(std::time::Duration::from_secs(10)) => {}
+                _ = self.shutdown.cancelled() => return None,
+            }
+        }
+    }
+}
+
+/// Every event of the market as it is published, as Server-Sent Events shaped as the agents'
+/// stream. It counts against the waiter limits as one waiter of the operator.
+async fn stream_events(
+    State(state): State<AppState>,
+    _operator: Operator,
+    headers: HeaderMap,
+    Params(query): Params<StreamQuery>,
+) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
+    // Subscribed before the start is read, so nothing published in between is missed.
+    let subscription = super::events::subscribe(&state, MARKET)?;
+    let cursor = super::events::stream_start(&state.pool, &headers, query.after).await?;
+    let streaming = MarketStream {
+        pool: state.pool.clone(),
+        cursor,
+        ready: VecDeque::new(),
+        subscription,
+        shutdown: state.shutdown.clone(),
+    };
+    let events = futures::stream::unfold(streaming, |mut streaming| async move {
+        let event = streaming.next().await?;
+        let sse = SseEvent::default()
+            .id(event.id.to_string())
+            .event(event.kind.as_str())
+            .json_data(&event)
+            .expect("events serialize to JSON");
+        Some((Ok(sse), streaming))
+    });
+    Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(state.settings.heartbeat).text("heartbeat")))
 }

@@ -145,7 +145,7 @@ struct StreamQuery {
 /// Where a stream starts: after `Last-Event-ID` when reconnecting, else after `?after=`, else
 /// after the newest event (only what happens from now on). A reconnecting client sends the URL
 /// it first used, so `after` comes with `Last-Event-ID`: it is checked, and the header wins.
-async fn stream_start(pool: &PgPool, headers: &HeaderMap, after: Option<i64>) -> Result<i64, ApiError> {
+pub async fn stream_start(pool: &PgPool, headers: &HeaderMap, after: Option<i64>) -> Result<i64, ApiError> {
     let after = after.map(|after| after_param(Some(after))).transpose()?;
     if let Some(value) = headers.get("last-event-id") {
         return value

@@ -224,8 +224,9 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
-/// The agent whose API key the headers carry, refusing a missing or wrong key (401) and an
-/// address that presented too many wrong ones lately (429). It takes nothing from the agent's
+/// The agent whose API key the headers carry, refusing a missing or wrong key (401), a
+/// suspended agent's key (403 `agent_suspended`) and an address that presented too many wrong
+/// ones lately (429). It takes nothing from the agent's
 /// request rate: [`Caller`]'s extraction does that for the REST routes.
 pub async fn authenticate(
     state: &AppState,
@@ -244,11 +245,18 @@ pub async fn authenticate(
     match state.keys.get(&digest) {
         Ok(caller) => Ok(caller),
         Err(ticket) => {
-            let caller = db::again_if_lost(|| db::agents::caller_by_key_digest(&state.pool, &digest))
-                .await?
-                .ok_or_else(invalid)?;
-            state.keys.store(ticket, digest, caller);
-            Ok(caller)
+            let holder =
+                db::again_if_lost(|| db::agents::key_holder(&state.pool, &digest)).await?.ok_or_else(invalid)?;
+            // The key is valid (not a 401): its agent may not act. Never remembered, so that
+            // reinstatement takes effect at the next request.
+            if holder.suspended {
+                return Err(ApiError::new(
+                    Code::AgentSuspended,
+                    "the operator suspended this agent; its keys are refused until it is reinstated",
+                ));
+            }
+            state.keys.store(ticket, digest, holder.caller);
+            Ok(holder.caller)
         }
     }
 }

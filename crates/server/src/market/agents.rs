@@ -1,15 +1,19 @@
-//! Registering agents, their keys, and the operator's settings.
+//! Registering agents, their keys, and the operator's settings: tiers, suspension, and
+//! revoking any key.
 
-use haggle_api::{ProfilePatch, Registration};
+use haggle_api::{ProfilePatch, Registration, Suspension};
+use haggle_domain::bid::{self, Transition};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::Result;
 use crate::db::agents::{self, ProfileUpdate};
 use crate::db::{Agent, ApiKey};
+use crate::events::Outbox;
 use crate::secrets;
+use crate::{db, market};
 use haggle_domain::rejection::{Validator, text};
-use haggle_domain::{Rejection, Tier};
+use haggle_domain::{Reason, Rejection, Tier};
 
 pub const MAX_NAME_CHARS: usize = 100;
 /// The most keys an agent may hold unrevoked.
@@ -91,4 +95,66 @@ pub async fn update_profile(conn: &mut PgConnection, agent_id: Uuid, patch: Prof
         agents::announce_authorization_change(conn, agent_id).await?;
     }
     Ok(agent)
+}
+
+/// The longest note the operator may give with a suspension.
+pub const MAX_SUSPENSION_REASON_CHARS: usize = 500;
+
+/// Suspends the agent, in one transaction: marks it (its keys are refused from the commit on,
+/// and its policies cover nothing), and ends every live negotiation it is party to through the
+/// thread's pending bid, whoever authored it: the bid becomes REJECTED and the thread CLOSED,
+/// both with reason `agent_suspended` (a pending bid already past its deadline expires
+/// instead), with the usual events to both parties. Suspending a suspended agent changes
+/// nothing. Returns whether the agent was suspended by this call.
+///
+/// Listings are locked before threads, as every writer does: first the listings of the
+/// agent's live threads, then the threads.
+pub async fn suspend(conn: &mut PgConnection, events: &mut Outbox, agent_id: Uuid, note: Suspension) -> Result<bool> {
+    let reason = note
+        .reason
+        .as_deref()
+        .map(|reason| text(reason, true, MAX_SUSPENSION_REASON_CHARS).map_err(|m| Rejection::invalid("reason", m)))
+        .transpose()?;
+    let reason = reason.as_deref().map(str::trim);
+    let Some(suspended) = db::admin::lock_agent(conn, agent_id).await? else {
+        return Err(Rejection::NotFound { what: "agent" }.into());
+    };
+    if suspended {
+        return Ok(false);
+    }
+    db::admin::mark_suspended(conn, agent_id, reason).await?;
+    db::admin::lock_listings_of_live_threads(conn, agent_id).await?;
+    let pending = db::admin::lock_live_threads(conn, agent_id).await?;
+    for transition in [Transition::Expire, Transition::Close(Reason::AgentSuspended)] {
+        let bids: Vec<Uuid> = pending
+            .iter()
+            .filter(|due| bid::close(due.expires_at, due.db_now, Reason::AgentSuspended) == transition)
+            .map(|due| due.bid_id)
+            .collect();
+        let ended = db::negotiation::end_threads(conn, &bids, transition).await?;
+        market::negotiation::record_closed(events, ended);
+    }
+    agents::announce_authorization_change(conn, agent_id).await?;
+    Ok(true)
+}
+
+/// Lifts the agent's suspension: its keys work again. What the suspension ended stays ended.
+/// Reinstating an agent that is not suspended changes nothing.
+pub async fn reinstate(conn: &mut PgConnection, agent_id: Uuid) -> Result<()> {
+    let Some(suspended) = db::admin::lock_agent(conn, agent_id).await? else {
+        return Err(Rejection::NotFound { what: "agent" }.into());
+    };
+    if suspended {
+        db::admin::clear_suspension(conn, agent_id).await?;
+        agents::announce_authorization_change(conn, agent_id).await?;
+    }
+    Ok(())
+}
+
+/// Revokes any agent's key, the agent's last one included (the operator may lock an agent
+/// out). Revoking a revoked key changes nothing. Returns the key's agent.
+pub async fn revoke_any_key(conn: &mut PgConnection, key_id: Uuid) -> Result<Uuid> {
+    let agent_id = db::admin::revoke_key(conn, key_id).await?.ok_or(Rejection::NotFound { what: "key" })?;
+    agents::announce_authorization_change(conn, agent_id).await?;
+    Ok(agent_id)
 }

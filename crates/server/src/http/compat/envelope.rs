@@ -29,7 +29,9 @@ pub fn iab_code(code: Code) -> (&'static str, Option<StatusCode>) {
     match code {
         Code::MalformedRequest | Code::ValidationFailed | Code::NotAConcession => ("validation", None),
         Code::Unauthenticated => ("unauthorized", None),
-        Code::Forbidden | Code::NotYourTurn | Code::OwnListing | Code::NegotiationNotAllowed => ("forbidden", None),
+        Code::Forbidden | Code::NotYourTurn | Code::OwnListing | Code::NegotiationNotAllowed | Code::AgentSuspended => {
+            ("forbidden", None)
+        }
         Code::NotFound | Code::MethodNotAllowed => ("not_found", None),
         Code::NotAcceptable => ("validation", None),
         Code::InvalidTransition | Code::BidExpired | Code::FinalOffer => ("negotiation_closed", None),
