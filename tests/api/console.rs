@@ -124,6 +124,11 @@ async fn the_session_is_the_operator_for_reads_and_for_changes_from_its_own_orig
         }
     };
 
+    // A read needs the cookie only (a page's fetch, or its event stream).
+    let read = app.send(Method::GET, &path, None, Body::None, &[("cookie", &cookie)]).await.expect(200);
+    assert_eq!(read.body["tier"], "PUBLIC");
+    app.send(Method::GET, "/v1/admin/stats?hours=1", None, Body::None, &[("cookie", &cookie)]).await.expect(200);
+
     // The cookie alone, another site's Origin, or an opaque one: forbidden, nothing changed.
     change(vec![("cookie", cookie.clone())]).await.expect_problem(403, "forbidden");
     change(vec![("cookie", cookie.clone()), ("origin", "https://elsewhere.example".into())])
@@ -170,6 +175,16 @@ async fn the_session_is_the_operator_for_reads_and_for_changes_from_its_own_orig
         .await
         .expect_problem(403, "forbidden");
     assert_eq!(tier_of(&app, &agent).await, "SEAT");
+    // Suspending is a change like any other.
+    app.send(Method::POST, format!("{path}/suspend"), None, Body::None, &[("cookie", &cookie)])
+        .await
+        .expect_problem(403, "forbidden");
+    app.send(Method::POST, format!("{path}/suspend"), None, Body::None, &[("cookie", &cookie), ("origin", &app.base)])
+        .await
+        .expect(200);
+    app.send(Method::POST, format!("{path}/reinstate"), None, Body::None, &[("cookie", &cookie), ("origin", &app.base)])
+        .await
+        .expect(200);
 
     // Another instance of the deployment knows the session.
     let other = app.another_instance().await;
