@@ -9,6 +9,7 @@ mod cli;
 mod client;
 mod compat;
 mod connections;
+mod console;
 mod deploy;
 mod embedded;
 mod events;

@@ -11,6 +11,7 @@ use sqlx::{Connection, PgPool};
 
 pub mod admin;
 pub mod agents;
+pub mod console;
 pub mod events;
 pub mod idempotency;
 pub mod instances;

@@ -8,8 +8,8 @@ use serde::de::DeserializeOwned;
 use serde_json::error::Category;
 use uuid::Uuid;
 
-use super::AppState;
 use super::error::{ApiError, Code};
+use super::{AppState, console};
 use crate::db;
 use crate::db::agents::Caller;
 use crate::secrets;
@@ -261,7 +261,11 @@ pub async fn authenticate(
     }
 }
 
-/// The operator, authenticated by `HAGGLE_ADMIN_TOKEN`.
+/// The operator, authenticated by `HAGGLE_ADMIN_TOKEN` as `Authorization: Bearer <token>`, or
+/// by the session cookie of the console (`/console`), which signed in with that token. With the
+/// cookie, a request that changes something must also come from the console's own pages
+/// ([`console::session::same_origin`]), so that another site cannot make it in the operator's
+/// browser.
 pub struct Operator;
 
 impl FromRequestParts<AppState> for Operator {
@@ -274,16 +278,29 @@ impl FromRequestParts<AppState> for Operator {
                 "the operator API is disabled on this server; start it with HAGGLE_ADMIN_TOKEN set",
             ));
         };
-        let token = bearer_token(parts)
-            .ok_or_else(|| ApiError::unauthenticated("send the operator token as `Authorization: Bearer <token>`"))?;
-        let address = peer_address(parts);
-        state.check_auth_allowed(address)?;
-        if secrets::secrets_equal(token, expected) {
-            Ok(Operator)
-        } else if token.starts_with(secrets::API_KEY_PREFIX) {
-            Err(ApiError::new(Code::Forbidden, "this route is for the operator; agent keys cannot use it"))
-        } else {
-            Err(state.auth_failed(address, ApiError::unauthenticated("the operator token is not valid")))
+        if let Some(token) = bearer_token(parts) {
+            let address = peer_address(parts);
+            state.check_auth_allowed(address)?;
+            return if secrets::secrets_equal(token, expected) {
+                Ok(Operator)
+            } else if token.starts_with(secrets::API_KEY_PREFIX) {
+                Err(ApiError::new(Code::Forbidden, "this route is for the operator; agent keys cannot use it"))
+            } else {
+                Err(state.auth_failed(address, ApiError::unauthenticated("the operator token is not valid")))
+            };
         }
+        let Some(session) = console::session::session_id(&parts.headers) else {
+            return Err(ApiError::unauthenticated("send the operator token as `Authorization: Bearer <token>`"));
+        };
+        if !console::session::is_open(state, session).await? {
+            return Err(ApiError::unauthenticated("the console session has ended; sign in again at /console"));
+        }
+        if !console::session::is_safe(&parts.method) && !console::session::same_origin(&parts.headers) {
+            return Err(ApiError::new(
+                Code::Forbidden,
+                "a console session makes changes only from the console's own pages (same Origin)",
+            ));
+        }
+        Ok(Operator)
     }
 }

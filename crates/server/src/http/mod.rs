@@ -31,6 +31,7 @@ mod admin;
 mod agents;
 pub mod bids;
 mod compat;
+pub mod console;
 pub mod error;
 pub mod events;
 pub mod extract;
@@ -246,7 +247,7 @@ pub fn router(state: AppState) -> Router {
     for endpoint in endpoints() {
         router = router.route(endpoint.path, endpoint.handler);
     }
-    let router = mcp::mount(router, &state);
+    let router = console::mount(mcp::mount(router, &state));
     let middleware = ServiceBuilder::new()
         // First, so that every line the request logs carries its id.
         .layer(middleware::from_fn(observe::request_ids))
