@@ -24,6 +24,10 @@ const COMMITTED: &[(&str, &str)] = &[
         "0004_delivery_claims.sql",
         "cd8b4fe0fd6e612fb190ce67c07c7d7abdc1f7b3426f3eb71e93f33e5ee94b3909d24a06ab37b934769129f0b6e5eca3",
     ),
+    (
+        "0006_issues_and_deadlocks.sql",
+        "ebaf4f0cd5f077dcc18d1b87a9932012d09af14e116325cf69c17518aade61f42d83072c285204d413790253e14c012c",
+    ),
 ];
 
 fn files() -> BTreeMap<String, Vec<u8>> {
