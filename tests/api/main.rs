@@ -16,6 +16,7 @@ mod events;
 mod expiry;
 mod foreseen;
 mod idempotency;
+mod issues;
 mod listings;
 mod lost;
 mod malformed;

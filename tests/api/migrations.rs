@@ -29,6 +29,10 @@ const COMMITTED: &[(&str, &str)] = &[
         "edd38474a21b551792b4ebe7f15be709099ffcf98fa63224e9cdf399e226b7a53ed0f039d6f3eded7dd2615dc8b8dfd5",
     ),
     (
+        "0006_issues_and_deadlocks.sql",
+        "ebaf4f0cd5f077dcc18d1b87a9932012d09af14e116325cf69c17518aade61f42d83072c285204d413790253e14c012c",
+    ),
+    (
         "0008_console_sessions.sql",
         "d476f183e3e1140d9fd1ff409b948c071ebaf87e65db7304df32ecf2463dd5d1351194e878459ed1a47d97f98fadcbb8",
     ),

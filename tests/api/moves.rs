@@ -59,7 +59,17 @@ async fn seller_counter(app: &TestApp, bid: &str, amount: i64) -> (CounterMove, 
         ..thread.clone()
     };
     let event = NewEvent::bid(&counter, &after);
-    (CounterMove { thread_id: thread.id, bid_id: answered.0, now, effect: Transition::Counter.into(), counter }, event)
+    (
+        CounterMove {
+            thread_id: thread.id,
+            bid_id: answered.0,
+            now,
+            effect: Transition::Counter.into(),
+            counter,
+            mediation: None,
+        },
+        event,
+    )
 }
 
 #[tokio::test]

@@ -31,12 +31,15 @@ pub enum EventType {
     ListingWithdrawn,
     #[serde(rename = "negotiation.action_required")]
     NegotiationActionRequired,
+    /// A thread stopped converging; carries the mediator's suggestion.
+    #[serde(rename = "negotiation.deadlock")]
+    NegotiationDeadlock,
     #[serde(rename = "webhook.disabled")]
     WebhookDisabled,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 11] = [
+    pub const ALL: [EventType; 12] = [
         EventType::BidPlaced,
         EventType::BidCountered,
         EventType::BidAccepted,
@@ -47,6 +50,7 @@ impl EventType {
         EventType::ListingSold,
         EventType::ListingWithdrawn,
         EventType::NegotiationActionRequired,
+        EventType::NegotiationDeadlock,
         EventType::WebhookDisabled,
     ];
 
@@ -62,6 +66,7 @@ impl EventType {
             EventType::ListingSold => "listing.sold",
             EventType::ListingWithdrawn => "listing.withdrawn",
             EventType::NegotiationActionRequired => "negotiation.action_required",
+            EventType::NegotiationDeadlock => "negotiation.deadlock",
             EventType::WebhookDisabled => "webhook.disabled",
         }
     }

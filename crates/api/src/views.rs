@@ -4,6 +4,8 @@ use std::fmt;
 use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
+use haggle_domain::deadlock::Method;
+use haggle_domain::issues::Issues;
 use haggle_domain::strategy::Policy;
 use haggle_domain::{BidStatus, Currency, ListingStatus, Party, Reason, ThreadStatus, Tier};
 use serde::{Deserialize, Serialize};
@@ -62,8 +64,39 @@ pub struct Listing {
     pub max_rounds: i32,
     pub bid_ttl_seconds: i32,
     pub max_threads_per_buyer: i32,
+    /// The issues negotiated beside price, if the listing declares any.
+    #[serde(default)]
+    pub issues: Option<Issues>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// The mediator's suggestion for a deadlocked thread: a counter by `mover` at `amount` and
+/// `terms` (answering the pending bid `bid_id`), to be accepted by the other side.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Suggestion {
+    pub bid_id: Uuid,
+    pub mover: Party,
+    pub amount: i64,
+    pub terms: Option<serde_json::Value>,
+    pub method: Method,
+}
+
+/// A thread marked as deadlocked: when, the suggestion, and the parties that agreed to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deadlock {
+    pub detected_at: DateTime<Utc>,
+    pub suggestion: Suggestion,
+    pub agreed: Vec<Party>,
+}
+
+/// The answer to `POST /v1/threads/{id}/settle`: with `bid` (the counter at the suggestion,
+/// accepted) and `order` once both parties agreed; without them while the other party has not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settled {
+    pub thread: Thread,
+    pub bid: Option<Bid>,
+    pub order: Option<Order>,
 }
 
 /// One negotiation between a buyer and the seller of a listing, as it truly is when shown (an
@@ -82,6 +115,9 @@ pub struct Thread {
     pub last_bid_id: Uuid,
     pub expires_at: Option<DateTime<Utc>>,
     pub closed_reason: Option<Reason>,
+    /// Set once the thread stopped converging (`negotiation.deadlock`); boxed, as it is rare.
+    #[serde(default)]
+    pub deadlock: Option<Box<Deadlock>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }

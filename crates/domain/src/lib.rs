@@ -4,6 +4,8 @@
 //! go through these rules, so every rule of the protocol lives in exactly one place.
 
 pub mod bid;
+pub mod deadlock;
+pub mod issues;
 pub mod listing;
 pub mod money;
 pub mod party;

@@ -5,6 +5,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use super::issues::Issues;
 use super::money::{AmountLimits, Currency, RawAmount};
 use super::rejection::{Rejection, Validator, in_range, text};
 use super::tier::Tier;
@@ -72,6 +73,8 @@ pub struct ListingTerms {
     pub max_rounds: i32,
     pub bid_ttl_seconds: i32,
     pub max_threads_per_buyer: i32,
+    /// The issues negotiated beside price; none for a price-only listing.
+    pub issues: Issues,
 }
 
 /// `POST /v1/listings`: a seller's new listing, as sent; [`NewListing::validate`] turns it into
@@ -108,6 +111,11 @@ pub struct NewListing {
     /// How many negotiations one buyer may open on it (3 by default, 1 to 100).
     #[serde(default, deserialize_with = "crate::whole::option", skip_serializing_if = "Option::is_none")]
     pub max_threads_per_buyer: Option<i64>,
+    /// Issues negotiated beside price (at most 8), each a whole-number range or an ordered list
+    /// of values with the end the buyer prefers; every bid then states a value for each in its
+    /// `terms`. Fixed once the listing is made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issues: Option<Issues>,
 }
 
 impl NewListing {
@@ -124,6 +132,7 @@ impl NewListing {
             max_rounds: None,
             bid_ttl_seconds: None,
             max_threads_per_buyer: None,
+            issues: None,
         }
     }
 }
@@ -189,6 +198,8 @@ impl NewListing {
             1,
             MAX_THREADS_PER_BUYER,
         );
+        let issues = self.issues.unwrap_or_default();
+        issues.check(&mut v);
         v.finish()?;
         // Every Option is Some once the validator found no error.
         let (
@@ -216,6 +227,7 @@ impl NewListing {
             max_rounds,
             bid_ttl_seconds: ttl,
             max_threads_per_buyer: max_threads,
+            issues,
         })
     }
 }

@@ -17,6 +17,7 @@ use crate::http::Settings;
 use crate::market::{self, Market, Rules, Wakeups};
 use crate::webhooks::WebhookSettings;
 use haggle_domain::Rejection;
+use haggle_domain::deadlock;
 use haggle_domain::money::AmountLimits;
 
 /// `haggle migrate`: applies the migrations and exits.
@@ -118,7 +119,13 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             settings: Settings {
                 admin_token,
                 open_registration: args.open_registration,
-                rules: Rules { amounts: AmountLimits { max: args.max_amount } },
+                rules: Rules {
+                    amounts: AmountLimits { max: args.max_amount },
+                    deadlock: deadlock::Settings {
+                        rounds: args.deadlock_rounds,
+                        min_progress: args.deadlock_min_progress,
+                    },
+                },
                 body_limit: args.body_limit,
                 request_timeout: args.request_timeout,
                 rate_limit: args.rate_limit,

@@ -161,6 +161,14 @@ pub struct ServeArgs {
     /// internal network the scraper is on).
     #[arg(long, env = "HAGGLE_METRICS_BIND")]
     pub metrics_bind: Option<String>,
+    /// How many bids back a thread's gap is compared with to tell a deadlock
+    /// (`negotiation.deadlock`); `0` turns detection off.
+    #[arg(long, env = "HAGGLE_DEADLOCK_ROUNDS", default_value_t = haggle_domain::deadlock::DEFAULT_ROUNDS, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub deadlock_rounds: u32,
+    /// The least share of the gap between the two sides that must close over those bids for
+    /// a thread not to count as deadlocked (0 to 1).
+    #[arg(long, env = "HAGGLE_DEADLOCK_MIN_PROGRESS", default_value_t = haggle_domain::deadlock::DEFAULT_MIN_PROGRESS, value_parser = parse_fraction)]
+    pub deadlock_min_progress: f64,
     /// The key webhook secrets are encrypted with (any long random string). Without it the
     /// server generates one and keeps it in the database.
     #[arg(long, env = "HAGGLE_SECRET_KEY", hide_env_values = true)]
@@ -212,6 +220,8 @@ impl fmt::Debug for ServeArgs {
             .field("auto_workers", &self.auto_workers)
             .field("metrics", &self.metrics)
             .field("metrics_bind", &self.metrics_bind)
+            .field("deadlock_rounds", &self.deadlock_rounds)
+            .field("deadlock_min_progress", &self.deadlock_min_progress)
             .field("secret_key", &self.secret_key.as_ref().map(|_| "<redacted>"))
             .finish()
     }
@@ -255,6 +265,14 @@ pub fn parse_duration(value: &str) -> Result<Duration, String> {
 }
 
 /// A duration greater than zero.
+/// A number from 0 to 1.
+pub fn parse_fraction(value: &str) -> Result<f64, String> {
+    match value.trim().parse::<f64>() {
+        Ok(fraction) if (0.0..=1.0).contains(&fraction) => Ok(fraction),
+        _ => Err(format!("`{value}` is not a number from 0 to 1")),
+    }
+}
+
 pub fn parse_positive_duration(value: &str) -> Result<Duration, String> {
     match parse_duration(value)? {
         Duration::ZERO => Err(format!("`{value}` must be longer than zero")),

@@ -21,12 +21,16 @@ use crate::db;
 use crate::db::agents::Caller;
 use crate::db::policies::{Decided, Task, TaskContext};
 use crate::events::{EventType, NewEvent, Outbox};
+use crate::market::mediation;
 use crate::market::negotiation::{self, Answer};
 use crate::market::{self, Access, Market, Rules};
 use crate::metrics;
 use haggle_domain::bid::Proposal;
-use haggle_domain::strategy::{self, Decision, MAX_AUTO_ROUNDS, NegotiationState, Policy};
-use haggle_domain::{BidStatus, Rejection, ThreadStatus};
+use haggle_domain::issues::{Issues, Offer};
+use haggle_domain::strategy::{
+    self, Decision, MAX_AUTO_ROUNDS, MultiIssue, MultiState, NegotiationState, Policy, Rationale,
+};
+use haggle_domain::{BidStatus, Party, Rejection, ThreadStatus};
 
 /// How often each worker looks for tasks nobody announced (those left by a stopped instance,
 /// or due for a retry).
@@ -175,10 +179,19 @@ async fn act(conn: &mut PgConnection, events: &mut Outbox, task: Task, rules: Ru
         tracing::warn!(bid_id = %task.bid_id, "auto-negotiation: the stored policy or thread could not be read");
         return Ok(Outcome::Dropped);
     };
-    let decision = strategy::decide(&policy, &state);
+    if policy.accept_mediation {
+        if let Some(outcome) = mediate(conn, events, task, &context, &policy, caller, rules).await? {
+            return Ok(outcome);
+        }
+    }
+    let issues = context.issues.as_ref().map(|Json(issues)| issues.clone()).unwrap_or_default();
+    let (decision, terms) = match policy.multi_issue(context.role, &issues, context.ask_amount) {
+        Some(negotiator) => decide_multi(&policy, &negotiator, &state, &issues, &context),
+        None => (strategy::decide(&policy, &state), None),
+    };
     let (action, reason, done) = match decision {
         Decision::Counter { amount, is_final } => {
-            let offer = Proposal::of(amount).finally(is_final);
+            let offer = Proposal { terms: terms.map(Some), ..Proposal::of(amount).finally(is_final) };
             let countered =
                 negotiation::counter(conn, events, Access::Locked, caller, task.bid_id, &offer, rules).await;
             ("counter", "strategy", countered.map(|(bid, _)| Some(bid.id)))
@@ -219,6 +232,99 @@ async fn act(conn: &mut PgConnection, events: &mut Outbox, task: Task, rules: Ru
         Err(market::Error::Database(error) | market::Error::OutcomeUnknown(error)) => Err(error),
         Err(market::Error::NeedsLocks) => unreachable!("a locked move never asks for locks"),
     }
+}
+
+/// What a policy with a utility does on a listing with issues: the limits of [`strategy::decide`]
+/// first (nothing to answer, approval, the round budget), then the multi-issue negotiator, whose
+/// counter comes with its terms.
+fn decide_multi(
+    policy: &Policy,
+    negotiator: &MultiIssue,
+    state: &NegotiationState,
+    issues: &Issues,
+    context: &TaskContext,
+) -> (Decision, Option<serde_json::Value>) {
+    let stop = |rationale| (Decision::Stop { rationale }, None);
+    if let Err(rationale) = state.turn() {
+        return stop(rationale);
+    }
+    if policy.require_approval {
+        return stop(Rationale::ApprovalRequired);
+    }
+    if i64::from(state.auto_moves) >= i64::from(policy.max_auto_rounds) {
+        return stop(Rationale::MaxAutoRounds);
+    }
+    let offers: Option<Vec<Offer>> =
+        state.bids.iter().zip(&context.terms.0).map(|(&amount, terms)| issues.offer(amount, terms.as_ref())).collect();
+    let Some(offers) = offers.filter(|offers| offers.len() == state.bids.len()) else {
+        return stop(Rationale::OutOfRange);
+    };
+    let multi = MultiState {
+        mover: state.mover,
+        ask: state.ask,
+        max_rounds: state.max_rounds,
+        issues,
+        offers,
+        pending_final: state.pending_final,
+    };
+    let made = negotiator.decide(&multi);
+    (made.decision, made.values.map(|values| issues.terms(&values)))
+}
+
+/// A policy that opted in to mediation, on a deadlocked thread whose suggestion answers this
+/// bid and lies within its limits, agrees to it: the thread is settled if the other side agreed
+/// too (explicitly, or through its own opted-in policy). If not, and nobody's policy plays for
+/// the other side, the policy holds and leaves the other side time to settle; against another
+/// policy it plays on (`None`).
+async fn mediate(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    task: Task,
+    context: &TaskContext,
+    policy: &Policy,
+    caller: Caller,
+    rules: Rules,
+) -> Result<Option<Outcome>, sqlx::Error> {
+    let Some((thread, listing)) = db::negotiation::lock_thread_and_listing(conn, task.thread_id, task.agent_id).await?
+    else {
+        return Ok(None);
+    };
+    let Some(suggestion) = thread.mediation.clone().filter(|s| s.bid_id == task.bid_id) else {
+        return Ok(None);
+    };
+    if !mediation::policy_accepts(policy, context.role, &listing, &suggestion) {
+        return Ok(None);
+    }
+    let settled = match mediation::settle(conn, events, Access::Locked, caller, task.thread_id, rules).await {
+        Ok(settled) => settled,
+        Err(market::Error::Database(error) | market::Error::OutcomeUnknown(error)) => return Err(error),
+        Err(error) => {
+            tracing::info!(bid_id = %task.bid_id, ?error, "auto-negotiation: the mediated settlement was refused");
+            return Ok(None);
+        }
+    };
+    if settled.order.is_some() {
+        let decided = Decided {
+            action: "accept",
+            reason: "mediation",
+            rationale: "Settled at the mediator's suggestion.",
+            counter_bid_id: None,
+        };
+        db::policies::record_decision(conn, task, decided).await?;
+        return Ok(Some(Outcome::Acted("settle")));
+    }
+    let other = context.role.other();
+    let policies = db::policies::thread_policies(&mut *conn, task.thread_id).await?;
+    let other_has_policy = match other {
+        Party::Buyer => policies.buyer.is_some(),
+        Party::Seller => policies.seller.is_some(),
+    };
+    if other_has_policy {
+        return Ok(None);
+    }
+    let detail = "The policy agreed to the mediator's suggestion and waits for the other side to settle.";
+    stop(conn, events, task, context, "awaiting_mediation", detail, None).await?;
+    Ok(Some(Outcome::Stopped("awaiting_mediation")))
 }
 
 /// Reads the stored policy and the thread into what [`strategy::decide`] takes.

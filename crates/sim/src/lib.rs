@@ -7,6 +7,7 @@
 //! Everything is drawn from one seeded generator: the same flags and seed give the same report
 //! and byte-identical JSON and SVG files, in-process or over HTTP.
 
+mod issues;
 mod learn;
 mod market;
 mod qtable;
@@ -107,6 +108,14 @@ pub struct SimArgs {
     /// --tier PUBLIC).
     #[arg(long, env = "HAGGLE_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<AdminToken>,
+    /// Play the multi-issue market instead (quantity, delivery days and warranty beside price):
+    /// each negotiation twice, on price alone and with the multi-issue negotiator, reporting the
+    /// agreement rate, joint utility and distance of the deals from the Pareto frontier.
+    #[arg(long, conflicts_with_all = ["learn", "http"])]
+    pub issues: bool,
+    /// Negotiations of the multi-issue market, with --issues.
+    #[arg(long, default_value_t = 500, requires = "issues", value_parser = parse_count)]
+    pub negotiations: usize,
     /// With --http, how many negotiations run at once. The report does not depend on it.
     #[arg(long, default_value_t = 8, requires = "http", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub concurrency: u16,
@@ -363,6 +372,16 @@ impl Run {
 }
 
 pub async fn run(args: SimArgs) -> anyhow::Result<()> {
+    if args.issues {
+        let report = issues::simulate(args.seed, args.negotiations, args.max_rounds);
+        std::io::stdout().lock().write_all(issues::render(&report).as_bytes())?;
+        if let Some(path) = &args.json {
+            std::fs::write(path, serde_json::to_string_pretty(&report)?)
+                .with_context(|| format!("writing {}", path.display()))?;
+            eprintln!("wrote {}", path.display());
+        }
+        return Ok(());
+    }
     let mut progress = |stage: Stage, done: usize, total: usize| {
         let percent = done * 100 / total.max(1);
         match stage {

@@ -14,6 +14,7 @@
 
 mod buyer;
 mod counter;
+mod multi;
 mod policy;
 mod simulate;
 mod tier_engine;
@@ -28,6 +29,7 @@ use super::tier::Tier;
 
 pub use buyer::{Adaptive, Competitive, Profile, SimpleThreshold};
 pub use counter::{Proposal, Strategy};
+pub use multi::{MultiIssue, MultiMove, MultiState};
 pub use policy::{DEFAULT_MAX_AUTO_ROUNDS, MAX_AUTO_ROUNDS, Policy, decide};
 pub use simulate::{Ending, PlacedBid, Setting, Transcript, simulate, state_after};
 pub use tier_engine::TierTerms;

@@ -3,10 +3,12 @@
 use serde::{Deserialize, Serialize};
 
 use super::super::bid::Party;
+use super::super::issues::{Issues, Utility, Valuation};
 use super::super::listing::MAX_ROUNDS;
 use super::super::money::{AmountLimits, MIN_AMOUNT};
 use super::super::rejection::{Rejection, Validator};
 use super::counter::{MAX_E, MAX_KINDNESS, MIN_KINDNESS};
+use super::multi::MultiIssue;
 use super::{Decision, NegotiationState, Negotiator, Proposal, Rationale, Strategy, at_or_better, settle};
 
 pub const DEFAULT_MAX_AUTO_ROUNDS: i32 = 5;
@@ -39,6 +41,15 @@ pub struct Policy {
     pub require_approval: bool,
     /// How far to move when countering.
     pub counter: Strategy,
+    /// On a listing with issues: how the owner values price and issues together. The policy
+    /// then negotiates in utility ([`MultiIssue`]), never accepting an offer worth less than
+    /// the reservation utility; its `limit` still bounds the price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utility: Option<Utility>,
+    /// Settle a deadlocked negotiation at the mediator's suggestion when it is within the
+    /// limit (and, with a utility, at or above the reservation utility).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub accept_mediation: bool,
 }
 
 fn default_max_auto_rounds() -> i32 {
@@ -55,7 +66,25 @@ impl Policy {
             max_auto_rounds: DEFAULT_MAX_AUTO_ROUNDS,
             require_approval: false,
             counter,
+            utility: None,
+            accept_mediation: false,
         }
+    }
+
+    /// The multi-issue negotiator this policy plays on a listing with `issues`, when it declares
+    /// a utility: Faratin's exponent of a `time` counter strategy, linear otherwise.
+    pub fn multi_issue(&self, role: Party, issues: &Issues, ask: i64) -> Option<MultiIssue> {
+        let utility = self.utility.as_ref().filter(|_| !issues.is_empty())?;
+        let e = match self.counter {
+            Strategy::Time { e, .. } => e,
+            Strategy::Split {} | Strategy::Step { .. } | Strategy::TitForTat { .. } | Strategy::Tier {} => 1.0,
+        };
+        Some(MultiIssue { valuation: utility.valuation(role, issues, self.limit, ask), e, fixed_terms: None })
+    }
+
+    /// The owner's valuation of offers on a listing with `issues`, if the policy declares one.
+    pub fn valuation(&self, role: Party, issues: &Issues, ask: i64) -> Option<Valuation> {
+        self.utility.as_ref().filter(|_| !issues.is_empty()).map(|u| u.valuation(role, issues, self.limit, ask))
     }
 
     /// Checks the policy for `role`, against the listing's `ask` when it applies to one listing
@@ -93,6 +122,9 @@ impl Policy {
             v.fail("max_auto_rounds", format!("must be between 1 and {MAX_AUTO_ROUNDS}"));
         }
         self.validate_counter(&mut v, role, ask, limits, limit_ok);
+        if let Some(utility) = &self.utility {
+            utility.check(&mut v, None);
+        }
         v.finish()
     }
 

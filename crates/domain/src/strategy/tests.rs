@@ -134,7 +134,16 @@ proptest! {
         auto_moves in 0u32..10,
         wrong_side in prop::bool::weighted(0.05),
     ) {
-        let policy = Policy { limit, accept_at, reject_beyond, max_auto_rounds, require_approval, counter };
+        let policy = Policy {
+            limit,
+            accept_at,
+            reject_beyond,
+            max_auto_rounds,
+            require_approval,
+            counter,
+            utility: None,
+            accept_mediation: false,
+        };
         let mut mover = Party::author_of_round(bids.len() as i32 + 1);
         if wrong_side {
             mover = mover.other();

@@ -70,6 +70,14 @@ impl NewEvent {
         NewEvent::about_thread(EventType::ThreadClosed, thread, Some(bid), bid_and_thread(bid, thread))
     }
 
+    /// The thread stopped converging: both parties are told, with the mediator's suggestion.
+    pub fn deadlock(thread: &Thread, suggestion: &api::Suggestion) -> NewEvent {
+        let data = json!({ "thread": thread.at(Utc::now()), "suggestion": suggestion });
+        let mut event = NewEvent::about_thread(EventType::NegotiationDeadlock, thread, None, data);
+        event.bid_id = Some(suggestion.bid_id);
+        event
+    }
+
     pub fn order_created(order: &Order) -> NewEvent {
         NewEvent {
             kind: EventType::OrderCreated,

@@ -7,8 +7,10 @@ use uuid::Uuid;
 
 use super::Page;
 use haggle_api as api;
+use haggle_domain::issues::Issues;
 use haggle_domain::listing::ListingTerms;
 use haggle_domain::{Currency, ListingStatus, Tier};
+use sqlx::types::Json;
 
 /// A listing as stored (read back through `row_to_json` too); shown as [`api::Listing`].
 #[derive(Debug, Clone, PartialEq, Eq, FromRow, Deserialize)]
@@ -30,11 +32,19 @@ pub struct Listing {
     pub max_rounds: i32,
     pub bid_ttl_seconds: i32,
     pub max_threads_per_buyer: i32,
+    #[sqlx(json(nullable))]
+    #[serde(default)]
+    pub issues: Option<Issues>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
 
 impl Listing {
+    /// The issues negotiated beside price (none for a price-only listing).
+    pub fn issues(&self) -> Issues {
+        self.issues.clone().unwrap_or_default()
+    }
+
     pub fn terms(&self) -> ListingTerms {
         ListingTerms {
             title: self.title.clone(),
@@ -48,6 +58,7 @@ impl Listing {
             max_rounds: self.max_rounds,
             bid_ttl_seconds: self.bid_ttl_seconds,
             max_threads_per_buyer: self.max_threads_per_buyer,
+            issues: self.issues(),
         }
     }
 }
@@ -69,6 +80,7 @@ impl From<Listing> for api::Listing {
             max_rounds: row.max_rounds,
             bid_ttl_seconds: row.bid_ttl_seconds,
             max_threads_per_buyer: row.max_threads_per_buyer,
+            issues: row.issues,
             created_at: row.created_at,
             updated_at: row.updated_at,
         }
@@ -78,7 +90,7 @@ impl From<Listing> for api::Listing {
 macro_rules! listing_columns {
     () => {
         "id, seller_id, title, description, ask_amount, currency, quantity, quantity_available, status, negotiable, \
-         min_negotiation_tier, max_rounds, bid_ttl_seconds, max_threads_per_buyer, created_at, updated_at"
+         min_negotiation_tier, max_rounds, bid_ttl_seconds, max_threads_per_buyer, issues, created_at, updated_at"
     };
 }
 
@@ -90,8 +102,8 @@ pub async fn insert(
 ) -> Result<Listing, sqlx::Error> {
     sqlx::query_as(concat!(
         "INSERT INTO listings (id, seller_id, title, description, ask_amount, currency, quantity, quantity_available,
-             status, negotiable, min_negotiation_tier, max_rounds, bid_ttl_seconds, max_threads_per_buyer)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'ACTIVE', $9, $10, $11, $12, $13)
+             status, negotiable, min_negotiation_tier, max_rounds, bid_ttl_seconds, max_threads_per_buyer, issues)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'ACTIVE', $9, $10, $11, $12, $13, $14)
          RETURNING ",
         listing_columns!()
     ))
@@ -108,6 +120,7 @@ pub async fn insert(
     .bind(terms.max_rounds)
     .bind(terms.bid_ttl_seconds)
     .bind(terms.max_threads_per_buyer)
+    .bind((!terms.issues.is_empty()).then_some(Json(&terms.issues)))
     .fetch_one(conn)
     .await
 }

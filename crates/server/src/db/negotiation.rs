@@ -39,11 +39,25 @@ pub struct Thread {
     pub last_bid_id: Uuid,
     pub expires_at: Option<DateTime<Utc>>,
     pub closed_reason: Option<Reason>,
+    /// When the thread was marked as deadlocked, with the mediator's suggestion and the
+    /// parties that agreed to it.
+    #[serde(default)]
+    pub deadlock_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub mediation: Option<api::Suggestion>,
+    #[serde(default)]
+    pub mediation_agreed: Vec<Party>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
 
 impl Thread {
+    /// The deadlock mark as agents see it.
+    pub fn deadlock(&self) -> Option<api::Deadlock> {
+        let (detected_at, suggestion) = (self.deadlock_at?, self.mediation.clone()?);
+        Some(api::Deadlock { detected_at, suggestion, agreed: self.mediation_agreed.clone() })
+    }
+
     /// The thread as it truly is at `now`, before the sweeper has caught up, with whose turn it
     /// is: what agents are shown.
     pub fn at(&self, now: DateTime<Utc>) -> api::Thread {
@@ -58,6 +72,7 @@ impl Thread {
             last_bid_id: self.last_bid_id,
             expires_at: self.expires_at,
             closed_reason: self.closed_reason,
+            deadlock: self.deadlock().map(Box::new),
             created_at: self.created_at,
             updated_at: self.updated_at,
         };
@@ -357,6 +372,10 @@ pub struct CounterMove {
     #[serde(flatten)]
     pub effect: Effect,
     pub counter: Bid,
+    /// The mediator's suggestion, when this counter deadlocked the thread: the statement marks
+    /// the thread with it (once).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mediation: Option<api::Suggestion>,
 }
 
 /// A move as its statement reads it: with its index in the batch, which the statement's rows
@@ -500,9 +519,9 @@ pub async fn counter(
         [
             "WITH input AS (
              SELECT i.index, i.thread_id, i.bid_id, i.now, i.bid_status AS answered_status,
-                    i.reason AS answered_reason, c.*
+                    i.reason AS answered_reason, i.mediation AS new_mediation, c.*
              FROM jsonb_to_recordset($2) AS i(index int, thread_id uuid, bid_id uuid, now timestamptz, bid_status text,
-                                              reason text, counter jsonb)
+                                              reason text, counter jsonb, mediation jsonb)
              CROSS JOIN LATERAL jsonb_to_record(i.counter) AS c(id uuid, author text, author_id uuid, amount bigint,
                  currency text, message text, terms jsonb, final boolean, status text, round int,
                  expires_at timestamptz)
@@ -526,8 +545,11 @@ pub async fn counter(
              RETURNING *
          ), thread AS (
              UPDATE threads SET rounds = bid.round, last_bid_id = bid.id, expires_at = bid.expires_at,
-                    updated_at = bid.updated_at
-             FROM bid WHERE threads.id = bid.thread_id
+                    updated_at = bid.updated_at,
+                    deadlock_at = CASE WHEN i.new_mediation IS NULL THEN threads.deadlock_at
+                                       ELSE COALESCE(threads.deadlock_at, bid.updated_at) END,
+                    mediation = COALESCE(threads.mediation, i.new_mediation)
+             FROM bid JOIN input i ON i.id = bid.id WHERE threads.id = bid.thread_id
              RETURNING threads.*
          ), new_pending AS (
              SELECT bid.id AS bid_id, bid.thread_id, thread.listing_id,
@@ -766,6 +788,63 @@ async fn end_bids(
     .fetch_all(conn)
     .await?;
     Ok(rows.into_iter().map(|row| (row.bid.0, row.thread.0)).collect())
+}
+
+/// The amounts and terms of a thread's bids after round `after` and before round `before`, in
+/// order: what the deadlock detector reads.
+pub async fn offers_after(
+    conn: &mut PgConnection,
+    thread_id: Uuid,
+    after: i32,
+    before: i32,
+) -> Result<Vec<(i64, Option<serde_json::Value>)>, sqlx::Error> {
+    sqlx::query_as("SELECT amount, terms FROM bids WHERE thread_id = $1 AND round > $2 AND round < $3 ORDER BY round")
+        .bind(thread_id)
+        .bind(after)
+        .bind(before)
+        .fetch_all(conn)
+        .await
+}
+
+/// Locks a thread the agent is party to for a settlement, its listing first (the acceptance
+/// changes it), and reads both.
+pub async fn lock_thread_and_listing(
+    conn: &mut PgConnection,
+    thread_id: Uuid,
+    agent_id: Uuid,
+) -> Result<Option<(Thread, Listing)>, sqlx::Error> {
+    let listing: Option<Json<Listing>> = sqlx::query_scalar(
+        "SELECT row_to_json(l) FROM listings l
+         WHERE l.id = (SELECT listing_id FROM threads WHERE id = $1 AND $2 IN (buyer_id, seller_id))
+         FOR UPDATE",
+    )
+    .bind(thread_id)
+    .bind(agent_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(Json(listing)) = listing else {
+        return Ok(None);
+    };
+    let Json(thread): Json<Thread> =
+        sqlx::query_scalar("SELECT row_to_json(t) FROM threads t WHERE id = $1 FOR UPDATE")
+            .bind(thread_id)
+            .fetch_one(&mut *conn)
+            .await?;
+    Ok(Some((thread, listing)))
+}
+
+/// Records that `party` agreed to settle the locked thread at its suggestion.
+pub async fn agree_to_mediation(conn: &mut PgConnection, thread_id: Uuid, party: Party) -> Result<Thread, sqlx::Error> {
+    let Json(thread) = sqlx::query_scalar(
+        "UPDATE threads t SET mediation_agreed = CASE WHEN $2 = ANY(mediation_agreed) THEN mediation_agreed
+                                                       ELSE array_append(mediation_agreed, $2) END
+         WHERE id = $1 RETURNING row_to_json(t)",
+    )
+    .bind(thread_id)
+    .bind(party.as_str())
+    .fetch_one(conn)
+    .await?;
+    Ok(thread)
 }
 
 /// A bid, if the agent is party to its thread.

@@ -6,6 +6,7 @@ use sqlx::types::Json;
 use sqlx::{FromRow, PgConnection, PgExecutor};
 use uuid::Uuid;
 
+use haggle_domain::issues::Issues;
 use haggle_domain::strategy::Policy;
 use haggle_domain::{BidStatus, Party, ThreadStatus, Tier};
 
@@ -371,6 +372,10 @@ pub struct TaskContext {
     pub max_rounds: i32,
     /// The thread's amounts, round 1 first.
     pub amounts: Vec<i64>,
+    /// The terms of the thread's bids, round 1 first.
+    pub terms: Json<Vec<Option<serde_json::Value>>>,
+    /// The listing's issues, if it declares any.
+    pub issues: Option<Json<Issues>>,
     /// Counters the agent's policy has made in the thread.
     pub auto_counters: i64,
     /// The most specific policy of the agent for this thread, if any.
@@ -385,7 +390,9 @@ pub async fn task_context(conn: &mut PgConnection, task: Task) -> Result<Option<
                 CASE WHEN t.seller_id = $2 THEN 'seller' ELSE 'buyer' END AS role,
                 me.tier AS agent_tier, me.suspended_at IS NOT NULL AS agent_suspended, buyer.tier AS buyer_tier,
                 l.ask_amount, l.max_rounds,
-                ARRAY(SELECT amount FROM bids WHERE thread_id = t.id ORDER BY round) AS amounts, ",
+                ARRAY(SELECT amount FROM bids WHERE thread_id = t.id ORDER BY round) AS amounts,
+                COALESCE((SELECT json_agg(terms ORDER BY round) FROM bids WHERE thread_id = t.id), '[]') AS terms,
+                l.issues, ",
         policy_in_thread!("$2", "CASE WHEN t.seller_id = $2 THEN 'seller' ELSE 'buyer' END"),
         "
          FROM bids b
@@ -484,5 +491,32 @@ pub async fn seller_policy(
     )
     .bind(listing_id)
     .fetch_optional(executor)
+    .await
+}
+
+/// The most specific policy of each party of a thread (the thread's, the listing's, or the
+/// party's default for its role), buyer first: what the mediator reads utilities from.
+#[derive(Debug, Clone, FromRow)]
+pub struct ThreadPolicies {
+    pub buyer: Option<Json<serde_json::Value>>,
+    pub seller: Option<Json<serde_json::Value>>,
+}
+
+pub async fn thread_policies(executor: impl PgExecutor<'_>, thread_id: Uuid) -> Result<ThreadPolicies, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT (SELECT p.policy FROM policies p
+                  WHERE p.agent_id = t.buyer_id
+                    AND (p.thread_id = t.id OR p.listing_id = t.listing_id
+                         OR (p.thread_id IS NULL AND p.listing_id IS NULL AND p.role = 'buyer'))
+                  ORDER BY (p.thread_id IS NOT NULL) DESC, (p.listing_id IS NOT NULL) DESC LIMIT 1) AS buyer,
+                (SELECT p.policy FROM policies p
+                  WHERE p.agent_id = t.seller_id
+                    AND (p.thread_id = t.id OR p.listing_id = t.listing_id
+                         OR (p.thread_id IS NULL AND p.listing_id IS NULL AND p.role = 'seller'))
+                  ORDER BY (p.thread_id IS NOT NULL) DESC, (p.listing_id IS NOT NULL) DESC LIMIT 1) AS seller
+         FROM threads t WHERE t.id = $1",
+    )
+    .bind(thread_id)
+    .fetch_one(executor)
     .await
 }

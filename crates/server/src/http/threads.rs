@@ -8,14 +8,46 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::error::ApiError;
-use super::extract::{Id, Params};
-use super::{AppState, Endpoint, Page, choice, paging};
+use super::extract::{ActionBody, Id, IdempotencyKey, Params};
+use super::{AppState, Endpoint, Page, Reply, Write, choice, paging};
 use crate::db;
 use crate::db::agents::Caller;
 use crate::db::negotiation::ThreadFilter;
+use crate::market::mediation::{self, Settlement};
+use axum::http::StatusCode;
+use axum::response::Response;
 
 pub fn endpoints() -> Vec<Endpoint> {
-    vec![Endpoint::get("/v1/threads", list), Endpoint::get("/v1/threads/{id}", read)]
+    vec![
+        Endpoint::get("/v1/threads", list),
+        Endpoint::get("/v1/threads/{id}", read),
+        Endpoint::post("/v1/threads/{id}/settle", settle),
+    ]
+}
+
+/// The caller agrees to settle a deadlocked thread at the mediator's suggestion: 200 with the
+/// accepted counter and the order once both sides agreed, 202 while the other side has not.
+async fn settle(
+    State(state): State<AppState>,
+    caller: Caller,
+    Id(id): Id,
+    key: IdempotencyKey,
+    body: ActionBody,
+) -> Result<Response, Response> {
+    let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
+    let rules = state.settings.rules;
+    let outcome =
+        command.run(|conn, events, access| Box::pin(mediation::settle(conn, events, access, caller, id, rules))).await;
+    let now = Utc::now();
+    Ok(command
+        .finish(outcome.map(|Settlement { thread, bid, order }| {
+            let status = if order.is_some() { StatusCode::OK } else { StatusCode::ACCEPTED };
+            Reply::json(
+                status,
+                &api::Settled { thread: thread.at(now), bid: bid.map(Into::into), order: order.map(Into::into) },
+            )
+        }))
+        .await)
 }
 
 #[derive(Debug, Deserialize)]

@@ -7,11 +7,13 @@ pub use batch::Batcher;
 pub use unit::{Market, Unit, Wakeups};
 
 use haggle_domain::Rejection;
+use haggle_domain::deadlock;
 use haggle_domain::money::AmountLimits;
 
 pub mod agents;
 pub mod batch;
 pub mod listings;
+pub mod mediation;
 pub mod negotiation;
 pub mod policies;
 pub mod quotes;
@@ -70,4 +72,6 @@ pub type Result<T> = std::result::Result<T, Error>;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Rules {
     pub amounts: AmountLimits,
+    /// When a thread counts as deadlocked.
+    pub deadlock: deadlock::Settings,
 }

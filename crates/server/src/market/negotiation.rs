@@ -6,6 +6,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::batch::Move;
+use super::mediation;
 use super::{Access, Error, Result, Rules};
 use crate::db::agents::Caller;
 use crate::db::negotiation::{self, AcceptMove, BidContext, CounterMove, Made, MoveEvent, NewBid, PlaceMove};
@@ -122,6 +123,7 @@ pub async fn place(
         return Err(Rejection::OfferLimitReached { limit: listing.max_threads_per_buyer }.into());
     }
     bid::check_opening(amount, listing.ask_amount)?;
+    listing.issues().read_terms(input.own_terms())?;
     let expires_in =
         bid::expires_in(input.expires_in, listing.bid_ttl_seconds).map_err(|m| Rejection::invalid("expires_in", m))?;
     let opening = NewBid {
@@ -146,6 +148,9 @@ pub async fn place(
         last_bid_id: bid.id,
         expires_at: Some(bid.expires_at),
         closed_reason: None,
+        deadlock_at: None,
+        mediation: None,
+        mediation_agreed: Vec::new(),
         created_at: now,
         updated_at: now,
     };
@@ -316,6 +321,8 @@ pub async fn counter(
     let expires_in = bid::expires_in(input.expires_in, context.listing.bid_ttl_seconds)
         .map_err(|m| Rejection::invalid("expires_in", m))?;
     let terms = if input.carries_terms_over() { context.bid.terms.as_ref() } else { input.own_terms() };
+    let issues = context.listing.issues();
+    issues.read_terms(terms)?;
     let counter = NewBid {
         id: Uuid::now_v7(),
         author_id: caller.id,
@@ -329,17 +336,29 @@ pub async fn counter(
     // The rows the move writes, decided at `now`, and so its event.
     let now = context.db_now;
     let bid = counter.row(context.thread.id, Some(bid_id), round, now);
-    let thread = Thread {
+    let mut thread = Thread {
         rounds: round,
         last_bid_id: bid.id,
         expires_at: Some(bid.expires_at),
         updated_at: now,
         ..context.thread.0.clone()
     };
-    let event = NewEvent::bid(&bid, &thread);
-    let counter =
-        CounterMove { thread_id: context.thread.id, bid_id, now, effect: transition.into(), counter: bid.clone() };
-    let Some(made) = make(conn, events, access, counter, vec![event]).await? else {
+    let mediation = mediation::detect(conn, &context, &issues, &bid, rules).await?;
+    if let Some(suggestion) = &mediation {
+        thread.deadlock_at = Some(now);
+        thread.mediation = Some(suggestion.clone());
+    }
+    let mut made_events = vec![NewEvent::bid(&bid, &thread)];
+    made_events.extend(mediation.iter().map(|suggestion| NewEvent::deadlock(&thread, suggestion)));
+    let counter = CounterMove {
+        thread_id: context.thread.id,
+        bid_id,
+        now,
+        effect: transition.into(),
+        counter: bid.clone(),
+        mediation,
+    };
+    let Some(made) = make(conn, events, access, counter, made_events).await? else {
         return Err(lost_race(conn, events, bid_id).await);
     };
     Ok(made.rows)

@@ -1,5 +1,6 @@
 //! Setting and removing an agent's policies: each in a unit of work of its own.
 
+use haggle_domain::rejection::Validator;
 use haggle_domain::strategy::Policy;
 use haggle_domain::{ListingStatus, Party, Rejection, ThreadStatus};
 use uuid::Uuid;
@@ -31,6 +32,12 @@ pub async fn put(
             let listing = db::listings::lock(&mut *conn, id).await?.ok_or(Rejection::NotFound { what: "listing" })?;
             if listing.status != ListingStatus::Active {
                 return Err(Rejection::ListingUnavailable { current_status: listing.status.as_str() }.into());
+            }
+            if let Some(utility) = &policy.utility {
+                // The weights name the listing's issues.
+                let mut v = Validator::new();
+                utility.check(&mut v, Some(&listing.issues()));
+                v.finish()?;
             }
         }
         Scope::Thread(id) => {
