@@ -6,13 +6,15 @@
 use serde::{Deserialize, Serialize};
 
 use super::super::bid::Party;
-use super::{NegotiationState, Rationale, Turn, concede, round_concession, round_price, tier_engine};
+use super::{NegotiationState, Rationale, Turn, concede, learned, model, round_concession, round_price, tier_engine};
 
 /// A policy's counter strategy, as stored and as sent in JSON: `{"strategy": "step", "fraction": 0.25}`.
 ///
 /// Variants without parameters are written `Split {}` rather than `Split` because serde ignores
 /// unknown fields on unit variants of an internally tagged enum; an empty struct variant refuses them.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+///
+/// Not `Copy`: a learned strategy carries its table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(tag = "strategy", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Strategy {
@@ -45,6 +47,24 @@ pub enum Strategy {
     },
     /// The seller tier engine (see `tier_engine`): the buyer's tier picks the concession limits.
     Tier {},
+    /// Opponent modelling (see `model`): a belief about the other side's limit, from its
+    /// opening, its concession curve and the time left, and the counter of most expected surplus.
+    /// `e` is the buyer's concession exponent (below 1: Boulware).
+    Bayes {
+        #[serde(default = "default_bayes_e")]
+        e: f64,
+    },
+    /// A Q-table trained by `haggle sim --learn q` (see `learned`), played greedily.
+    Learned {
+        levels: u8,
+        steps: u8,
+        /// One row of `levels + 2` values per state: offer each level, accept, reject.
+        q: Vec<Vec<f64>>,
+    },
+}
+
+fn default_bayes_e() -> f64 {
+    model::DEFAULT_BAYES_E
 }
 
 /// The time tactic's `e` when none is given: it concedes at a steady pace.
@@ -79,6 +99,8 @@ impl Strategy {
             Strategy::Time { .. } => "time",
             Strategy::TitForTat { .. } => "tit_for_tat",
             Strategy::Tier {} => "tier",
+            Strategy::Bayes { .. } => "bayes",
+            Strategy::Learned { .. } => "learned",
         }
     }
 
@@ -86,9 +108,9 @@ impl Strategy {
     pub fn propose(&self, state: &NegotiationState, turn: Turn, limit: i64) -> Proposal {
         let mover = state.mover;
         let counter = |amount| Proposal::Counter { amount, is_final: false };
-        match *self {
+        match self {
             Strategy::Split {} => counter(midpoint(mover, turn.pending, turn.own_previous)),
-            Strategy::Step { amount: Some(amount), .. } => counter(concede(mover, turn.own_previous, amount)),
+            Strategy::Step { amount: Some(amount), .. } => counter(concede(mover, turn.own_previous, *amount)),
             Strategy::Step { amount: None, fraction } => {
                 let gap = turn.pending.abs_diff(turn.own_previous) as f64;
                 let by = round_concession(gap * fraction.unwrap_or(0.0));
@@ -96,13 +118,15 @@ impl Strategy {
             }
             Strategy::Time { k, e, start } => {
                 let start = start.or(state.own_opening()).unwrap_or(turn.own_previous);
-                counter(time_price(mover, k, e, start, limit, turn.round, state.max_rounds))
+                counter(time_price(mover, *k, *e, start, limit, turn.round, state.max_rounds))
             }
             Strategy::TitForTat { kindness } => {
                 let by = round_concession(state.other_concession() as f64 * (1.0 + kindness));
                 counter(concede(mover, turn.own_previous, by))
             }
             Strategy::Tier {} => tier_engine::propose(state, turn, limit),
+            Strategy::Bayes { e } => model::propose(state, turn, limit, *e),
+            Strategy::Learned { levels, steps, q } => learned::propose(state, turn, limit, *levels, *steps, q),
         }
     }
 }
@@ -152,7 +176,7 @@ mod tests {
             (&[499, 500], 499),                  // buyer: 499.5 down, its previous
         ];
         for (bids, want) in cases {
-            assert_eq!(proposed(split, bids, 0), *want, "{bids:?}");
+            assert_eq!(proposed(split.clone(), bids, 0), *want, "{bids:?}");
         }
     }
 
@@ -170,7 +194,7 @@ mod tests {
             (fraction(1.0), &[80_000], 80_000),         // all the way: settle will accept
         ];
         for (strategy, bids, want) in cases {
-            assert_eq!(proposed(*strategy, bids, 0), *want, "{strategy:?} {bids:?}");
+            assert_eq!(proposed(strategy.clone(), bids, 0), *want, "{strategy:?} {bids:?}");
         }
     }
 
@@ -197,7 +221,7 @@ mod tests {
             (time(0.0, 3.0), &[60_000, 99_000], 70_626),
         ];
         for (strategy, bids, want) in cases {
-            assert_eq!(proposed(*strategy, bids, 80_000), *want, "{strategy:?} {bids:?}");
+            assert_eq!(proposed(strategy.clone(), bids, 80_000), *want, "{strategy:?} {bids:?}");
         }
         // At the last round the price is the limit itself.
         let mut s = state(100_000, &[70_000]);
@@ -229,7 +253,7 @@ mod tests {
             (tft(0.1), &[80_000, 96_000, 84_000, 93_001], 87_298),
         ];
         for (strategy, bids, want) in cases {
-            assert_eq!(proposed(*strategy, bids, 0), *want, "{strategy:?} {bids:?}");
+            assert_eq!(proposed(strategy.clone(), bids, 0), *want, "{strategy:?} {bids:?}");
         }
     }
 

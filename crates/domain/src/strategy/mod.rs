@@ -14,6 +14,8 @@
 
 mod buyer;
 mod counter;
+pub mod learned;
+pub mod model;
 mod policy;
 mod simulate;
 mod tier_engine;
