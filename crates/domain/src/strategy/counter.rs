@@ -54,6 +54,16 @@ pub enum Strategy {
         #[serde(default = "default_bayes_e")]
         e: f64,
     },
+    /// A buyer shopping elsewhere too (the library's `Competitive` as a policy): it steps `step`
+    /// minor units a counter, never offers or accepts more than `best_elsewhere` (a standing
+    /// offer it holds on another listing), and stops, leaving the thread to its owner, when it
+    /// cannot move without paying more than elsewhere. Buyers only.
+    Competitive {
+        #[serde(deserialize_with = "crate::whole::number")]
+        step: i64,
+        #[serde(default, deserialize_with = "crate::whole::option", skip_serializing_if = "Option::is_none")]
+        best_elsewhere: Option<i64>,
+    },
     /// A Q-table trained by `haggle sim --learn q` (see `learned`), played greedily.
     Learned {
         levels: u8,
@@ -100,6 +110,7 @@ impl Strategy {
             Strategy::TitForTat { .. } => "tit_for_tat",
             Strategy::Tier {} => "tier",
             Strategy::Bayes { .. } => "bayes",
+            Strategy::Competitive { .. } => "competitive",
             Strategy::Learned { .. } => "learned",
         }
     }
@@ -126,9 +137,30 @@ impl Strategy {
             }
             Strategy::Tier {} => tier_engine::propose(state, turn, limit),
             Strategy::Bayes { e } => model::propose(state, turn, limit, *e),
+            Strategy::Competitive { step, best_elsewhere } => competitive(state, turn, limit, *step, *best_elsewhere),
             Strategy::Learned { levels, steps, q } => learned::propose(state, turn, limit, *levels, *steps, q),
         }
     }
+}
+
+/// [`Strategy::Competitive`]'s move: the library's `Competitive` without its walk-away rules
+/// (a policy's `max_auto_rounds` bounds its counters).
+fn competitive(state: &NegotiationState, turn: Turn, limit: i64, step: i64, best_elsewhere: Option<i64>) -> Proposal {
+    if state.mover != Party::Buyer {
+        return Proposal::Stop(Rationale::WrongSide);
+    }
+    let cap = best_elsewhere.map_or(limit, |best| best.min(limit));
+    if turn.pending <= cap {
+        return Proposal::Accept(Rationale::WithinMax);
+    }
+    if turn.pending <= limit && state.pending_final {
+        // Within the ceiling but worse than elsewhere, and it cannot be countered.
+        return Proposal::Stop(Rationale::BetterElsewhere);
+    }
+    if turn.own_previous > cap {
+        return Proposal::Stop(Rationale::BetterElsewhere);
+    }
+    Proposal::Counter { amount: turn.own_previous.saturating_add(step.max(0)).min(cap), is_final: false }
 }
 
 /// The midpoint of two positions, rounded toward the mover's side, in exact integer arithmetic.
@@ -288,5 +320,35 @@ mod tests {
         let json = serde_json::to_string(&Strategy::Step { amount: None, fraction: Some(0.25) }).unwrap();
         assert_eq!(json, r#"{"strategy":"step","fraction":0.25}"#);
         assert_eq!(serde_json::to_string(&Strategy::Split {}).unwrap(), r#"{"strategy":"split"}"#);
+    }
+
+    #[test]
+    fn competitive_caps_the_buyer_by_its_offer_elsewhere() {
+        let competitive = |best_elsewhere| Strategy::Competitive { step: 2_000, best_elsewhere };
+        let propose = |strategy: Strategy, bids: &[i64], limit: i64| {
+            let s = state(100_000, bids);
+            strategy.propose(&s, s.turn().unwrap(), limit)
+        };
+        // Ceiling 90000, nothing elsewhere: step 2000 from 80000.
+        assert_eq!(
+            propose(competitive(None), &[80_000, 96_000], 90_000),
+            Proposal::Counter { amount: 82_000, is_final: false }
+        );
+        // 81000 elsewhere caps the counter, and a seller at 81000 is accepted.
+        assert_eq!(
+            propose(competitive(Some(81_000)), &[80_000, 96_000], 90_000),
+            Proposal::Counter { amount: 81_000, is_final: false }
+        );
+        assert_eq!(
+            propose(competitive(Some(81_000)), &[80_000, 81_000], 90_000),
+            Proposal::Accept(Rationale::WithinMax)
+        );
+        // Already above the offer elsewhere: nothing to gain here; the owner decides.
+        assert_eq!(
+            propose(competitive(Some(79_000)), &[80_000, 96_000], 90_000),
+            Proposal::Stop(Rationale::BetterElsewhere)
+        );
+        // Not a seller's strategy.
+        assert_eq!(propose(competitive(None), &[80_000], 90_000), Proposal::Stop(Rationale::WrongSide));
     }
 }

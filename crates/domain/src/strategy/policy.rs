@@ -145,6 +145,18 @@ impl Policy {
                     v.fail("counter.e", format!("must be between {MIN_BAYES_E} and {MAX_BAYES_E}"));
                 }
             }
+            Strategy::Competitive { step, best_elsewhere } => {
+                v.check("counter.step", check_amount_range(*step, 1, limits.max));
+                if let Some(best) = best_elsewhere {
+                    v.check("counter.best_elsewhere", check_amount(*best, limits));
+                }
+                if role == Party::Seller {
+                    v.fail(
+                        "counter.strategy",
+                        "competitive is a buyer strategy: it caps what the buyer pays by its best offer elsewhere",
+                    );
+                }
+            }
             Strategy::Learned { levels, steps, q } => {
                 if let Err((field, message)) = learned::check_shape(*levels, *steps, q) {
                     v.fail(field, message);

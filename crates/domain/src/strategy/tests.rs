@@ -16,7 +16,8 @@ fn tiers() -> impl Strategy<Value = Tier> {
     prop::sample::select(Tier::ALL.to_vec())
 }
 
-/// Any counter strategy with parameters in their valid ranges; `tier` only if `with_tier`.
+/// Any counter strategy with parameters in their valid ranges: a seller's (with `tier`) if
+/// `with_tier`, else a buyer's (with `competitive`).
 fn strategies(with_tier: bool) -> BoxedStrategy<counter::Strategy> {
     let plain = prop_oneof![
         Just(counter::Strategy::Split {}),
@@ -33,7 +34,13 @@ fn strategies(with_tier: bool) -> BoxedStrategy<counter::Strategy> {
             })
             .prop_map(|(levels, steps, q)| counter::Strategy::Learned { levels, steps, q }),
     ];
-    if with_tier { prop_oneof![plain, Just(counter::Strategy::Tier {})].boxed() } else { plain.boxed() }
+    let competitive = (1i64..50_000, prop::option::of(100i64..2_000_000))
+        .prop_map(|(step, best_elsewhere)| counter::Strategy::Competitive { step, best_elsewhere });
+    if with_tier {
+        prop_oneof![plain, Just(counter::Strategy::Tier {})].boxed()
+    } else {
+        prop_oneof![plain, competitive].boxed()
+    }
 }
 
 fn within_limit(mover: Party, amount: i64, limit: i64) -> bool {
@@ -93,6 +100,7 @@ fn extreme_parameters_do_not_overflow() {
         counter::Strategy::Tier {},
         counter::Strategy::Bayes { e: f64::NAN },
         counter::Strategy::Bayes { e: 0.0 },
+        counter::Strategy::Competitive { step: i64::MAX, best_elsewhere: Some(i64::MIN) },
         counter::Strategy::Learned { levels: 200, steps: 0, q: vec![vec![f64::NAN]] },
     ];
     for limit in extremes {
@@ -133,7 +141,7 @@ proptest! {
     /// it decides keeps the rules.
     #[test]
     fn decide_keeps_the_rules_on_any_thread(
-        counter in strategies(true),
+        counter in prop_oneof![strategies(true), strategies(false)],
         limit in 100i64..2_000_000,
         accept_at in prop::option::of(100i64..2_000_000),
         reject_beyond in prop::option::of(100i64..2_000_000),
