@@ -40,10 +40,11 @@ use roster::{Kind, Mix, Tables};
 pub struct SimArgs {
     /// Buyer strategies and how many agents play each: `name:count,...`. Strategies:
     /// conservative, balanced, aggressive (the guide's threshold profiles scaled to the buyer's
-    /// value), adaptive, split, step, time-boulware, time-linear, time-conceder, tft, q.
+    /// value), adaptive, competitive, bayes, split, step, time-boulware, time-linear,
+    /// time-conceder, tft, q.
     #[arg(long, default_value = "balanced:10,adaptive:10,aggressive:5")]
     pub buyers: String,
-    /// Seller strategies and counts: tier, split, step, time-boulware, time-linear,
+    /// Seller strategies and counts: tier, bayes, split, step, time-boulware, time-linear,
     /// time-conceder, tft, q.
     #[arg(long, default_value = "tier:5,split:5,time-boulware:5")]
     pub sellers: String,
@@ -177,7 +178,9 @@ Strategies: conservative, balanced, aggressive step up by a fixed amount to the 
 scales its step by the seller's last concession; split counters at the midpoint; step gives a
 quarter of the gap; time-boulware, time-linear, time-conceder are Faratin's time-dependent
 tactic with e = 0.2, 1, 3; tft mirrors the other side's last concession; tier is the seller
-tier engine. Policy-based buyers (split, step, time-*, tft) open at half their value. Every
+tier engine; bayes (either side) models the other side's limit from its moves and counters for
+the most expected surplus (a bayes buyer opens at 35% of the ask); competitive is the balanced
+budget capped by an offer elsewhere (none in this market, where every negotiation is on its own). Policy-based buyers (split, step, time-*, tft) open at half their value. Every
 strategy's private limit is the agent's value or cost.
 
 Accounting: a pair is feasible when value ≥ cost. A deal at price p gives the buyer value − p
@@ -208,7 +211,8 @@ Progress goes to stderr; the report to stdout.
 Examples:
   haggle sim --seed 7
   haggle sim --buyers balanced:10,adaptive:10,tft:5 --sellers tier:5,split:5,time-boulware:5 --rounds 4 --json sim.json
-  haggle sim --learn q --episodes 20000 --svg charts
+  haggle sim --learn q --episodes 20000 --svg charts --export tables.json
+  haggle sim --tournament --seeds 20 --buyers balanced:20,bayes:20 --sellers tier:10,bayes:10 --svg charts
   HAGGLE_ADMIN_TOKEN=... haggle sim --seed 7 --http http://127.0.0.1:8080 --concurrency 16";
 
 fn parse_range(text: &str) -> Result<(i64, i64), String> {

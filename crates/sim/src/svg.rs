@@ -188,10 +188,13 @@ pub fn training_curves(curve: &[CurvePoint]) -> String {
     out
 }
 
-/// One strategy's ratios to its side's baseline: per opponent, (mean, low, high) or nothing.
+/// A ratio's mean and its interval's ends.
+pub type Spread = (f64, f64, f64);
+
+/// One strategy's ratios to its side's baseline: per opponent, the spread or nothing.
 pub struct Bar {
     pub strategy: String,
-    pub cells: Vec<(String, Option<(f64, f64, f64)>)>,
+    pub cells: Vec<(String, Option<Spread>)>,
 }
 
 /// Grouped bars, one group per opponent and one bar per strategy, with the 95 % interval as a
