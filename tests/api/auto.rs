@@ -534,3 +534,114 @@ async fn publishing_announces_queued_work_to_every_instance() {
     heard.sort();
     assert_eq!(heard, [("haggle_auto".to_owned(), "1".to_owned()), ("haggle_deliveries".to_owned(), "1".to_owned())]);
 }
+
+/// Replays every bid of an ended thread after the opening through the domain's `decide` with
+/// the policy of the side that made it: the executor played exactly the policy.
+fn assert_played_by(done: &Value, ask: i64, max_rounds: i32, seller: &Policy, buyer: &Policy) {
+    let bids = done["bids"].as_array().unwrap();
+    let amounts: Vec<i64> = bids.iter().map(|b| b["amount"].as_i64().unwrap()).collect();
+    for i in 1..amounts.len() {
+        let mover = if i % 2 == 1 { Party::Seller } else { Party::Buyer };
+        let made = (0..i).filter(|j| (j % 2 == 1) == (mover == Party::Seller)).count();
+        let state = haggle_domain::strategy::NegotiationState {
+            mover,
+            ask,
+            max_rounds,
+            buyer_tier: Tier::Agency,
+            bids: amounts[..i].to_vec(),
+            pending_final: bids[i - 1]["final"] == true,
+            auto_moves: if mover == Party::Buyer { made as u32 - 1 } else { made as u32 },
+        };
+        let policy = if mover == Party::Seller { seller } else { buyer };
+        let decision = haggle_domain::strategy::decide(policy, &state);
+        assert!(
+            matches!(decision, haggle_domain::strategy::Decision::Counter { amount, .. } if amount == amounts[i]),
+            "bid {i} ({}) is not the policy's {decision:?}: {done}",
+            amounts[i]
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_q_table_trained_by_the_simulator_negotiates_live_as_a_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let export = dir.path().join("learned.json");
+    let output = std::process::Command::new(crate::support::haggle_bin())
+        .args(["sim", "--seed", "3", "--learn", "q", "--episodes", "3000", "--export"])
+        .arg(&export)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let tables: Value = serde_json::from_slice(&std::fs::read(&export).unwrap()).unwrap();
+    assert_eq!(tables["seller"]["strategy"], "learned");
+    assert!(serde_json::to_vec(&tables).unwrap().len() < 64 * 1024, "within the default body limit");
+
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({ "ask_amount": 100000, "max_rounds": 10 })).await;
+    let seller_policy = json!({ "limit": 70000, "max_auto_rounds": 10, "counter": tables["seller"] });
+    let buyer_policy = json!({ "limit": 95000, "max_auto_rounds": 10, "counter": tables["buyer"] });
+    app.put(format!("/v1/listings/{}/policy", deal.listing), &deal.seller.key, seller_policy.clone()).await.expect(200);
+    app.put("/v1/agents/me/policies/buyer", &deal.buyer.key, buyer_policy.clone()).await.expect(200);
+    let stored = app.get(format!("/v1/listings/{}/policy", deal.listing), &deal.seller.key).await.expect(200).body;
+    assert_eq!(stored["policy"]["counter"], tables["seller"], "the table is stored as sent");
+
+    // The buyer opens as the learned buyer does; the executor plays both tables from there.
+    let seller: Policy = serde_json::from_value(seller_policy).unwrap();
+    let buyer: Policy = serde_json::from_value(buyer_policy).unwrap();
+    let Strategy::Learned { levels, q, .. } = &buyer.counter else { panic!("not a learned strategy") };
+    let opening = haggle_domain::strategy::learned::opening(100000, buyer.limit, *levels, q);
+    let (_, thread_id) = open(&app, &deal.buyer, &deal.listing, opening).await;
+    let done = ended(&app, &deal.seller, &thread_id).await;
+    assert!(amounts_by(&done, "seller").iter().all(|&a| a >= 70000), "{done}");
+    assert!(amounts_by(&done, "buyer").iter().all(|&a| a <= 95000), "{done}");
+    assert_played_by(&done, 100000, 10, &seller, &buyer);
+    if done["status"] == "ACCEPTED" {
+        let orders = app.get("/v1/orders", &deal.buyer.key).await.expect(200).body;
+        let price = orders["data"][0]["amount"].as_i64().unwrap();
+        assert!((70000..=95000).contains(&price), "{price}");
+    }
+
+    // Malformed tables are refused by field; an oversized one by the body limit.
+    let policy_path = format!("/v1/listings/{}/policy", deal.listing);
+    let mut short = tables["seller"].clone();
+    short["q"].as_array_mut().unwrap().pop();
+    let mut infinite = tables["seller"].clone();
+    infinite["levels"] = json!(11);
+    for (counter, field) in [(short, "counter.q"), (infinite, "counter.levels")] {
+        let resp = app
+            .put(&policy_path, &deal.seller.key, json!({ "limit": 70000, "counter": counter }))
+            .await
+            .expect_problem(422, "validation_failed");
+        assert_eq!(field_errors(&resp.body), [field], "{}", resp.body);
+    }
+    let huge = json!({ "limit": 70000, "counter": { "strategy": "learned", "levels": 5, "steps": 5,
+        "q": vec![vec![0.123456789_f64; 7]; 2000] } });
+    app.put(&policy_path, &deal.seller.key, huge).await.expect_problem(413, "payload_too_large");
+}
+
+#[tokio::test]
+async fn two_bayes_policies_negotiate_within_their_limits() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({ "ask_amount": 100000, "max_rounds": 10 })).await;
+    let seller_policy = json!({ "limit": 70000, "max_auto_rounds": 10, "counter": { "strategy": "bayes" } });
+    let buyer_policy = json!({ "limit": 90000, "max_auto_rounds": 10, "counter": { "strategy": "bayes", "e": 0.5 } });
+    app.put(format!("/v1/listings/{}/policy", deal.listing), &deal.seller.key, seller_policy.clone()).await.expect(200);
+    app.put("/v1/agents/me/policies/buyer", &deal.buyer.key, buyer_policy.clone()).await.expect(200);
+    let bad = json!({ "limit": 70000, "counter": { "strategy": "bayes", "e": 0.0 } });
+    let resp = app
+        .put(format!("/v1/listings/{}/policy", deal.listing), &deal.seller.key, bad)
+        .await
+        .expect_problem(422, "validation_failed");
+    assert_eq!(field_errors(&resp.body), ["counter.e"]);
+
+    let opening = haggle_domain::strategy::model::opening(100000, 90000);
+    let (_, thread_id) = open(&app, &deal.buyer, &deal.listing, opening).await;
+    let done = ended(&app, &deal.seller, &thread_id).await;
+    assert_eq!(done["status"], "ACCEPTED", "overlapping limits and the whole of max_rounds: {done}");
+    assert!(amounts_by(&done, "seller").iter().all(|&a| a >= 70000), "{done}");
+    assert!(amounts_by(&done, "buyer").iter().all(|&a| a <= 90000), "{done}");
+    let seller: Policy = serde_json::from_value(seller_policy).unwrap();
+    let buyer: Policy = serde_json::from_value(buyer_policy).unwrap();
+    assert_played_by(&done, 100000, 10, &seller, &buyer);
+}

@@ -321,7 +321,7 @@ async fn the_negotiate_command_plays_a_profile_against_a_seller_policy() {
     seller.set_policy(PolicyScope::Listing(listing.id), &Policy::new(2_500, Strategy::Tier {})).await.unwrap();
 
     let id = listing.id.to_string();
-    let out = haggle(&app, &buyer_key, &["negotiate", "--listing", &id, "--strategy", "balanced"]).await;
+    let out = haggle(&app, &buyer_key, &["negotiate", "--listing", &id, "--strategy", "balanced", "--cpm"]).await;
     let lines: Vec<&str> = out.lines().collect();
     assert!(lines[0].starts_with("round 1  buyer") && lines[0].contains("20.00"), "{out}");
     assert!(lines[1].starts_with("round 2  seller"), "{out}");
@@ -340,6 +340,37 @@ async fn the_negotiate_command_plays_a_profile_against_a_seller_policy() {
     }
     // No buyer offer ever went past the profile's 30.00.
     assert!(thread.bids.iter().filter(|bid| bid.author == Party::Buyer).all(|bid| bid.amount <= 3_000), "{out}");
+}
+
+#[tokio::test]
+async fn a_newcomers_profile_fits_the_listing_and_bayes_bargains_with_bayes() {
+    let app = TestApp::spawn().await;
+    let (seller, buyer, _, buyer_key) = parties(&app).await;
+    // A 350.00 lamp: balanced, scaled to the ask, opens at 233.33 and never pays more than 350.00.
+    let lamp = seller.create_listing(&NewListing::new("Brass lamp", 35_000)).await.unwrap();
+    let bayes = Policy { max_auto_rounds: 20, ..Policy::new(25_000, Strategy::Bayes { e: 0.5 }) };
+    seller.set_policy(PolicyScope::Listing(lamp.id), &bayes).await.unwrap();
+    let out = haggle(&app, &buyer_key, &["negotiate", "--listing", &lamp.id.to_string()]).await;
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("round 1  buyer") && lines[0].contains("233.33"), "{out}");
+    let thread = buyer.get_thread(buyer.list_threads(&ThreadQuery::default()).await.unwrap().data[0].id).await.unwrap();
+    assert_eq!(thread.thread.status, ThreadStatus::Accepted, "{out}");
+    assert!(thread.bids.iter().filter(|b| b.author == Party::Buyer).all(|b| b.amount <= 35_000), "{out}");
+    assert!(thread.bids.iter().filter(|b| b.author == Party::Seller).all(|b| b.amount >= 25_000), "{out}");
+
+    // The bayes buyer on a second lamp: opens at 35% of the ask, pays at most its budget.
+    let second = seller.create_listing(&NewListing::new("Brass lamp, pair", 35_000)).await.unwrap();
+    seller.set_policy(PolicyScope::Listing(second.id), &bayes).await.unwrap();
+    let id = second.id.to_string();
+    let out =
+        haggle(&app, &buyer_key, &["negotiate", "--listing", &id, "--strategy", "bayes", "--budget", "32000"]).await;
+    assert!(out.lines().next().unwrap().contains("122.50"), "{out}");
+    let threads =
+        buyer.list_threads(&ThreadQuery { listing_id: Some(second.id), ..ThreadQuery::default() }).await.unwrap();
+    let thread = buyer.get_thread(threads.data[0].id).await.unwrap();
+    assert!(thread.bids.iter().filter(|b| b.author == Party::Buyer).all(|b| b.amount <= 32_000), "{out}");
+    assert!(thread.bids.iter().filter(|b| b.author == Party::Seller).all(|b| b.amount >= 25_000), "{out}");
+    assert!(matches!(thread.thread.status, ThreadStatus::Accepted | ThreadStatus::Rejected), "{out}");
 }
 
 fn price(minor: i64) -> String {
@@ -370,7 +401,7 @@ async fn a_buyer_command_and_a_seller_command_negotiate_with_each_other() {
                 .unwrap()
         })
     };
-    let bought = haggle(&app, &buyer_key, &["negotiate", "--listing", &id, "--strategy", "balanced"]).await;
+    let bought = haggle(&app, &buyer_key, &["negotiate", "--listing", &id, "--strategy", "balanced", "--cpm"]).await;
     let sold = tokio::time::timeout(Duration::from_secs(60), seller_side).await.expect("the seller finishes").unwrap();
     let sold_out = String::from_utf8(sold.stdout).unwrap();
     assert!(sold.status.success(), "{sold_out}\n{}", String::from_utf8_lossy(&sold.stderr));

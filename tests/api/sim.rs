@@ -219,3 +219,69 @@ async fn public_buyers_play_over_http_without_an_admin_token() {
     assert_eq!(String::from_utf8_lossy(&remote.stdout), String::from_utf8_lossy(&local.stdout));
     assert_eq!(count(&app, "SELECT count(*) FROM agents WHERE tier = 'PUBLIC'").await, 5);
 }
+
+#[test]
+fn the_tournament_is_the_same_bytes_for_the_same_seeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, seed: &str| {
+        let json = dir.path().join(format!("{name}.json"));
+        let charts = dir.path().join(format!("{name}-svg"));
+        let output = sim(&[
+            "--tournament",
+            "--seeds",
+            "3",
+            "--seed",
+            seed,
+            "--buyers",
+            "balanced:4,bayes:4,competitive:2",
+            "--sellers",
+            "tier:3,tft:2,bayes:3",
+            "--json",
+            json.to_str().unwrap(),
+            "--svg",
+            charts.to_str().unwrap(),
+        ]);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        (
+            output.stdout,
+            std::fs::read(&json).unwrap(),
+            std::fs::read(charts.join("tournament_buyers.svg")).unwrap(),
+            std::fs::read(charts.join("tournament_sellers.svg")).unwrap(),
+        )
+    };
+    let a = run("a", "4");
+    assert_eq!(a, run("b", "4"), "same seeds, same bytes");
+    assert_ne!(a.1, run("c", "5").1, "the seeds matter");
+    let report: Value = serde_json::from_slice(&a.1).unwrap();
+    assert_eq!(report["seeds"], serde_json::json!([4, 5, 6]));
+    let text = String::from_utf8(a.0).unwrap();
+    assert!(text.contains("relative to balanced") && text.contains("relative to tier"), "{text}");
+    // The baseline against itself is exactly 1 in every seed; every other row has an interval.
+    let rows = report["buyer_side"]["rows"].as_array().unwrap();
+    let balanced = rows.iter().find(|r| r["strategy"] == "balanced" && r["opponent"] == "all").unwrap();
+    assert_eq!(balanced["ratio_to_baseline"]["mean"], 1.0);
+    let bayes = rows.iter().find(|r| r["strategy"] == "bayes" && r["opponent"] == "tier").unwrap();
+    assert!(
+        bayes["ratio_to_baseline"]["low"].as_f64().unwrap() <= bayes["ratio_to_baseline"]["high"].as_f64().unwrap()
+    );
+    assert_eq!(bayes["ratio_to_baseline"]["n"], 3);
+}
+
+#[test]
+fn a_trained_table_is_exported_as_policy_strategies() {
+    let dir = tempfile::tempdir().unwrap();
+    let export = dir.path().join("tables.json");
+    let output = sim(&["--seed", "2", "--learn", "q", "--episodes", "500", "--export", export.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let tables: Value = serde_json::from_slice(&std::fs::read(&export).unwrap()).unwrap();
+    for side in ["buyer", "seller"] {
+        let strategy: haggle_domain::strategy::Strategy = serde_json::from_value(tables[side].clone()).unwrap();
+        let policy = haggle_domain::strategy::Policy::new(5_000, strategy);
+        let party = if side == "buyer" { haggle_domain::Party::Buyer } else { haggle_domain::Party::Seller };
+        assert!(policy.validate(party, None, Default::default()).is_ok(), "{side}");
+    }
+    // --export needs tables to export.
+    let output = sim(&["--export", export.to_str().unwrap()]);
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--learn"));
+}

@@ -15,8 +15,10 @@ use super::{
     Bid, Client, ClientError, CounterOffer, DEFAULT_URL, EventQuery, EventType, ListingQuery, Placement, ThreadQuery,
     ThreadWithBids,
 };
+use haggle_domain::strategy::model::{BAYES_OPENING, BayesBuyer};
 use haggle_domain::strategy::{
-    Adaptive, Decision, MAX_AUTO_ROUNDS, NegotiationState, Policy, Profile, SimpleThreshold, Strategy, decide,
+    Adaptive, Competitive, Decision, MAX_AUTO_ROUNDS, NegotiationState, Policy, Profile, SimpleThreshold, Strategy,
+    decide,
 };
 use haggle_domain::{ListingStatus, Party, ThreadStatus};
 
@@ -44,26 +46,33 @@ impl ServerArgs {
     }
 }
 
-/// The buyer's strategies (see `haggle_domain::strategy::buyer`).
+/// The buyer's strategies (see `haggle_domain::strategy::buyer` and `model`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum BuyerStrategy {
-    /// Opens at 15.00, pays up to 20.00, 1.00 more a round, 3 offers.
+    /// Opens at 3/4 of the budget, 1/20 of it more a round, 3 offers (CPM: 15.00 to 20.00).
     Conservative,
-    /// Opens at 20.00, pays up to 30.00, 2.00 more a round, 5 offers.
+    /// Opens at 2/3 of the budget, 1/15 of it more a round, 5 offers (CPM: 20.00 to 30.00).
     Balanced,
-    /// Opens at 15.00, pays up to 35.00, 5.00 more a round, 10 offers.
+    /// Opens at 3/7 of the budget, 1/7 of it more a round, 10 offers (CPM: 15.00 to 35.00).
     Aggressive,
     /// The balanced budget, stepping by how much the seller moved last.
     Adaptive,
+    /// The balanced budget, capped by --elsewhere, a standing offer held on another listing.
+    Competitive,
+    /// Opponent modelling: opens at 35% of the ask, models the seller's floor from its moves,
+    /// and concedes late toward the price of most expected surplus, never above the budget.
+    Bayes,
 }
 
 /// `haggle negotiate` options.
 ///
 /// As buyer, the strategy's profile gives the opening bid (`target`), the most it pays (`max`),
-/// how much each offer adds (`step`) and how many offers it makes (`rounds`). The profiles are
-/// the ad-buyer guide's, in currency units (balanced: 20.00 to 30.00); for a listing of another
-/// size, `--scale` multiplies the profile's amounts (`--scale 46` makes balanced 920.00 to
-/// 1,380.00), and `--target`, `--max` and `--step` (minor units) set them outright.
+/// how much each offer adds (`step`) and how many offers it makes (`rounds`). By default the
+/// profile is scaled to the buyer's budget, `--budget` or else the listing's ask, in the
+/// ad-buyer guide's proportions (balanced opens at 2/3 of it and pays up to all of it). With
+/// `--cpm` the profiles are the guide's absolute CPM figures (balanced: 20.00 to 30.00), which
+/// `--scale` multiplies (`--scale 46` makes balanced 920.00 to 1,380.00). `--target`, `--max`
+/// and `--step` (minor units) set the amounts outright.
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = NEGOTIATE_EXIT_CODES)]
 pub struct NegotiateArgs {
@@ -78,9 +87,21 @@ pub struct NegotiateArgs {
     /// The buyer's strategy.
     #[arg(long, value_enum, default_value_t = BuyerStrategy::Balanced)]
     pub strategy: BuyerStrategy,
-    /// Multiplies the profile's target, max and step.
-    #[arg(long, default_value_t = 1.0)]
-    pub scale: f64,
+    /// The most the buyer will pay, in minor units: the profile is scaled to it. Defaults to the
+    /// listing's ask.
+    #[arg(long, conflicts_with = "cpm")]
+    pub budget: Option<i64>,
+    /// Use the guide's absolute CPM profiles (balanced: 20.00 to 30.00) instead of scaling them
+    /// to the budget.
+    #[arg(long)]
+    pub cpm: bool,
+    /// Multiplies the CPM profile's target, max and step (implies --cpm).
+    #[arg(long, conflicts_with = "budget")]
+    pub scale: Option<f64>,
+    /// With --strategy competitive: a standing offer held elsewhere, in minor units; the buyer
+    /// never offers or accepts more here.
+    #[arg(long)]
+    pub elsewhere: Option<i64>,
     /// The buyer's opening bid, in minor units (overrides the profile's).
     #[arg(long)]
     pub target: Option<i64>,
@@ -320,10 +341,7 @@ pub async fn negotiate(args: NegotiateArgs) -> anyhow::Result<()> {
         deadline: Instant::now() + Duration::from_secs(args.timeout),
     };
     match args.side {
-        Party::Buyer => {
-            let budget = budget(&args)?;
-            session.run_buyer(&budget).await
-        }
+        Party::Buyer => session.run_buyer(&args).await,
         Party::Seller => {
             let floor = args.floor.context("as seller, give the lowest price you take: --floor <minor units>")?;
             session.run_seller(floor, args.counter).await
@@ -332,10 +350,12 @@ pub async fn negotiate(args: NegotiateArgs) -> anyhow::Result<()> {
 }
 
 /// The buyer's strategy with the profile scaled and overridden as asked.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Buyer {
     Threshold(SimpleThreshold),
     Adaptive(Adaptive),
+    Competitive(Competitive),
+    Bayes(BayesBuyer),
 }
 
 impl Buyer {
@@ -343,6 +363,8 @@ impl Buyer {
         match self {
             Buyer::Threshold(strategy) => strategy.next(state),
             Buyer::Adaptive(strategy) => strategy.next(state),
+            Buyer::Competitive(strategy) => strategy.next(state),
+            Buyer::Bayes(strategy) => haggle_domain::strategy::Negotiator::next(strategy, state),
         }
     }
 
@@ -350,26 +372,48 @@ impl Buyer {
         let (name, target, max, step, rounds) = match self {
             Buyer::Threshold(s) => ("threshold", s.target, s.max, s.step, s.max_rounds),
             Buyer::Adaptive(s) => ("adaptive", s.target, s.max, s.step, s.max_rounds),
+            Buyer::Competitive(s) => ("competitive", s.target, s.cap(), s.step, s.max_rounds),
+            Buyer::Bayes(s) => {
+                return format!(
+                    "bayes: open at {:.0}% of the ask, model the seller's floor, pay up to {}",
+                    BAYES_OPENING * 100.0,
+                    money(s.max)
+                );
+            }
         };
         format!("{name}: open at {}, pay up to {}, step {}, {rounds} offers", money(target), money(max), money(step))
     }
 }
 
-fn budget(args: &NegotiateArgs) -> anyhow::Result<Buyer> {
-    if !(args.scale.is_finite() && args.scale > 0.0) {
-        bail!("--scale must be a positive number");
-    }
+/// The buyer's strategy for a listing asking `ask`: the profile scaled to the budget (or the
+/// guide's CPM figures), then the explicit amounts.
+fn budget(args: &NegotiateArgs, ask: i64) -> anyhow::Result<Buyer> {
     let profile = match args.strategy {
         BuyerStrategy::Conservative => Profile::Conservative,
-        BuyerStrategy::Balanced | BuyerStrategy::Adaptive => Profile::Balanced,
+        BuyerStrategy::Balanced | BuyerStrategy::Adaptive | BuyerStrategy::Competitive | BuyerStrategy::Bayes => {
+            Profile::Balanced
+        }
         BuyerStrategy::Aggressive => Profile::Aggressive,
     };
     let base = SimpleThreshold::profile(profile);
-    let scaled = |amount: i64| (amount as f64 * args.scale).round() as i64;
+    let base = if args.cpm || args.scale.is_some() {
+        let scale = args.scale.unwrap_or(1.0);
+        if !(scale.is_finite() && scale > 0.0) {
+            bail!("--scale must be a positive number");
+        }
+        let scaled = |amount: i64| (amount as f64 * scale).round() as i64;
+        SimpleThreshold { target: scaled(base.target), max: scaled(base.max), step: scaled(base.step), ..base }
+    } else {
+        let budget = args.budget.unwrap_or(ask);
+        if budget < 1 {
+            bail!("--budget must be a positive number of minor units");
+        }
+        scaled_profile(profile, budget)
+    };
     let threshold = SimpleThreshold {
-        target: args.target.unwrap_or(scaled(base.target)),
-        max: args.max.unwrap_or(scaled(base.max)),
-        step: args.step.unwrap_or(scaled(base.step)),
+        target: args.target.unwrap_or(base.target),
+        max: args.max.unwrap_or(base.max),
+        step: args.step.unwrap_or(base.step),
         max_rounds: args.rounds.unwrap_or(base.max_rounds),
     };
     if let Err(rejection) = threshold.validate() {
@@ -385,10 +429,22 @@ fn budget(args: &NegotiateArgs) -> anyhow::Result<Buyer> {
     }
     Ok(match args.strategy {
         BuyerStrategy::Adaptive => Buyer::Adaptive(threshold.into()),
+        BuyerStrategy::Competitive => {
+            Buyer::Competitive(Competitive { best_elsewhere: args.elsewhere, ..Competitive::from(threshold) })
+        }
+        BuyerStrategy::Bayes => Buyer::Bayes(BayesBuyer::new(threshold.max)),
         BuyerStrategy::Conservative | BuyerStrategy::Balanced | BuyerStrategy::Aggressive => {
             Buyer::Threshold(threshold)
         }
     })
+}
+
+/// The guide's profile with its `max` moved to `budget`, the other amounts in proportion (as the
+/// simulator scales a buyer's profile to its value).
+fn scaled_profile(profile: Profile, budget: i64) -> SimpleThreshold {
+    let base = SimpleThreshold::profile(profile);
+    let scale = |amount: i64| ((i128::from(amount) * i128::from(budget)) / i128::from(base.max)) as i64;
+    SimpleThreshold { target: scale(base.target).max(1), max: budget, step: scale(base.step).max(1), ..base }
 }
 
 struct Session {
@@ -456,8 +512,9 @@ impl Session {
         Instant::now() < self.deadline
     }
 
-    async fn run_buyer(&self, buyer: &Buyer) -> anyhow::Result<()> {
+    async fn run_buyer(&self, args: &NegotiateArgs) -> anyhow::Result<()> {
         let listing = self.client.get_listing(self.listing).await?;
+        let buyer = &budget(args, listing.ask_amount)?;
         eprintln!(
             "negotiating as buyer on \"{}\" (ask {} {}), {}",
             listing.title,
@@ -733,23 +790,34 @@ mod tests {
             let listing = Uuid::nil().to_string();
             let mut argv = vec!["haggle", "--listing", &listing, "--api-key", "hk_x"];
             argv.extend_from_slice(extra);
-            budget(&Cli::parse_from(argv).args).unwrap()
+            budget(&Cli::parse_from(argv).args, 35_000).unwrap()
         };
         let threshold = |buyer: Buyer| match buyer {
             Buyer::Threshold(s) => s,
-            Buyer::Adaptive(_) => panic!("not a threshold"),
+            other => panic!("not a threshold: {other:?}"),
         };
-        assert_eq!(threshold(parse(&[])), SimpleThreshold::profile(Profile::Balanced));
+        // By default the profile is scaled to the ask (350.00): balanced opens at 2/3 of it.
+        let lamp = threshold(parse(&[]));
+        assert_eq!((lamp.target, lamp.max, lamp.step, lamp.max_rounds), (23_333, 35_000, 2_333, 5));
+        let own = threshold(parse(&["--strategy", "conservative", "--budget", "30000"]));
+        assert_eq!((own.target, own.max, own.step, own.max_rounds), (22_500, 30_000, 1_500, 3));
+        // The guide's CPM figures on request.
+        assert_eq!(threshold(parse(&["--cpm"])), SimpleThreshold::profile(Profile::Balanced));
         let scaled = threshold(parse(&["--scale", "46"]));
         assert_eq!((scaled.target, scaled.max, scaled.step, scaled.max_rounds), (92_000, 138_000, 9_200, 5));
-        let set = threshold(parse(&["--strategy", "aggressive", "--target", "100000", "--max", "130000"]));
+        let set = threshold(parse(&["--cpm", "--strategy", "aggressive", "--target", "100000", "--max", "130000"]));
         assert_eq!((set.target, set.max, set.step, set.max_rounds), (100_000, 130_000, 500, 10));
         assert!(matches!(parse(&["--strategy", "adaptive"]), Buyer::Adaptive(_)));
+        assert!(matches!(parse(&["--strategy", "bayes"]), Buyer::Bayes(BayesBuyer { max: 35_000, .. })));
+        let Buyer::Competitive(competitive) = parse(&["--strategy", "competitive", "--elsewhere", "30000"]) else {
+            panic!("not competitive");
+        };
+        assert_eq!((competitive.cap(), competitive.target), (30_000, 23_333));
 
         let listing = Uuid::nil().to_string();
         let refused = |extra: &[&str]| {
             let argv = ["haggle", "--listing", &listing, "--api-key", "hk_x"].into_iter().chain(extra.iter().copied());
-            budget(&Cli::parse_from(argv).args).unwrap_err().to_string()
+            budget(&Cli::parse_from(argv).args, 35_000).unwrap_err().to_string()
         };
         let error = refused(&["--rounds", "0"]);
         assert!(error.contains("--rounds: must be between 1 and") && !error.contains("max_rounds"), "{error}");

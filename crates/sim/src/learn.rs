@@ -422,7 +422,7 @@ mod properties {
             cost_span in 0i64..20_000,
             markup in 0.0f64..2.0,
             max_rounds in 1i32..30,
-            counts in proptest::collection::vec(1usize..3, 10),
+            counts in proptest::collection::vec(1usize..3, 12),
         ) {
             let market = Market {
                 buyers: Mix(Kind::BUYERS.iter().zip(&counts).map(|(&k, &n)| (k, n)).collect()),
@@ -435,6 +435,7 @@ mod properties {
                 },
                 max_rounds,
                 rounds: 1,
+                paired: seed % 2 == 0,
             };
             // Learned agents too, with tables from a short training on the same prices.
             let learning = Learning { episodes: 300, cycle: 50, alpha: 0.2, gamma: 0.9, epsilon: 0.5, first: Party::Buyer };

@@ -16,6 +16,7 @@ mod report;
 mod rng;
 mod roster;
 mod svg;
+mod tournament;
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -40,10 +41,11 @@ use roster::{Kind, Mix, Tables};
 pub struct SimArgs {
     /// Buyer strategies and how many agents play each: `name:count,...`. Strategies:
     /// conservative, balanced, aggressive (the guide's threshold profiles scaled to the buyer's
-    /// value), adaptive, split, step, time-boulware, time-linear, time-conceder, tft, q.
+    /// value), adaptive, competitive, bayes, split, step, time-boulware, time-linear,
+    /// time-conceder, tft, q.
     #[arg(long, default_value = "balanced:10,adaptive:10,aggressive:5")]
     pub buyers: String,
-    /// Seller strategies and counts: tier, split, step, time-boulware, time-linear,
+    /// Seller strategies and counts: tier, bayes, split, step, time-boulware, time-linear,
     /// time-conceder, tft, q.
     #[arg(long, default_value = "tier:5,split:5,time-boulware:5")]
     pub sellers: String,
@@ -116,6 +118,19 @@ pub struct SimArgs {
     /// Negotiations of the multi-issue market, with --issues.
     #[arg(long, default_value_t = 500, requires = "issues", value_parser = parse_count)]
     pub negotiations: usize,
+    /// Play the market once per seed (--seed, --seed + 1, …, --seeds of them) with paired draws,
+    /// and report every strategy's surplus relative to its side's baseline (balanced for buyers,
+    /// the tier engine for sellers) with 95% confidence intervals. --json and --svg write the
+    /// tournament's figures and charts.
+    #[arg(long, conflicts_with = "http")]
+    pub tournament: bool,
+    /// How many seeds the tournament plays, with --tournament.
+    #[arg(long, default_value_t = 20, requires = "tournament", value_parser = parse_count)]
+    pub seeds: usize,
+    /// Write the trained Q-tables as policy strategies, with --learn q: a JSON object whose
+    /// `buyer` and `seller` are each a `counter` to install in a policy ({"strategy":"learned", ...}).
+    #[arg(long, value_name = "FILE", requires = "learn")]
+    pub export: Option<PathBuf>,
     /// With --http, how many negotiations run at once. The report does not depend on it.
     #[arg(long, default_value_t = 8, requires = "http", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub concurrency: u16,
@@ -172,7 +187,9 @@ Strategies: conservative, balanced, aggressive step up by a fixed amount to the 
 scales its step by the seller's last concession; split counters at the midpoint; step gives a
 quarter of the gap; time-boulware, time-linear, time-conceder are Faratin's time-dependent
 tactic with e = 0.2, 1, 3; tft mirrors the other side's last concession; tier is the seller
-tier engine. Policy-based buyers (split, step, time-*, tft) open at half their value. Every
+tier engine; bayes (either side) models the other side's limit from its moves and counters for
+the most expected surplus (a bayes buyer opens at 35% of the ask); competitive is the balanced
+budget capped by an offer elsewhere (none in this market, where every negotiation is on its own). Policy-based buyers (split, step, time-*, tft) open at half their value. Every
 strategy's private limit is the agent's value or cost.
 
 Accounting: a pair is feasible when value ≥ cost. A deal at price p gives the buyer value − p
@@ -203,7 +220,8 @@ Progress goes to stderr; the report to stdout.
 Examples:
   haggle sim --seed 7
   haggle sim --buyers balanced:10,adaptive:10,tft:5 --sellers tier:5,split:5,time-boulware:5 --rounds 4 --json sim.json
-  haggle sim --learn q --episodes 20000 --svg charts
+  haggle sim --learn q --episodes 20000 --svg charts --export tables.json
+  haggle sim --tournament --seeds 20 --buyers balanced:20,bayes:20 --sellers tier:10,bayes:10 --svg charts
   HAGGLE_ADMIN_TOKEN=... haggle sim --seed 7 --http http://127.0.0.1:8080 --concurrency 16";
 
 fn parse_range(text: &str) -> Result<(i64, i64), String> {
@@ -231,6 +249,8 @@ pub enum Stage {
 /// What `haggle sim` computes, before it is printed or written.
 pub struct Run {
     summary: report::Summary,
+    /// The trained tables as policy strategies, with --learn.
+    learned: Option<serde_json::Value>,
 }
 
 fn build_market(args: &SimArgs) -> anyhow::Result<Market> {
@@ -261,6 +281,7 @@ fn build_market(args: &SimArgs) -> anyhow::Result<Market> {
         ranges: Ranges { values: args.values, costs: args.costs, markup: args.markup, tier: args.tier },
         max_rounds: args.max_rounds,
         rounds: args.rounds,
+        paired: args.tournament,
     })
 }
 
@@ -280,15 +301,19 @@ impl Prepared {
     }
 
     fn summarise(self, seed: u64, outcomes: &[market::Outcome]) -> Run {
+        let learned = self
+            .trained
+            .as_ref()
+            .map(|(t, _)| serde_json::json!({ "buyer": t.buyer.to_strategy(), "seller": t.seller.to_strategy() }));
         let training = self.trained.map(|(t, parameters)| report::Training { parameters, curve: t.curve });
-        Run { summary: report::summarise(seed, &self.market, outcomes, training) }
+        Run { summary: report::summarise(seed, &self.market, outcomes, training), learned }
     }
 }
 
 /// Checks the flags and, with --learn, trains. `progress` hears training progress.
-fn prepare(args: &SimArgs, progress: &mut dyn FnMut(Stage, usize, usize)) -> anyhow::Result<Prepared> {
+fn prepare(args: &SimArgs, seed: u64, progress: &mut dyn FnMut(Stage, usize, usize)) -> anyhow::Result<Prepared> {
     let market = build_market(args)?;
-    let root = Rng::seed(args.seed);
+    let root = Rng::seed(seed);
     let trained = match args.learn {
         Some(Learner::Q) => {
             // The flags' parsers keep the counts at 1 or more and the rates in [0, 1].
@@ -316,7 +341,7 @@ fn prepare(args: &SimArgs, progress: &mut dyn FnMut(Stage, usize, usize)) -> any
 /// Trains (with --learn), runs the market in-process and summarises it. `progress` hears
 /// training progress.
 pub fn simulate_market(args: &SimArgs, progress: &mut dyn FnMut(Stage, usize, usize)) -> anyhow::Result<Run> {
-    let prepared = prepare(args, progress)?;
+    let prepared = prepare(args, args.seed, progress)?;
     let outcomes = market::run(&prepared.market, prepared.tables(), &mut prepared.root.fork(1), &mut |done, total| {
         progress(Stage::Market, done, total)
     });
@@ -338,7 +363,7 @@ pub async fn simulate_over_http(args: &SimArgs, progress: &mut dyn FnMut(Stage, 
              below {MIN_AMOUNT} minor units, and buyers open well below their value"
         );
     }
-    let prepared = prepare(args, progress)?;
+    let prepared = prepare(args, args.seed, progress)?;
     let meetings = market::meetings(&prepared.market, &mut prepared.root.fork(1));
     let concurrency = usize::from(args.concurrency);
     let server =
@@ -359,6 +384,47 @@ pub async fn simulate_over_http(args: &SimArgs, progress: &mut dyn FnMut(Stage, 
     Ok(prepared.summarise(args.seed, &outcomes))
 }
 
+/// What `haggle sim --tournament` computes.
+pub struct TournamentRun {
+    summary: tournament::Tournament,
+}
+
+impl TournamentRun {
+    pub fn text(&self) -> String {
+        tournament::render(&self.summary)
+    }
+
+    pub fn json(&self) -> anyhow::Result<String> {
+        let mut text = serde_json::to_string_pretty(&self.summary)?;
+        text.push('\n');
+        Ok(text)
+    }
+
+    pub fn charts(&self) -> Vec<(&'static str, String)> {
+        tournament::charts(&self.summary)
+    }
+}
+
+/// Plays the market once per seed, in-process, and compares the strategies (see `tournament`).
+/// `progress` hears (seeds done, seeds) as [`Stage::Market`].
+pub fn simulate_tournament(
+    args: &SimArgs,
+    progress: &mut dyn FnMut(Stage, usize, usize),
+) -> anyhow::Result<TournamentRun> {
+    let seeds: Vec<u64> = (0..args.seeds as u64).map(|i| args.seed.wrapping_add(i)).collect();
+    let mut per_seed = Vec::with_capacity(seeds.len());
+    let mut market = None;
+    for (i, &seed) in seeds.iter().enumerate() {
+        let prepared = prepare(args, seed, &mut |_, _, _| {})?;
+        let outcomes = market::run(&prepared.market, prepared.tables(), &mut prepared.root.fork(1), &mut |_, _| {});
+        per_seed.push(tournament::books_of(&outcomes));
+        market = Some(prepared.market);
+        progress(Stage::Market, i + 1, seeds.len());
+    }
+    let market = market.context("a tournament plays at least one seed")?;
+    Ok(TournamentRun { summary: tournament::summarise(&market, &seeds, &per_seed) })
+}
+
 impl Run {
     pub fn json(&self) -> anyhow::Result<String> {
         let mut text = serde_json::to_string_pretty(&self.summary)?;
@@ -368,6 +434,14 @@ impl Run {
 
     pub fn text(&self) -> String {
         report::render(&self.summary)
+    }
+
+    /// The trained tables as policy strategies (`{"buyer": {...}, "seller": {...}}`), with --learn.
+    pub fn export(&self) -> anyhow::Result<String> {
+        let learned = self.learned.as_ref().context("only a run with --learn q has tables to export")?;
+        let mut text = serde_json::to_string_pretty(learned)?;
+        text.push('\n');
+        Ok(text)
     }
 }
 
@@ -391,6 +465,19 @@ pub async fn run(args: SimArgs) -> anyhow::Result<()> {
             Stage::Negotiations => eprintln!("market over HTTP: {done}/{total} negotiations ({percent}%)"),
         }
     };
+    if args.tournament {
+        let mut progress = |_: Stage, done: usize, total: usize| eprintln!("tournament: {done}/{total} seeds");
+        let run = simulate_tournament(&args, &mut progress)?;
+        std::io::stdout().lock().write_all(run.text().as_bytes())?;
+        if let Some(path) = &args.json {
+            std::fs::write(path, run.json()?).with_context(|| format!("writing {}", path.display()))?;
+            eprintln!("wrote {}", path.display());
+        }
+        if let Some(dir) = &args.svg {
+            write_charts(dir, run.charts())?;
+        }
+        return Ok(());
+    }
     let run = match args.server_url() {
         Some(_) => simulate_over_http(&args, &mut progress).await?,
         None => simulate_market(&args, &mut progress)?,
@@ -401,17 +488,26 @@ pub async fn run(args: SimArgs) -> anyhow::Result<()> {
         std::fs::write(path, run.json()?).with_context(|| format!("writing {}", path.display()))?;
         eprintln!("wrote {}", path.display());
     }
+    if let Some(path) = &args.export {
+        std::fs::write(path, run.export()?).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
     if let Some(dir) = &args.svg {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let mut charts = vec![("price_convergence.svg", svg::price_convergence(&run.summary.samples))];
         if let Some(training) = &run.summary.training {
             charts.push(("training.svg", svg::training_curves(&training.curve)));
         }
-        for (name, content) in charts {
-            let path = dir.join(name);
-            std::fs::write(&path, content).with_context(|| format!("writing {}", path.display()))?;
-            eprintln!("wrote {}", path.display());
-        }
+        write_charts(dir, charts)?;
+    }
+    Ok(())
+}
+
+fn write_charts(dir: &std::path::Path, charts: Vec<(&str, String)>) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for (name, content) in charts {
+        let path = dir.join(name);
+        std::fs::write(&path, content).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
     }
     Ok(())
 }

@@ -145,6 +145,9 @@ pub struct Market {
     pub ranges: Ranges,
     pub max_rounds: i32,
     pub rounds: usize,
+    /// Common random numbers: the i-th agent of every strategy on a side draws the same private
+    /// price, so that strategies are compared on the same pairs (the tournament's draws).
+    pub paired: bool,
 }
 
 /// One negotiation of the market: which buyer meets which seller in which round, with their
@@ -197,8 +200,16 @@ pub fn meetings(market: &Market, rng: &mut Rng) -> Vec<Meeting> {
     let sellers = market.sellers.agents();
     let mut meetings = Vec::with_capacity(market.rounds * buyers.len() * sellers.len());
     for round in 0..market.rounds {
-        let values: Vec<i64> = buyers.iter().map(|_| market.ranges.draw_value(rng)).collect();
-        let costs: Vec<i64> = sellers.iter().map(|_| market.ranges.draw_cost(rng)).collect();
+        let (values, costs) = if market.paired {
+            let largest = |mix: &Mix| mix.0.iter().map(|(_, n)| *n).max().unwrap_or(0);
+            let values: Vec<i64> = (0..largest(&market.buyers)).map(|_| market.ranges.draw_value(rng)).collect();
+            let costs: Vec<i64> = (0..largest(&market.sellers)).map(|_| market.ranges.draw_cost(rng)).collect();
+            (in_group_order(&market.buyers, &values), in_group_order(&market.sellers, &costs))
+        } else {
+            let values: Vec<i64> = buyers.iter().map(|_| market.ranges.draw_value(rng)).collect();
+            let costs: Vec<i64> = sellers.iter().map(|_| market.ranges.draw_cost(rng)).collect();
+            (values, costs)
+        };
         for (buyer, &buyer_kind) in buyers.iter().enumerate() {
             for (seller, &seller_kind) in sellers.iter().enumerate() {
                 meetings.push(Meeting {
@@ -215,6 +226,11 @@ pub fn meetings(market: &Market, rng: &mut Rng) -> Vec<Meeting> {
         }
     }
     meetings
+}
+
+/// Each agent's price when the i-th agent of every group takes the i-th draw.
+fn in_group_order(mix: &Mix, draws: &[i64]) -> Vec<i64> {
+    mix.0.iter().flat_map(|&(_, n)| draws[..n].iter().copied()).collect()
 }
 
 /// Where negotiations are played. The strategies decide every move on the caller's side either
@@ -519,6 +535,7 @@ mod tests {
             ranges: Ranges { values: (6_000, 14_000), costs: (4_000, 12_000), markup: 0.5, tier: Tier::Agency },
             max_rounds: 10,
             rounds: 2,
+            paired: false,
         };
         let outcomes = run(&market, Tables { buyer: None, seller: None }, &mut Rng::seed(1), &mut |_, _| {});
         assert_eq!(outcomes.len(), 2 * 3 * 2);
@@ -610,6 +627,7 @@ mod tests {
             ranges: Ranges { values: (6_000, 14_000), costs: (4_000, 12_000), markup: 0.5, tier: Tier::Agency },
             max_rounds: 10,
             rounds: 3,
+            paired: false,
         };
         let none = Tables { buyer: None, seller: None };
         let in_order = run(&market, none, &mut Rng::seed(4), &mut |_, _| {});

@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 
 use haggle_domain::bid::{self, Party};
-use haggle_domain::strategy::{Decision, NegotiationState, Negotiator, Rationale, settle};
+use haggle_domain::strategy::{Decision, NegotiationState, Negotiator, Rationale, Strategy, settle};
 
 use super::rng::Rng;
 
@@ -28,6 +28,16 @@ impl Default for QTable {
 }
 
 impl QTable {
+    /// The table as a policy's counter strategy, `{"strategy": "learned", ...}`, which the
+    /// domain plays greedily exactly as [`QPlayer::greedy`] does in the market.
+    pub fn to_strategy(&self) -> Strategy {
+        Strategy::Learned {
+            levels: LEVELS as u8,
+            steps: STEPS as u8,
+            q: self.values.iter().map(|row| row.to_vec()).collect(),
+        }
+    }
+
     pub(crate) fn best_value(&self, state: usize) -> f64 {
         self.values[state].iter().copied().fold(f64::NEG_INFINITY, f64::max)
     }

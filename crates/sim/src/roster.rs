@@ -10,14 +10,19 @@
 //!   `time-linear` (e = 1), `time-conceder` (e = 3), `tft` (tit for tat, kindness 0): a [`Policy`]
 //!   whose limit is the reservation price. A policy buyer opens at half its value.
 //! - Sellers `tier`: the seller tier engine, answering buyers of `--tier`.
+//! - Either side `bayes`: Haggle's opponent-modelling strategy (the domain's `model`), with the
+//!   reservation price as its limit; the buyer opens at 35 % of the ask.
+//! - Buyers `competitive`: [`Competitive`] on the balanced profile; every negotiation of the
+//!   market is on its own, so it has no counter elsewhere to use as leverage.
 //! - Either side `q`: the tabular Q-learner trained by `--learn q`.
 
 use std::fmt;
 
 use haggle_domain::bid::{self, Party};
+use haggle_domain::strategy::model::{BayesBuyer, DEFAULT_BAYES_E};
 use haggle_domain::strategy::{
-    Adaptive, Decision, MAX_AUTO_ROUNDS, NegotiationState, Negotiator, Policy, Profile, SimpleThreshold, Strategy,
-    decide,
+    Adaptive, Competitive, Decision, MAX_AUTO_ROUNDS, NegotiationState, Negotiator, Policy, Profile, SimpleThreshold,
+    Strategy, decide,
 };
 
 use super::qtable::{QPlayer, QTable};
@@ -34,6 +39,8 @@ pub enum Kind {
     TitForTat,
     Tier,
     Learned,
+    Bayes,
+    Competitive,
 }
 
 /// [`Profile`] with an order, for sorting.
@@ -55,7 +62,7 @@ impl ProfileKey {
 }
 
 impl Kind {
-    pub const BUYERS: [Kind; 10] = [
+    pub const BUYERS: [Kind; 12] = [
         Kind::Threshold(ProfileKey::Conservative),
         Kind::Threshold(ProfileKey::Balanced),
         Kind::Threshold(ProfileKey::Aggressive),
@@ -66,8 +73,10 @@ impl Kind {
         Kind::TimeLinear,
         Kind::TimeConceder,
         Kind::TitForTat,
+        Kind::Bayes,
+        Kind::Competitive,
     ];
-    pub const SELLERS: [Kind; 7] = [
+    pub const SELLERS: [Kind; 8] = [
         Kind::Tier,
         Kind::Split,
         Kind::Step,
@@ -75,6 +84,7 @@ impl Kind {
         Kind::TimeLinear,
         Kind::TimeConceder,
         Kind::TitForTat,
+        Kind::Bayes,
     ];
 
     pub fn name(self) -> &'static str {
@@ -91,6 +101,8 @@ impl Kind {
             Kind::TitForTat => "tft",
             Kind::Tier => "tier",
             Kind::Learned => "q",
+            Kind::Bayes => "bayes",
+            Kind::Competitive => "competitive",
         }
     }
 
@@ -118,7 +130,7 @@ impl Kind {
             Kind::TimeConceder => Some(Strategy::Time { k: 0.0, e: 3.0, start: None }),
             Kind::TitForTat => Some(Strategy::TitForTat { kindness: 0.0 }),
             Kind::Tier => Some(Strategy::Tier {}),
-            Kind::Threshold(_) | Kind::Adaptive | Kind::Learned => None,
+            Kind::Threshold(_) | Kind::Adaptive | Kind::Learned | Kind::Bayes | Kind::Competitive => None,
         }
     }
 }
@@ -220,6 +232,16 @@ pub fn negotiator<'a>(side: Party, kind: Kind, limit: i64, tables: Tables<'a>) -
     match kind {
         Kind::Threshold(profile) => Box::new(scaled(profile.profile(), limit)),
         Kind::Adaptive => Box::new(Adaptive::from(scaled(Profile::Balanced, limit))),
+        // Each negotiation of the market is on its own, so a competitive buyer has no standing
+        // counter elsewhere to use as leverage: it plays its balanced budget.
+        Kind::Competitive => Box::new(Competitive::from(scaled(Profile::Balanced, limit))),
+        Kind::Bayes => match side {
+            Party::Buyer => Box::new(BayesBuyer::new(limit)),
+            Party::Seller => Box::new(Policy {
+                max_auto_rounds: MAX_AUTO_ROUNDS,
+                ..Policy::new(limit, Strategy::Bayes { e: DEFAULT_BAYES_E })
+            }),
+        },
         Kind::Learned => {
             let table = match side {
                 Party::Buyer => tables.buyer,

@@ -187,3 +187,95 @@ pub fn training_curves(curve: &[CurvePoint]) -> String {
     out.push_str("</svg>\n");
     out
 }
+
+/// A ratio's mean and its interval's ends.
+pub type Spread = (f64, f64, f64);
+
+/// One strategy's ratios to its side's baseline: per opponent, the spread or nothing.
+pub struct Bar {
+    pub strategy: String,
+    pub cells: Vec<(String, Option<Spread>)>,
+}
+
+/// Grouped bars, one group per opponent and one bar per strategy, with the 95 % interval as a
+/// whisker; dashed lines mark 1 (the baseline) and 1.1.
+pub fn ratio_bars(bars: &[Bar], title: &str) -> String {
+    let groups: Vec<&str> = bars.first().map(|b| b.cells.iter().map(|(o, _)| o.as_str()).collect()).unwrap_or_default();
+    let top = bars.iter().flat_map(|b| b.cells.iter().filter_map(|(_, c)| c.map(|c| c.2))).fold(1.2_f64, f64::max);
+    let frame = Frame { x: (0.0, groups.len().max(1) as f64), y: (0.0, (top * 1.1 * 4.0).ceil() / 4.0) };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="11">"#
+    );
+    let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        out,
+        r#"<text x="{}" y="22" font-size="15" text-anchor="middle">{}</text>"#,
+        WIDTH / 2.0,
+        escape(title)
+    );
+    let (x0, x1, y0, y1) = (LEFT, WIDTH - RIGHT, TOP, HEIGHT - BOTTOM);
+    let _ = writeln!(out, r##"<path d="M{x0},{y0} V{y1} H{x1}" fill="none" stroke="#333"/>"##);
+    for i in 0..=4 {
+        let value = frame.y.0 + (frame.y.1 - frame.y.0) * f64::from(i) / 4.0;
+        let y = frame.py(value);
+        let _ = writeln!(out, r##"<line x1="{x0}" y1="{y:.1}" x2="{x1}" y2="{y:.1}" stroke="#ddd"/>"##);
+        let _ = writeln!(out, r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{value:.2}</text>"#, x0 - 6.0, y + 4.0);
+    }
+    for (level, dash) in [(1.0, "2,3"), (1.1, "6,4")] {
+        let y = frame.py(level);
+        let _ = writeln!(
+            out,
+            r##"<line x1="{x0}" y1="{y:.1}" x2="{x1}" y2="{y:.1}" stroke="#333" stroke-dasharray="{dash}"/>"##
+        );
+    }
+    let _ = writeln!(
+        out,
+        r#"<text x="16" y="{:.1}" text-anchor="middle" transform="rotate(-90 16 {:.1})">ratio to the baseline</text>"#,
+        (y0 + y1) / 2.0,
+        (y0 + y1) / 2.0
+    );
+    let slot = (frame.px(1.0) - frame.px(0.0)) * 0.8 / bars.len().max(1) as f64;
+    for (g, group) in groups.iter().enumerate() {
+        let left = frame.px(g as f64) + (frame.px(1.0) - frame.px(0.0)) * 0.1;
+        for (b, bar) in bars.iter().enumerate() {
+            let colour = COLOURS[b % COLOURS.len()];
+            let Some((mean, low, high)) = bar.cells.get(g).and_then(|c| c.1) else { continue };
+            let x = left + slot * b as f64;
+            let (top_y, base_y) = (frame.py(mean.max(0.0)), frame.py(0.0));
+            let _ = writeln!(
+                out,
+                r#"<rect x="{x:.1}" y="{top_y:.1}" width="{:.1}" height="{:.1}" fill="{colour}" fill-opacity="0.8"/>"#,
+                slot * 0.9,
+                base_y - top_y
+            );
+            let mid = x + slot * 0.45;
+            let _ = writeln!(
+                out,
+                r##"<line x1="{mid:.1}" y1="{:.1}" x2="{mid:.1}" y2="{:.1}" stroke="#000"/>"##,
+                frame.py(low.max(0.0)),
+                frame.py(high.max(0.0))
+            );
+        }
+        let centre = frame.px(g as f64 + 0.5);
+        let _ = writeln!(
+            out,
+            r#"<text x="{centre:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            y1 + 17.0,
+            escape(group)
+        );
+    }
+    let _ = writeln!(
+        out,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">opponent</text>"#,
+        (x0 + x1) / 2.0,
+        HEIGHT - 8.0
+    );
+    for (b, bar) in bars.iter().enumerate() {
+        legend(&mut out, b, COLOURS[b % COLOURS.len()], &bar.strategy, false);
+    }
+    legend(&mut out, bars.len(), "#333", "1.1 (the goal)", true);
+    out.push_str("</svg>\n");
+    out
+}

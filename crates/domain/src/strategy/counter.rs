@@ -6,13 +6,15 @@
 use serde::{Deserialize, Serialize};
 
 use super::super::bid::Party;
-use super::{NegotiationState, Rationale, Turn, concede, round_concession, round_price, tier_engine};
+use super::{NegotiationState, Rationale, Turn, concede, learned, model, round_concession, round_price, tier_engine};
 
 /// A policy's counter strategy, as stored and as sent in JSON: `{"strategy": "step", "fraction": 0.25}`.
 ///
 /// Variants without parameters are written `Split {}` rather than `Split` because serde ignores
 /// unknown fields on unit variants of an internally tagged enum; an empty struct variant refuses them.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+///
+/// Not `Copy`: a learned strategy carries its table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(tag = "strategy", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Strategy {
@@ -45,6 +47,34 @@ pub enum Strategy {
     },
     /// The seller tier engine (see `tier_engine`): the buyer's tier picks the concession limits.
     Tier {},
+    /// Opponent modelling (see `model`): a belief about the other side's limit, from its
+    /// opening, its concession curve and the time left, and the counter of most expected surplus.
+    /// `e` is the buyer's concession exponent (below 1: Boulware).
+    Bayes {
+        #[serde(default = "default_bayes_e")]
+        e: f64,
+    },
+    /// A buyer shopping elsewhere too (the library's `Competitive` as a policy): it steps `step`
+    /// minor units a counter, never offers or accepts more than `best_elsewhere` (a standing
+    /// offer it holds on another listing), and stops, leaving the thread to its owner, when it
+    /// cannot move without paying more than elsewhere. Buyers only.
+    Competitive {
+        #[serde(deserialize_with = "crate::whole::number")]
+        step: i64,
+        #[serde(default, deserialize_with = "crate::whole::option", skip_serializing_if = "Option::is_none")]
+        best_elsewhere: Option<i64>,
+    },
+    /// A Q-table trained by `haggle sim --learn q` (see `learned`), played greedily.
+    Learned {
+        levels: u8,
+        steps: u8,
+        /// One row of `levels + 2` values per state: offer each level, accept, reject.
+        q: Vec<Vec<f64>>,
+    },
+}
+
+fn default_bayes_e() -> f64 {
+    model::DEFAULT_BAYES_E
 }
 
 /// The time tactic's `e` when none is given: it concedes at a steady pace.
@@ -79,6 +109,9 @@ impl Strategy {
             Strategy::Time { .. } => "time",
             Strategy::TitForTat { .. } => "tit_for_tat",
             Strategy::Tier {} => "tier",
+            Strategy::Bayes { .. } => "bayes",
+            Strategy::Competitive { .. } => "competitive",
+            Strategy::Learned { .. } => "learned",
         }
     }
 
@@ -86,9 +119,9 @@ impl Strategy {
     pub fn propose(&self, state: &NegotiationState, turn: Turn, limit: i64) -> Proposal {
         let mover = state.mover;
         let counter = |amount| Proposal::Counter { amount, is_final: false };
-        match *self {
+        match self {
             Strategy::Split {} => counter(midpoint(mover, turn.pending, turn.own_previous)),
-            Strategy::Step { amount: Some(amount), .. } => counter(concede(mover, turn.own_previous, amount)),
+            Strategy::Step { amount: Some(amount), .. } => counter(concede(mover, turn.own_previous, *amount)),
             Strategy::Step { amount: None, fraction } => {
                 let gap = turn.pending.abs_diff(turn.own_previous) as f64;
                 let by = round_concession(gap * fraction.unwrap_or(0.0));
@@ -96,15 +129,38 @@ impl Strategy {
             }
             Strategy::Time { k, e, start } => {
                 let start = start.or(state.own_opening()).unwrap_or(turn.own_previous);
-                counter(time_price(mover, k, e, start, limit, turn.round, state.max_rounds))
+                counter(time_price(mover, *k, *e, start, limit, turn.round, state.max_rounds))
             }
             Strategy::TitForTat { kindness } => {
                 let by = round_concession(state.other_concession() as f64 * (1.0 + kindness));
                 counter(concede(mover, turn.own_previous, by))
             }
             Strategy::Tier {} => tier_engine::propose(state, turn, limit),
+            Strategy::Bayes { e } => model::propose(state, turn, limit, *e),
+            Strategy::Competitive { step, best_elsewhere } => competitive(state, turn, limit, *step, *best_elsewhere),
+            Strategy::Learned { levels, steps, q } => learned::propose(state, turn, limit, *levels, *steps, q),
         }
     }
+}
+
+/// [`Strategy::Competitive`]'s move: the library's `Competitive` without its walk-away rules
+/// (a policy's `max_auto_rounds` bounds its counters).
+fn competitive(state: &NegotiationState, turn: Turn, limit: i64, step: i64, best_elsewhere: Option<i64>) -> Proposal {
+    if state.mover != Party::Buyer {
+        return Proposal::Stop(Rationale::WrongSide);
+    }
+    let cap = best_elsewhere.map_or(limit, |best| best.min(limit));
+    if turn.pending <= cap {
+        return Proposal::Accept(Rationale::WithinMax);
+    }
+    if turn.pending <= limit && state.pending_final {
+        // Within the ceiling but worse than elsewhere, and it cannot be countered.
+        return Proposal::Stop(Rationale::BetterElsewhere);
+    }
+    if turn.own_previous > cap {
+        return Proposal::Stop(Rationale::BetterElsewhere);
+    }
+    Proposal::Counter { amount: turn.own_previous.saturating_add(step.max(0)).min(cap), is_final: false }
 }
 
 /// The midpoint of two positions, rounded toward the mover's side, in exact integer arithmetic.
@@ -152,7 +208,7 @@ mod tests {
             (&[499, 500], 499),                  // buyer: 499.5 down, its previous
         ];
         for (bids, want) in cases {
-            assert_eq!(proposed(split, bids, 0), *want, "{bids:?}");
+            assert_eq!(proposed(split.clone(), bids, 0), *want, "{bids:?}");
         }
     }
 
@@ -170,7 +226,7 @@ mod tests {
             (fraction(1.0), &[80_000], 80_000),         // all the way: settle will accept
         ];
         for (strategy, bids, want) in cases {
-            assert_eq!(proposed(*strategy, bids, 0), *want, "{strategy:?} {bids:?}");
+            assert_eq!(proposed(strategy.clone(), bids, 0), *want, "{strategy:?} {bids:?}");
         }
     }
 
@@ -197,7 +253,7 @@ mod tests {
             (time(0.0, 3.0), &[60_000, 99_000], 70_626),
         ];
         for (strategy, bids, want) in cases {
-            assert_eq!(proposed(*strategy, bids, 80_000), *want, "{strategy:?} {bids:?}");
+            assert_eq!(proposed(strategy.clone(), bids, 80_000), *want, "{strategy:?} {bids:?}");
         }
         // At the last round the price is the limit itself.
         let mut s = state(100_000, &[70_000]);
@@ -229,7 +285,7 @@ mod tests {
             (tft(0.1), &[80_000, 96_000, 84_000, 93_001], 87_298),
         ];
         for (strategy, bids, want) in cases {
-            assert_eq!(proposed(*strategy, bids, 0), *want, "{strategy:?} {bids:?}");
+            assert_eq!(proposed(strategy.clone(), bids, 0), *want, "{strategy:?} {bids:?}");
         }
     }
 
@@ -264,5 +320,35 @@ mod tests {
         let json = serde_json::to_string(&Strategy::Step { amount: None, fraction: Some(0.25) }).unwrap();
         assert_eq!(json, r#"{"strategy":"step","fraction":0.25}"#);
         assert_eq!(serde_json::to_string(&Strategy::Split {}).unwrap(), r#"{"strategy":"split"}"#);
+    }
+
+    #[test]
+    fn competitive_caps_the_buyer_by_its_offer_elsewhere() {
+        let competitive = |best_elsewhere| Strategy::Competitive { step: 2_000, best_elsewhere };
+        let propose = |strategy: Strategy, bids: &[i64], limit: i64| {
+            let s = state(100_000, bids);
+            strategy.propose(&s, s.turn().unwrap(), limit)
+        };
+        // Ceiling 90000, nothing elsewhere: step 2000 from 80000.
+        assert_eq!(
+            propose(competitive(None), &[80_000, 96_000], 90_000),
+            Proposal::Counter { amount: 82_000, is_final: false }
+        );
+        // 81000 elsewhere caps the counter, and a seller at 81000 is accepted.
+        assert_eq!(
+            propose(competitive(Some(81_000)), &[80_000, 96_000], 90_000),
+            Proposal::Counter { amount: 81_000, is_final: false }
+        );
+        assert_eq!(
+            propose(competitive(Some(81_000)), &[80_000, 81_000], 90_000),
+            Proposal::Accept(Rationale::WithinMax)
+        );
+        // Already above the offer elsewhere: nothing to gain here; the owner decides.
+        assert_eq!(
+            propose(competitive(Some(79_000)), &[80_000, 96_000], 90_000),
+            Proposal::Stop(Rationale::BetterElsewhere)
+        );
+        // Not a seller's strategy.
+        assert_eq!(propose(competitive(None), &[80_000], 90_000), Proposal::Stop(Rationale::WrongSide));
     }
 }

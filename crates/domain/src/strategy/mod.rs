@@ -15,6 +15,8 @@
 mod buyer;
 mod counter;
 mod multi;
+pub mod learned;
+pub mod model;
 mod policy;
 mod simulate;
 mod tier_engine;

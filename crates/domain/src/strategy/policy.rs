@@ -9,6 +9,8 @@ use super::super::money::{AmountLimits, MIN_AMOUNT};
 use super::super::rejection::{Rejection, Validator};
 use super::counter::{MAX_E, MAX_KINDNESS, MIN_KINDNESS};
 use super::multi::MultiIssue;
+use super::learned;
+use super::model::{MAX_BAYES_E, MIN_BAYES_E};
 use super::{Decision, NegotiationState, Negotiator, Proposal, Rationale, Strategy, at_or_better, settle};
 
 pub const DEFAULT_MAX_AUTO_ROUNDS: i32 = 5;
@@ -129,9 +131,9 @@ impl Policy {
     }
 
     fn validate_counter(&self, v: &mut Validator, role: Party, ask: Option<i64>, limits: AmountLimits, limit_ok: bool) {
-        match self.counter {
+        match &self.counter {
             Strategy::Split {} => {}
-            Strategy::Step { amount, fraction } => match (amount, fraction) {
+            Strategy::Step { amount, fraction } => match (*amount, *fraction) {
                 (Some(_), Some(_)) => v.fail("counter.amount", "give either amount or fraction, not both"),
                 (None, None) => v.fail("counter.amount", "give a step: amount (minor units) or fraction of the gap"),
                 (Some(amount), None) => {
@@ -144,10 +146,10 @@ impl Policy {
                 }
             },
             Strategy::Time { k, e, start } => {
-                if !(0.0..=1.0).contains(&k) {
+                if !(0.0..=1.0).contains(k) {
                     v.fail("counter.k", "must be between 0 and 1");
                 }
-                if !(e > 0.0 && e <= MAX_E) {
+                if !(*e > 0.0 && *e <= MAX_E) {
                     v.fail("counter.e", format!("must be greater than 0 and at most {MAX_E}"));
                 }
                 let start = start.filter(|&value| v.check("counter.start", check_amount(value, limits)).is_some());
@@ -161,13 +163,35 @@ impl Policy {
                 }
             }
             Strategy::TitForTat { kindness } => {
-                if !(MIN_KINDNESS..=MAX_KINDNESS).contains(&kindness) {
+                if !(MIN_KINDNESS..=MAX_KINDNESS).contains(kindness) {
                     v.fail("counter.kindness", format!("must be between {MIN_KINDNESS} and {MAX_KINDNESS}"));
                 }
             }
             Strategy::Tier {} => {
                 if role == Party::Buyer {
                     v.fail("counter.strategy", "the tier engine is a seller strategy: it answers buyers by their tier");
+                }
+            }
+            Strategy::Bayes { e } => {
+                if !(MIN_BAYES_E..=MAX_BAYES_E).contains(e) {
+                    v.fail("counter.e", format!("must be between {MIN_BAYES_E} and {MAX_BAYES_E}"));
+                }
+            }
+            Strategy::Competitive { step, best_elsewhere } => {
+                v.check("counter.step", check_amount_range(*step, 1, limits.max));
+                if let Some(best) = best_elsewhere {
+                    v.check("counter.best_elsewhere", check_amount(*best, limits));
+                }
+                if role == Party::Seller {
+                    v.fail(
+                        "counter.strategy",
+                        "competitive is a buyer strategy: it caps what the buyer pays by its best offer elsewhere",
+                    );
+                }
+            }
+            Strategy::Learned { levels, steps, q } => {
+                if let Err((field, message)) = learned::check_shape(*levels, *steps, q) {
+                    v.fail(field, message);
                 }
             }
         }
@@ -300,10 +324,10 @@ mod tests {
             (Strategy::TitForTat { kindness: 2.0 }, "counter.kindness"),
         ];
         for (strategy, field) in cases {
-            assert_eq!(seller(Policy::new(90_000, *strategy)), [*field], "{strategy:?}");
+            assert_eq!(seller(Policy::new(90_000, strategy.clone())), [*field], "{strategy:?}");
         }
         for fine in [step(None, Some(1.0)), Strategy::Time { k: 1.0, e: 100.0, start: Some(95_000) }] {
-            assert!(seller(Policy::new(90_000, fine)).is_empty(), "{fine:?}");
+            assert!(seller(Policy::new(90_000, fine.clone())).is_empty(), "{fine:?}");
         }
         assert_eq!(buyer(Policy::new(90_000, Strategy::Tier {})), ["counter.strategy"]);
         // A buyer's start must be at or below its ceiling.

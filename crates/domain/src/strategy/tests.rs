@@ -6,6 +6,7 @@ use proptest::prelude::*;
 
 use super::super::bid::{self, Party};
 use super::super::tier::Tier;
+use super::model::BayesBuyer;
 use super::{
     Adaptive, Competitive, Decision, Ending, MAX_AUTO_ROUNDS, NegotiationState, Negotiator, PlacedBid, Policy,
     Proposal, Setting, SimpleThreshold, TierTerms, Transcript, Turn, at_or_better, counter, decide, open, simulate,
@@ -15,7 +16,8 @@ fn tiers() -> impl Strategy<Value = Tier> {
     prop::sample::select(Tier::ALL.to_vec())
 }
 
-/// Any counter strategy with parameters in their valid ranges; `tier` only if `with_tier`.
+/// Any counter strategy with parameters in their valid ranges: a seller's (with `tier`) if
+/// `with_tier`, else a buyer's (with `competitive`).
 fn strategies(with_tier: bool) -> BoxedStrategy<counter::Strategy> {
     let plain = prop_oneof![
         Just(counter::Strategy::Split {}),
@@ -23,8 +25,22 @@ fn strategies(with_tier: bool) -> BoxedStrategy<counter::Strategy> {
         (0.001f64..=1.0).prop_map(|fraction| counter::Strategy::Step { amount: None, fraction: Some(fraction) }),
         (0.0f64..=1.0, 0.05f64..=20.0).prop_map(|(k, e)| counter::Strategy::Time { k, e, start: None }),
         (-1.0f64..=1.0).prop_map(|kindness| counter::Strategy::TitForTat { kindness }),
+        (0.05f64..=20.0).prop_map(|e| counter::Strategy::Bayes { e }),
+        (2u8..=4, 1u8..=3)
+            .prop_flat_map(|(levels, steps)| {
+                let rows = 1 + usize::from(levels) * usize::from(steps);
+                let row = prop::collection::vec(-1.0f64..1.0, usize::from(levels) + 2);
+                (Just(levels), Just(steps), prop::collection::vec(row, rows))
+            })
+            .prop_map(|(levels, steps, q)| counter::Strategy::Learned { levels, steps, q }),
     ];
-    if with_tier { prop_oneof![plain, Just(counter::Strategy::Tier {})].boxed() } else { plain.boxed() }
+    let competitive = (1i64..50_000, prop::option::of(100i64..2_000_000))
+        .prop_map(|(step, best_elsewhere)| counter::Strategy::Competitive { step, best_elsewhere });
+    if with_tier {
+        prop_oneof![plain, Just(counter::Strategy::Tier {})].boxed()
+    } else {
+        prop_oneof![plain, competitive].boxed()
+    }
 }
 
 fn within_limit(mover: Party, amount: i64, limit: i64) -> bool {
@@ -82,9 +98,13 @@ fn extreme_parameters_do_not_overflow() {
         counter::Strategy::Time { k: -1.0, e: -1.0, start: Some(i64::MIN) },
         counter::Strategy::TitForTat { kindness: f64::MAX },
         counter::Strategy::Tier {},
+        counter::Strategy::Bayes { e: f64::NAN },
+        counter::Strategy::Bayes { e: 0.0 },
+        counter::Strategy::Competitive { step: i64::MAX, best_elsewhere: Some(i64::MIN) },
+        counter::Strategy::Learned { levels: 200, steps: 0, q: vec![vec![f64::NAN]] },
     ];
     for limit in extremes {
-        for counter in strategies {
+        for counter in strategies.clone() {
             let policy = Policy { max_auto_rounds: i32::MAX, ..Policy::new(limit, counter) };
             for bids in [vec![], vec![500], vec![500, 900], vec![500, 900, 600], vec![i64::MAX], vec![0, -5]] {
                 for ask in [1_000, i64::MAX] {
@@ -107,6 +127,7 @@ fn extreme_parameters_do_not_overflow() {
                     let _ = budget.next(&state);
                     let _ = Adaptive::from(budget).next(&state);
                     let _ = Competitive { best_elsewhere: Some(i64::MIN), ..Competitive::from(budget) }.next(&state);
+                    let _ = BayesBuyer { max: limit, e: f64::NAN }.next(&state);
                 }
             }
         }
@@ -120,7 +141,7 @@ proptest! {
     /// it decides keeps the rules.
     #[test]
     fn decide_keeps_the_rules_on_any_thread(
-        counter in strategies(true),
+        counter in prop_oneof![strategies(true), strategies(false)],
         limit in 100i64..2_000_000,
         accept_at in prop::option::of(100i64..2_000_000),
         reject_beyond in prop::option::of(100i64..2_000_000),
@@ -140,7 +161,7 @@ proptest! {
             reject_beyond,
             max_auto_rounds,
             require_approval,
-            counter,
+            counter: counter.clone(),
             utility: None,
             accept_mediation: false,
         };
@@ -333,6 +354,43 @@ proptest! {
         prop_assert!(buyers.len() <= max_offers as usize, "too many offers: {:?}", run);
         if let Ending::Accepted { by: Party::Buyer, amount } = run.ending {
             prop_assert!(amount <= cap);
+        }
+    }
+
+    /// The `bayes` buyer (client opening, then its policy) against any seller policy, and the
+    /// `bayes` seller against any client buyer: every move legal, neither limit ever crossed.
+    #[test]
+    fn bayes_keeps_both_limits_against_anyone(
+        seller_counter in strategies(true),
+        ask in 1_000i64..1_000_000,
+        floor_share in 0.3f64..=1.0,
+        value_share in 0.2f64..=1.5,
+        e in 0.05f64..=20.0,
+        which in 0usize..3,
+        buyer_tier in tiers(),
+        max_rounds in 1i32..25,
+    ) {
+        let floor = ((ask as f64 * floor_share) as i64).clamp(100, ask);
+        let value = ((ask as f64 * value_share) as i64).max(100);
+        let setting = Setting { ask, max_rounds, buyer_tier };
+        let bayes_seller = Policy { max_auto_rounds: MAX_AUTO_ROUNDS, ..Policy::new(floor, counter::Strategy::Bayes { e }) };
+        let budget = SimpleThreshold { target: (value / 2).max(100), max: value.max(100), step: (value / 15).max(1), max_rounds: 5 };
+        let run = match which {
+            0 => simulate(&setting, &BayesBuyer { max: value, e }, &Policy::new(floor, seller_counter)),
+            1 => simulate(&setting, &BayesBuyer { max: value, e }, &bayes_seller),
+            _ => simulate(&setting, &budget, &bayes_seller),
+        };
+        assert_by_the_rules(&run, &setting)?;
+        let cap = if which == 2 { budget.max } else { value };
+        prop_assert!(buyer_bids(&run).iter().all(|bid| bid.amount <= cap), "above the ceiling {}: {:?}", cap, run);
+        if which >= 1 {
+            prop_assert!(seller_bids(&run).iter().all(|bid| bid.amount >= floor), "below the floor {}: {:?}", floor, run);
+        }
+        if let Ending::Accepted { amount, .. } = run.ending {
+            prop_assert!(amount <= cap, "deal {} above the ceiling {}", amount, cap);
+            if which >= 1 {
+                prop_assert!(amount >= floor, "deal {} below the floor {}", amount, floor);
+            }
         }
     }
 }
