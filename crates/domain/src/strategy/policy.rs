@@ -78,8 +78,13 @@ impl Policy {
     pub fn multi_issue(&self, role: Party, issues: &Issues, ask: i64) -> Option<MultiIssue> {
         let utility = self.utility.as_ref().filter(|_| !issues.is_empty())?;
         let e = match self.counter {
-            Strategy::Time { e, .. } => e,
-            Strategy::Split {} | Strategy::Step { .. } | Strategy::TitForTat { .. } | Strategy::Tier {} => 1.0,
+            Strategy::Time { e, .. } | Strategy::Bayes { e } => e,
+            Strategy::Split {}
+            | Strategy::Step { .. }
+            | Strategy::TitForTat { .. }
+            | Strategy::Tier {}
+            | Strategy::Competitive { .. }
+            | Strategy::Learned { .. } => 1.0,
         };
         Some(MultiIssue { valuation: utility.valuation(role, issues, self.limit, ask), e, fixed_terms: None })
     }
