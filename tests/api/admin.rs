@@ -364,7 +364,7 @@ async fn statistics_of_a_hand_built_market() {
         app.buyer("five").await,
     ];
     let base: DateTime<Utc> =
-        sqlx::query_scalar("SELECT date_trunc('hour', now())").fetch_one(&app.pool).await.unwrap();
+        sqlx::query_scalar("SELECT date_trunc('hour', now(), 'UTC')").fetch_one(&app.pool).await.unwrap();
     // One: accepted at the opening (1 round), two hours ago.
     let one = app.place(&buyers[0], &desks, 90000).await;
     app.post(format!("/v1/bids/{one}/accept"), &seller.key, json!({})).await.expect(200);

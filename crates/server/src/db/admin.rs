@@ -429,10 +429,12 @@ pub struct VolumeRow {
 /// The window of `hours` hours that ends with the current one, by the database's clock: the
 /// start of its first hour and of its last.
 pub async fn window(executor: impl PgExecutor<'_>, hours: i64) -> Result<(DateTime<Utc>, DateTime<Utc>), sqlx::Error> {
-    sqlx::query_as("SELECT date_trunc('hour', now()) - ($1 - 1) * interval '1 hour', date_trunc('hour', now())")
-        .bind(hours)
-        .fetch_one(executor)
-        .await
+    sqlx::query_as(
+        "SELECT date_trunc('hour', now(), 'UTC') - ($1 - 1) * interval '1 hour', date_trunc('hour', now(), 'UTC')",
+    )
+    .bind(hours)
+    .fetch_one(executor)
+    .await
 }
 
 /// Every hour from `from` to `to` (starts of hours), oldest first, with the orders and threads
@@ -447,21 +449,22 @@ pub async fn hours(
         "WITH series AS (
              SELECT generate_series($1::timestamptz, $3::timestamptz, interval '1 hour') AS hour
          ), deals AS (
-             SELECT date_trunc('hour', created_at) AS hour, currency, count(*) AS deals, sum(amount)::bigint AS amount
+             SELECT date_trunc('hour', created_at, 'UTC') AS hour, currency, count(*) AS deals, sum(amount)::bigint AS amount
              FROM orders WHERE id >= $2 AND created_at >= $1
              GROUP BY 1, 2
          ), opened AS (
-             SELECT date_trunc('hour', created_at) AS hour, count(*) AS opened
+             SELECT date_trunc('hour', created_at, 'UTC') AS hour, count(*) AS opened
              FROM threads WHERE id >= $2 AND created_at >= $1
              GROUP BY 1
+         ), by_hour AS (
+             SELECT hour, sum(deals)::bigint AS deals,
+                    json_agg(json_build_object('currency', currency, 'amount', amount) ORDER BY currency) AS volume
+             FROM deals GROUP BY hour
          )
-         SELECT s.hour,
-                COALESCE((SELECT sum(d.deals) FROM deals d WHERE d.hour = s.hour), 0)::bigint AS deals,
-                COALESCE((SELECT o.opened FROM opened o WHERE o.hour = s.hour), 0) AS negotiations_opened,
-                COALESCE((SELECT json_agg(json_build_object('currency', d.currency, 'amount', d.amount)
-                                          ORDER BY d.currency)
-                          FROM deals d WHERE d.hour = s.hour), '[]') AS volume
-         FROM series s ORDER BY s.hour",
+         SELECT s.hour, COALESCE(d.deals, 0) AS deals, COALESCE(o.opened, 0) AS negotiations_opened,
+                COALESCE(d.volume, '[]') AS volume
+         FROM series s LEFT JOIN by_hour d ON d.hour = s.hour LEFT JOIN opened o ON o.hour = s.hour
+         ORDER BY s.hour",
     )
     .bind(from)
     .bind(id_floor(from))
