@@ -127,6 +127,8 @@ def main():
         check("the negotiation appears live on the market view", row.is_visible())
         check("without a reload", page.evaluate("window.notReloaded === true"))
         check("its events are listed", page.locator("#events li").count() >= 5, page.locator("#events li").count())
+        expect(page.locator("#fig-opened")).to_have_text("1", timeout=15000)
+        check("the figures count it", page.locator("#fig-opened").inner_text() == "1")
         shot(page, "03-live-negotiation")
 
         # Its price ladder.
