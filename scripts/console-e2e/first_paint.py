@@ -85,8 +85,8 @@ def main():
         for load in range(LOADS):
             fresh = context.new_page()
             fresh.goto(BASE + "/console")
-            fresh.wait_for_function("performance.getEntriesByName('console:market-ready').length > 0", timeout=60000)
-            fresh.wait_for_function("performance.getEntriesByName('first-contentful-paint').length > 0", timeout=60000)
+            fresh.wait_for_function("() => performance.getEntriesByName('console:market-ready').length > 0", timeout=60000)
+            fresh.wait_for_function("() => performance.getEntriesByName('first-contentful-paint').length > 0", timeout=60000)
             paint = fresh.evaluate("performance.getEntriesByName('first-contentful-paint')[0].startTime")
             ready = fresh.evaluate("performance.getEntriesByName('console:market-ready')[0].startTime")
             rows = fresh.locator("#threads tbody tr").count()

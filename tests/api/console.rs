@@ -182,9 +182,15 @@ async fn the_session_is_the_operator_for_reads_and_for_changes_from_its_own_orig
     app.send(Method::POST, format!("{path}/suspend"), None, Body::None, &[("cookie", &cookie), ("origin", &app.base)])
         .await
         .expect(200);
-    app.send(Method::POST, format!("{path}/reinstate"), None, Body::None, &[("cookie", &cookie), ("origin", &app.base)])
-        .await
-        .expect(200);
+    app.send(
+        Method::POST,
+        format!("{path}/reinstate"),
+        None,
+        Body::None,
+        &[("cookie", &cookie), ("origin", &app.base)],
+    )
+    .await
+    .expect(200);
 
     // Another instance of the deployment knows the session.
     let other = app.another_instance().await;
