@@ -322,10 +322,10 @@ mod tests {
 
     #[test]
     fn intervals_are_student_t() {
-        // 1, 2, 3: mean 2, sd 1, t(0.975, 2) = 4.303: 2 ± 4.303/√3 = 2 ± 2.484367.
+        // 1, 2, 3: mean 2, sd 1, t(0.975, 2) = 4.303: 2 ± 4.303/√3 = 2 ± 2.484338.
         let i = Interval::of(&[1.0, 2.0, 3.0]).unwrap();
         assert_eq!((i.mean, i.n), (2.0, 3));
-        assert!((i.high - 4.484_367).abs() < 1e-5 && (i.low + 0.484_367).abs() < 1e-5, "{i:?}");
+        assert!((i.high - 4.484_338).abs() < 1e-5 && (i.low + 0.484_338).abs() < 1e-5, "{i:?}");
         assert_eq!(Interval::of(&[5.0]).map(|i| (i.low, i.high)), Some((5.0, 5.0)));
         assert_eq!(Interval::of(&[]), None);
     }
