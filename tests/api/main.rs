@@ -24,6 +24,7 @@ mod negotiation;
 mod openapi;
 mod proxy;
 mod races;
+mod scale;
 mod shared_limits;
 mod sim;
 mod spec;

@@ -24,6 +24,10 @@ const COMMITTED: &[(&str, &str)] = &[
         "0004_delivery_claims.sql",
         "cd8b4fe0fd6e612fb190ce67c07c7d7abdc1f7b3426f3eb71e93f33e5ee94b3909d24a06ab37b934769129f0b6e5eca3",
     ),
+    (
+        "0007_history_indexes.sql",
+        "3a490f07f0b2f81bfb0eeb33f481e3ad43b47d62ebe6c74d8398a2614fc34ac4e6a3d51ca970dd23974d10675706eacf",
+    ),
 ];
 
 fn files() -> BTreeMap<String, Vec<u8>> {
