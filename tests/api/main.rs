@@ -29,6 +29,7 @@ mod openapi;
 mod proxy;
 mod races;
 mod request_ids;
+mod scale;
 mod shared_limits;
 mod sim;
 mod spec;

@@ -33,6 +33,10 @@ const COMMITTED: &[(&str, &str)] = &[
         "ebaf4f0cd5f077dcc18d1b87a9932012d09af14e116325cf69c17518aade61f42d83072c285204d413790253e14c012c",
     ),
     (
+        "0007_history_indexes.sql",
+        "3a490f07f0b2f81bfb0eeb33f481e3ad43b47d62ebe6c74d8398a2614fc34ac4e6a3d51ca970dd23974d10675706eacf",
+    ),
+    (
         "0008_console_sessions.sql",
         "d476f183e3e1140d9fd1ff409b948c071ebaf87e65db7304df32ecf2463dd5d1351194e878459ed1a47d97f98fadcbb8",
     ),

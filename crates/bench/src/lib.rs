@@ -11,9 +11,12 @@
 mod api;
 mod auto;
 mod flood;
+mod idle;
 mod mcp;
 mod pgbench;
+pub mod preload;
 mod report;
+mod rss;
 mod stats;
 mod wake;
 mod webhooks;
@@ -96,6 +99,19 @@ pub struct BenchArgs {
     /// For `--workload flood`: how many connections to open, each sending half a request head.
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub connections: u64,
+    /// Before the workload, fill the server's database (`--database-url`) with a history of
+    /// about this many bids (agents, listings, threads, orders and events in proportion), by
+    /// bulk SQL; `0` writes nothing.
+    #[arg(long, default_value_t = 0)]
+    pub preload: u64,
+    /// Sample the resident memory of this process (the server's) every 100 ms while each level
+    /// runs, and print its start, peak and end (Linux).
+    #[arg(long)]
+    pub server_pid: Option<u32>,
+    /// Hold this many idle event waiters open for the whole run, half long polls and half
+    /// event streams, one agent per 100 (the server must allow them: `HAGGLE_MAX_STREAMS`).
+    #[arg(long, default_value_t = 0)]
+    pub idle_streams: u64,
 }
 
 impl fmt::Debug for BenchArgs {
@@ -116,6 +132,9 @@ impl fmt::Debug for BenchArgs {
             .field("database_url", &self.database_url.as_deref().map(haggle_server::config::redact_url))
             .field("pgbench_seconds", &self.pgbench_seconds)
             .field("connections", &self.connections)
+            .field("preload", &self.preload)
+            .field("server_pid", &self.server_pid)
+            .field("idle_streams", &self.idle_streams)
             .finish()
     }
 }
@@ -234,6 +253,29 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         );
     }
 
+    if args.preload > 0 {
+        let Some(url) = &args.database_url else {
+            bail!("--preload writes into the server's database: give it with --database-url or DATABASE_URL");
+        };
+        preload::run(url, args.preload).await?;
+    }
+    let idle = if args.idle_streams > 0 {
+        let before = args.server_pid.and_then(rss::resident_kib);
+        let idle =
+            idle::open(&args.url, &client, &chrono::Utc::now().format("%H%M%S").to_string(), args.idle_streams).await?;
+        if let (Some(pid), Some(before)) = (args.server_pid, before) {
+            let after = rss::resident_kib(pid).unwrap_or_default();
+            eprintln!(
+                "[idle] server resident memory {:.1} MiB before the idle waiters, {:.1} MiB with them ({:.1} KiB each)",
+                before as f64 / 1024.0,
+                after as f64 / 1024.0,
+                (after as f64 - before as f64) / idle.opened.load(std::sync::atomic::Ordering::Relaxed).max(1) as f64
+            );
+        }
+        Some(idle)
+    } else {
+        None
+    };
     let pgbench = match (&args.pgbench, &args.database_url) {
         (false, _) => None,
         (true, Some(url)) => Some(pgbench::Pgbench::new(url, args.pgbench_seconds).await?),
@@ -257,12 +299,16 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             }
             continue;
         }
+        let sampler = args.server_pid.map(rss::Sampler::start);
         let mut level = match args.workload {
             Workload::W3 => auto::run_level(&client, &admin, &args, &run_id, concurrency as usize).await?,
             Workload::W1 | Workload::W2 | Workload::Wake | Workload::Webhooks | Workload::Flood | Workload::Mcp => {
                 run_level(&client, &admin, &args, &run_id, concurrency as usize).await?
             }
         };
+        if let Some(sampler) = sampler {
+            eprintln!("[{} c={concurrency}] server memory: {}", args.workload.name(), sampler.stop().await);
+        }
         if let Some(pgbench) = &pgbench {
             let calls = level.figures.row(stats::ALL_CALLS).map_or(0.0, |all| all.calls_per_second);
             level.pgbench = Some(pgbench.measure(concurrency as usize, calls).await?);
@@ -279,6 +325,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                  so these figures are incomplete; is the server still up?"
             );
         }
+    }
+    if let Some(idle) = idle {
+        eprintln!("[idle] {} refused or ended during the run", idle.refused.load(std::sync::atomic::Ordering::Relaxed));
+        idle.close();
     }
     if report.levels.len() > 1 && args.workload != Workload::Mcp {
         print!("{}", report::sweep_table(&report.levels, args.workload));

@@ -299,8 +299,26 @@ pub struct ListingFilter {
 /// Newest first. The cursor is the id of the last listing of the previous page; ids are
 /// UUIDv7, so their order is their creation order.
 pub async fn list(executor: impl PgExecutor<'_>, filter: &ListingFilter) -> Result<Page<Listing>, sqlx::Error> {
-    let mut query: QueryBuilder<Postgres> =
-        QueryBuilder::new(concat!("SELECT ", listing_columns!(), " FROM listings WHERE true"));
+    let mut query = list_query(concat!("SELECT ", listing_columns!(), " FROM listings WHERE true"), filter);
+    // A search is planned for its own words, never from a cached generic plan: the generic
+    // plan cannot tell a rare word (a few listings, found through the trigram indexes) from a
+    // common one (the newest listings, found by walking the primary key), and picks the walk,
+    // which reads every listing when the word is rare.
+    let searching = filter.q.is_some();
+    let rows = query.build_query_as::<Listing>().persistent(!searching).fetch_all(executor).await?;
+    Ok(Page::from_rows(rows, filter.limit, |listing| listing.id))
+}
+
+/// The plan PostgreSQL makes for `list` with this filter (`EXPLAIN`'s text), to check which
+/// indexes it reads.
+pub async fn plan_of_list(executor: impl PgExecutor<'_>, filter: &ListingFilter) -> Result<String, sqlx::Error> {
+    let mut query = list_query("EXPLAIN SELECT * FROM listings WHERE true", filter);
+    let lines: Vec<String> = query.build_query_scalar().persistent(false).fetch_all(executor).await?;
+    Ok(lines.join("\n"))
+}
+
+fn list_query<'a>(select: &str, filter: &'a ListingFilter) -> QueryBuilder<'a, Postgres> {
+    let mut query: QueryBuilder<Postgres> = QueryBuilder::new(select);
     if let Some(seller_id) = filter.seller_id {
         query.push(" AND seller_id = ").push_bind(seller_id);
     }
@@ -316,8 +334,7 @@ pub async fn list(executor: impl PgExecutor<'_>, filter: &ListingFilter) -> Resu
         query.push(" AND id < ").push_bind(after);
     }
     query.push(" ORDER BY id DESC LIMIT ").push_bind(filter.limit + 1);
-    let rows = query.build_query_as::<Listing>().fetch_all(executor).await?;
-    Ok(Page::from_rows(rows, filter.limit, |listing| listing.id))
+    query
 }
 
 /// A page of the listings for sale (ACTIVE), newest first, by offset, and how many there are in

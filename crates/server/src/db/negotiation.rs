@@ -731,16 +731,26 @@ pub async fn end_listing_threads(
 /// Locks up to `batch` threads whose pending bid has reached its deadline, oldest deadline
 /// first, skipping threads another transaction holds. The domain then decides each expiry.
 pub async fn lock_due(conn: &mut PgConnection, batch: i64) -> Result<Vec<BidDeadline>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT b.id AS bid_id, b.status, b.expires_at, now() AS db_now
-         FROM bids b JOIN threads t ON t.id = b.thread_id
-         WHERE b.status = 'PENDING' AND b.expires_at <= now() AND t.status = 'ACTIVE'
-         ORDER BY b.expires_at LIMIT $1
-         FOR UPDATE OF t SKIP LOCKED",
-    )
-    .bind(batch)
-    .fetch_all(conn)
-    .await
+    sqlx::query_as(LOCK_DUE).bind(batch).fetch_all(conn).await
+}
+
+/// The due bids are found first, oldest deadline first, through `bids_due_idx` (a pending
+/// bid's deadline), and only those threads are locked: joined before the limit, the planner may
+/// misjudge how many bids are due in a long history and join every live thread instead.
+const LOCK_DUE: &str = "SELECT due.id AS bid_id, due.status, due.expires_at, now() AS db_now
+     FROM (SELECT id, thread_id, status, expires_at FROM bids
+           WHERE status = 'PENDING' AND expires_at <= now()
+           ORDER BY expires_at LIMIT $1) due
+     JOIN threads t ON t.id = due.thread_id
+     WHERE t.status = 'ACTIVE'
+     ORDER BY due.expires_at
+     FOR UPDATE OF t SKIP LOCKED";
+
+/// The plan PostgreSQL makes for `lock_due` (`EXPLAIN`'s text).
+pub async fn plan_of_lock_due(executor: impl PgExecutor<'_>, batch: i64) -> Result<String, sqlx::Error> {
+    let lines: Vec<String> =
+        sqlx::query_scalar(&format!("EXPLAIN {LOCK_DUE}")).bind(batch).persistent(false).fetch_all(executor).await?;
+    Ok(lines.join("\n"))
 }
 
 /// Ends locked threads through their pending bids with one transition of the domain's (the
@@ -896,17 +906,60 @@ pub struct ThreadFilter {
 
 /// The agent's threads, newest first. A status filter means the effective status: an ACTIVE
 /// thread past its deadline counts as EXPIRED.
+///
+/// Without a role, the agent's threads as buyer and as seller are read as two index scans, each
+/// newest first and cut at the page, and merged (a thread's parties differ, so none is in
+/// both): one scan of `buyer_id = $1 OR seller_id = $1` would gather all of a busy agent's
+/// threads before sorting them.
 pub async fn list_threads(
     executor: impl PgExecutor<'_>,
     agent_id: Uuid,
     filter: &ThreadFilter,
 ) -> Result<Page<Thread>, sqlx::Error> {
-    let mut query: QueryBuilder<Postgres> = QueryBuilder::new("SELECT row_to_json(threads) FROM threads WHERE ");
-    match filter.role {
-        Some(Party::Buyer) => query.push("buyer_id = ").push_bind(agent_id),
-        Some(Party::Seller) => query.push("seller_id = ").push_bind(agent_id),
-        None => query.push("(buyer_id = ").push_bind(agent_id).push(" OR seller_id = ").push_bind(agent_id).push(")"),
+    let mut query = threads_query("SELECT row_to_json(threads)", agent_id, filter);
+    let rows: Vec<Json<Thread>> = query.build_query_scalar().fetch_all(executor).await?;
+    let rows = rows.into_iter().map(|thread| thread.0).collect();
+    Ok(Page::from_rows(rows, filter.limit, |thread| thread.id))
+}
+
+/// The plan PostgreSQL makes for `list_threads` (`EXPLAIN`'s text), to check which indexes it
+/// reads.
+pub async fn plan_of_list_threads(
+    executor: impl PgExecutor<'_>,
+    agent_id: Uuid,
+    filter: &ThreadFilter,
+) -> Result<String, sqlx::Error> {
+    let mut query = threads_query("EXPLAIN SELECT threads.id", agent_id, filter);
+    let lines: Vec<String> = query.build_query_scalar().persistent(false).fetch_all(executor).await?;
+    Ok(lines.join("\n"))
+}
+
+fn threads_query<'a>(select: &str, agent_id: Uuid, filter: &'a ThreadFilter) -> QueryBuilder<'a, Postgres> {
+    let mut query: QueryBuilder<Postgres> = QueryBuilder::new(select);
+    query.push(" FROM (");
+    let roles: &[Party] = match filter.role {
+        Some(Party::Buyer) => &[Party::Buyer],
+        Some(Party::Seller) => &[Party::Seller],
+        None => &[Party::Buyer, Party::Seller],
     };
+    for (i, role) in roles.iter().enumerate() {
+        if i > 0 {
+            query.push(" UNION ALL ");
+        }
+        query.push("(SELECT * FROM threads WHERE ");
+        match role {
+            Party::Buyer => query.push("buyer_id = ").push_bind(agent_id),
+            Party::Seller => query.push("seller_id = ").push_bind(agent_id),
+        };
+        push_thread_conditions(&mut query, filter);
+        query.push(" ORDER BY id DESC LIMIT ").push_bind(filter.limit + 1).push(")");
+    }
+    query.push(") threads ORDER BY id DESC LIMIT ").push_bind(filter.limit + 1);
+    query
+}
+
+/// The conditions of a thread list besides the agent's role.
+fn push_thread_conditions(query: &mut QueryBuilder<Postgres>, filter: &ThreadFilter) {
     match filter.status {
         Some(ThreadStatus::Active) => query.push(" AND status = 'ACTIVE' AND expires_at > now()"),
         Some(ThreadStatus::Expired) => {
@@ -915,7 +968,7 @@ pub async fn list_threads(
         Some(status @ (ThreadStatus::Accepted | ThreadStatus::Rejected | ThreadStatus::Closed)) => {
             query.push(" AND status = ").push_bind(status.as_str())
         }
-        None => &mut query,
+        None => query,
     };
     if let Some(listing_id) = filter.listing_id {
         query.push(" AND listing_id = ").push_bind(listing_id);
@@ -923,8 +976,4 @@ pub async fn list_threads(
     if let Some(after) = filter.after {
         query.push(" AND id < ").push_bind(after);
     }
-    query.push(" ORDER BY id DESC LIMIT ").push_bind(filter.limit + 1);
-    let rows: Vec<Json<Thread>> = query.build_query_scalar().fetch_all(executor).await?;
-    let rows = rows.into_iter().map(|thread| thread.0).collect();
-    Ok(Page::from_rows(rows, filter.limit, |thread| thread.id))
 }
