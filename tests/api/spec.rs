@@ -128,10 +128,10 @@ pub fn check_response(method: &Method, path: &str, content_type: &str, resp: &Re
                 .get(media)
                 .unwrap_or_else(|| panic!("{context}: content type {media:?} not documented"))
                 .get("schema");
-            if let Some(schema) = schema {
-                if media.ends_with("json") {
-                    validate(schema, &resp.body, &context);
-                }
+            if let Some(schema) = schema
+                && media.ends_with("json")
+            {
+                validate(schema, &resp.body, &context);
             }
         }
         None => assert!(

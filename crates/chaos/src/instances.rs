@@ -73,20 +73,20 @@ impl Instances {
         let deadline = Instant::now() + patience;
         let url = format!("{}/healthz", self.all[index].base_url());
         loop {
-            if let Ok(response) = self.health.get(&url).send().await {
-                if response.status().is_success() {
-                    return Ok(Instant::now());
-                }
+            if let Ok(response) = self.health.get(&url).send().await
+                && response.status().is_success()
+            {
+                return Ok(Instant::now());
             }
             let instance = &mut self.all[index];
-            if let Some(child) = &mut instance.child {
-                if let Some(status) = child.try_wait()? {
-                    bail!(
-                        "{} exited ({status}) before answering its health check; see {}",
-                        instance.name,
-                        self.logs.join(format!("{}.log", instance.name)).display()
-                    );
-                }
+            if let Some(child) = &mut instance.child
+                && let Some(status) = child.try_wait()?
+            {
+                bail!(
+                    "{} exited ({status}) before answering its health check; see {}",
+                    instance.name,
+                    self.logs.join(format!("{}.log", instance.name)).display()
+                );
             }
             if Instant::now() > deadline {
                 bail!("{} did not answer {url} within {patience:?}", instance.name);

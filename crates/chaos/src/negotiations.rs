@@ -67,11 +67,11 @@ impl Listings {
 
     /// The listing to open the next thread on; `None` if one could not be made.
     pub async fn next(&mut self, moves: &Moves, workload: Workload, seller: &Agent) -> Option<Uuid> {
-        if let Some((id, used)) = &mut self.current {
-            if *used < THREADS_PER_LISTING {
-                *used += 1;
-                return Some(*id);
-            }
+        if let Some((id, used)) = &mut self.current
+            && *used < THREADS_PER_LISTING
+        {
+            *used += 1;
+            return Some(*id);
         }
         let listing = new_listing(&self.title, self.max_rounds);
         let id = moves.list(workload, seller, &listing).await.ok()?;
@@ -143,10 +143,10 @@ async fn wait_for_end(moves: &Moves, buyer: &Agent, thread: Uuid, patience: Dura
     let deadline = Instant::now() + patience;
     let path = format!("/v1/threads/{thread}");
     while Instant::now() < deadline {
-        if let Ok(reply) = moves.api.read(&moves.to, &path, buyer, Duration::from_secs(5)).await {
-            if reply.json::<ThreadWithBids>().is_ok_and(|read| read.thread.status != ThreadStatus::Active) {
-                return true;
-            }
+        if let Ok(reply) = moves.api.read(&moves.to, &path, buyer, Duration::from_secs(5)).await
+            && reply.json::<ThreadWithBids>().is_ok_and(|read| read.thread.status != ThreadStatus::Active)
+        {
+            return true;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -64,10 +64,10 @@ pub async fn run(
         match winner.map(|racer| racer.kind) {
             // The seller's counter won: the buyer turns it down, to end the thread.
             Some(MoveKind::Counter) => {
-                if let Some(counter) = counter_bid {
-                    if moves.answer(Workload::Race, &pair.buyer, counter, Answer::Reject, true).await.is_err() {
-                        listings.abandon();
-                    }
+                if let Some(counter) = counter_bid
+                    && moves.answer(Workload::Race, &pair.buyer, counter, Answer::Reject, true).await.is_err()
+                {
+                    listings.abandon();
                 }
             }
             Some(_) => {}
@@ -106,29 +106,29 @@ async fn race(
     let mut racers = Vec::with_capacity(4);
     for ((kind, to, agent, _, _), outcome) in entries.iter().zip(outcomes) {
         let judged = verdict(&outcome);
-        if let Outcome::Answered(reply) = &outcome {
-            if reply.success() {
-                // A winner is an acknowledged move like any other.
-                let ack = match kind {
-                    MoveKind::Counter => reply.json::<BidAndThread>().ok().map(|made| {
-                        counter_bid = Some(made.bid.id);
-                        Ack::Countered { parent: bid, bid: made.bid.id }
-                    }),
-                    MoveKind::Accept => reply
-                        .json::<Answered>()
-                        .ok()
-                        .map(|made| Ack::Accepted { bid, order: made.order.map(|order| order.id) }),
-                    MoveKind::Reject => Some(Ack::Rejected { bid }),
-                    MoveKind::Withdraw => Some(Ack::Withdrew { bid }),
-                    MoveKind::List | MoveKind::Place => None,
-                };
-                match ack {
-                    Some(ack) => moves.ledger.ack(Workload::Race, agent.id, reply.answered, reply.replayed, ack),
-                    None => moves.violations.add(
-                        "2xx answer that cannot be read",
-                        format!("race {number}: {} of {bid}: {}", kind.as_str(), String::from_utf8_lossy(&reply.body)),
-                    ),
-                }
+        if let Outcome::Answered(reply) = &outcome
+            && reply.success()
+        {
+            // A winner is an acknowledged move like any other.
+            let ack = match kind {
+                MoveKind::Counter => reply.json::<BidAndThread>().ok().map(|made| {
+                    counter_bid = Some(made.bid.id);
+                    Ack::Countered { parent: bid, bid: made.bid.id }
+                }),
+                MoveKind::Accept => reply
+                    .json::<Answered>()
+                    .ok()
+                    .map(|made| Ack::Accepted { bid, order: made.order.map(|order| order.id) }),
+                MoveKind::Reject => Some(Ack::Rejected { bid }),
+                MoveKind::Withdraw => Some(Ack::Withdrew { bid }),
+                MoveKind::List | MoveKind::Place => None,
+            };
+            match ack {
+                Some(ack) => moves.ledger.ack(Workload::Race, agent.id, reply.answered, reply.replayed, ack),
+                None => moves.violations.add(
+                    "2xx answer that cannot be read",
+                    format!("race {number}: {} of {bid}: {}", kind.as_str(), String::from_utf8_lossy(&reply.body)),
+                ),
             }
         }
         let code = match &outcome {

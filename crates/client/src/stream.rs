@@ -61,10 +61,10 @@ impl EventStream {
                 .map(|data| data.strip_prefix(' ').unwrap_or(data))
                 .collect();
             // Comments (heartbeats) have no data; anything unreadable is skipped, not fatal.
-            if !data.is_empty() {
-                if let Ok(event) = serde_json::from_str::<Event>(&data.join("\n")) {
-                    self.ready.push_back(event);
-                }
+            if !data.is_empty()
+                && let Ok(event) = serde_json::from_str::<Event>(&data.join("\n"))
+            {
+                self.ready.push_back(event);
             }
         }
     }

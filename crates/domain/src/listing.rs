@@ -250,20 +250,20 @@ impl ListingPatch {
     pub fn apply(self, current: &ListingTerms, limits: AmountLimits) -> Result<ListingTerms, Rejection> {
         let mut v = Validator::new();
         let mut next = current.clone();
-        if let Some(title) = &self.title {
-            if let Some(title) = v.check("title", text(title, true, MAX_TITLE_CHARS)) {
-                next.title = title;
-            }
+        if let Some(title) = &self.title
+            && let Some(title) = v.check("title", text(title, true, MAX_TITLE_CHARS))
+        {
+            next.title = title;
         }
-        if let Some(description) = &self.description {
-            if let Some(description) = v.check("description", text(description, false, MAX_DESCRIPTION_CHARS)) {
-                next.description = description;
-            }
+        if let Some(description) = &self.description
+            && let Some(description) = v.check("description", text(description, false, MAX_DESCRIPTION_CHARS))
+        {
+            next.description = description;
         }
-        if let Some(ask) = self.ask_amount {
-            if let Some(ask) = v.check("ask_amount", ask.validate(limits)) {
-                next.ask_amount = ask.minor_units();
-            }
+        if let Some(ask) = self.ask_amount
+            && let Some(ask) = v.check("ask_amount", ask.validate(limits))
+        {
+            next.ask_amount = ask.minor_units();
         }
         if let Some(quantity) = self.quantity {
             let sold = i64::from(current.quantity - current.quantity_available);
@@ -282,23 +282,21 @@ impl ListingPatch {
         if let Some(tier) = self.min_negotiation_tier {
             next.min_negotiation_tier = tier;
         }
-        if let Some(max_rounds) = self.max_rounds {
-            if let Some(max_rounds) = check_int(&mut v, "max_rounds", max_rounds, 1, MAX_ROUNDS) {
-                next.max_rounds = max_rounds;
-            }
+        if let Some(max_rounds) = self.max_rounds
+            && let Some(max_rounds) = check_int(&mut v, "max_rounds", max_rounds, 1, MAX_ROUNDS)
+        {
+            next.max_rounds = max_rounds;
         }
-        if let Some(ttl) = self.bid_ttl_seconds {
-            if let Some(ttl) =
+        if let Some(ttl) = self.bid_ttl_seconds
+            && let Some(ttl) =
                 check_int(&mut v, "bid_ttl_seconds", ttl, super::bid::MIN_EXPIRES_IN, super::bid::MAX_EXPIRES_IN)
-            {
-                next.bid_ttl_seconds = ttl;
-            }
+        {
+            next.bid_ttl_seconds = ttl;
         }
-        if let Some(max_threads) = self.max_threads_per_buyer {
-            if let Some(max_threads) = check_int(&mut v, "max_threads_per_buyer", max_threads, 1, MAX_THREADS_PER_BUYER)
-            {
-                next.max_threads_per_buyer = max_threads;
-            }
+        if let Some(max_threads) = self.max_threads_per_buyer
+            && let Some(max_threads) = check_int(&mut v, "max_threads_per_buyer", max_threads, 1, MAX_THREADS_PER_BUYER)
+        {
+            next.max_threads_per_buyer = max_threads;
         }
         v.finish()?;
         Ok(next)

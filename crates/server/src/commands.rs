@@ -66,12 +66,11 @@ impl Database {
     /// Closes the pool, and stops the embedded PostgreSQL if this process owns it.
     pub async fn close(self) {
         self.pool.close().await;
-        if let Some(server) = self.embedded {
-            if server.owns() {
-                if let Err(error) = server.stop().await {
-                    tracing::error!(%error, "stopping the embedded PostgreSQL failed");
-                }
-            }
+        if let Some(server) = self.embedded
+            && server.owns()
+            && let Err(error) = server.stop().await
+        {
+            tracing::error!(%error, "stopping the embedded PostgreSQL failed");
         }
     }
 }

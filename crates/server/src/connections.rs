@@ -190,10 +190,10 @@ fn refuse(stream: TcpStream, lingering: &Arc<Semaphore>) {
     // Closing a socket with unread data resets the connection, and a reset can discard the
     // answer before the client has read it: so the connection is shut for writing first and
     // what the client still sends is read and dropped for a moment, while few are doing so.
-    if let Ok(permit) = lingering.clone().try_acquire_owned() {
-        if let Ok(stream) = TcpStream::from_std(stream) {
-            tokio::spawn(linger(stream, permit));
-        }
+    if let Ok(permit) = lingering.clone().try_acquire_owned()
+        && let Ok(stream) = TcpStream::from_std(stream)
+    {
+        tokio::spawn(linger(stream, permit));
     }
 }
 

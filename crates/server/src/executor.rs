@@ -179,10 +179,10 @@ async fn act(conn: &mut PgConnection, events: &mut Outbox, task: Task, rules: Ru
         tracing::warn!(bid_id = %task.bid_id, "auto-negotiation: the stored policy or thread could not be read");
         return Ok(Outcome::Dropped);
     };
-    if policy.accept_mediation {
-        if let Some(outcome) = mediate(conn, events, task, &context, &policy, caller, rules).await? {
-            return Ok(outcome);
-        }
+    if policy.accept_mediation
+        && let Some(outcome) = mediate(conn, events, task, &context, &policy, caller, rules).await?
+    {
+        return Ok(outcome);
     }
     let issues = context.issues.as_ref().map(|Json(issues)| issues.clone()).unwrap_or_default();
     let (decision, terms) = match policy.multi_issue(context.role, &issues, context.ask_amount) {

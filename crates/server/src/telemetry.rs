@@ -29,10 +29,10 @@ pub struct Telemetry {
 
 impl Drop for Telemetry {
     fn drop(&mut self) {
-        if let Some(provider) = self.provider.take() {
-            if let Err(error) = provider.shutdown() {
-                eprintln!("haggle: sending the last spans failed: {error}");
-            }
+        if let Some(provider) = self.provider.take()
+            && let Err(error) = provider.shutdown()
+        {
+            eprintln!("haggle: sending the last spans failed: {error}");
         }
     }
 }

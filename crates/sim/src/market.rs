@@ -294,7 +294,7 @@ pub fn run(market: &Market, tables: Tables<'_>, rng: &mut Rng, progress: &mut dy
     let per_round = (meetings.len() / market.rounds.max(1)).max(1);
     let mut by_round = |done: usize, _total: usize| {
         let round = done / per_round;
-        if done % per_round == 0 && market.rounds >= 10 && round % (market.rounds / 10) == 0 {
+        if done.is_multiple_of(per_round) && market.rounds >= 10 && round.is_multiple_of(market.rounds / 10) {
             progress(round, market.rounds);
         }
     };

@@ -14,9 +14,9 @@
 
 mod buyer;
 mod counter;
-mod multi;
 pub mod learned;
 pub mod model;
+mod multi;
 mod policy;
 mod simulate;
 mod tier_engine;

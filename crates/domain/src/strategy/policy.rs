@@ -8,9 +8,9 @@ use super::super::listing::MAX_ROUNDS;
 use super::super::money::{AmountLimits, MIN_AMOUNT};
 use super::super::rejection::{Rejection, Validator};
 use super::counter::{MAX_E, MAX_KINDNESS, MIN_KINDNESS};
-use super::multi::MultiIssue;
 use super::learned;
 use super::model::{MAX_BAYES_E, MIN_BAYES_E};
+use super::multi::MultiIssue;
 use super::{Decision, NegotiationState, Negotiator, Proposal, Rationale, Strategy, at_or_better, settle};
 
 pub const DEFAULT_MAX_AUTO_ROUNDS: i32 = 5;
@@ -105,25 +105,26 @@ impl Policy {
             Party::Seller => ("floor", "at least", "above"),
             Party::Buyer => ("ceiling", "at most", "below"),
         };
-        if let (Party::Seller, Some(ask), true) = (role, ask, limit_ok) {
-            if self.limit > ask {
-                v.fail("limit", format!("the floor ({}) must not exceed the listing's ask ({ask})", self.limit));
-            }
+        if let (Party::Seller, Some(ask), true) = (role, ask, limit_ok)
+            && self.limit > ask
+        {
+            v.fail("limit", format!("the floor ({}) must not exceed the listing's ask ({ask})", self.limit));
         }
         let accept_at = self.accept_at.filter(|&value| amount(&mut v, "accept_at", value));
-        if let Some(accept_at) = accept_at {
-            if limit_ok && !at_or_better(role, accept_at, self.limit) {
-                v.fail(
-                    "accept_at",
-                    format!("must be {better} the {limit_name} ({}); accepting it would cross it", self.limit),
-                );
-            }
+        if let Some(accept_at) = accept_at
+            && limit_ok
+            && !at_or_better(role, accept_at, self.limit)
+        {
+            v.fail(
+                "accept_at",
+                format!("must be {better} the {limit_name} ({}); accepting it would cross it", self.limit),
+            );
         }
         let reject_beyond = self.reject_beyond.filter(|&value| amount(&mut v, "reject_beyond", value));
-        if let (Some(reject_beyond), Some(accept_at)) = (reject_beyond, accept_at) {
-            if !at_or_better(role, accept_at, reject_beyond) {
-                v.fail("reject_beyond", format!("must not be {worse} accept_at ({accept_at})"));
-            }
+        if let (Some(reject_beyond), Some(accept_at)) = (reject_beyond, accept_at)
+            && !at_or_better(role, accept_at, reject_beyond)
+        {
+            v.fail("reject_beyond", format!("must not be {worse} accept_at ({accept_at})"));
         }
         if !(1..=MAX_AUTO_ROUNDS).contains(&self.max_auto_rounds) {
             v.fail("max_auto_rounds", format!("must be between 1 and {MAX_AUTO_ROUNDS}"));

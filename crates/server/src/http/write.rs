@@ -267,11 +267,10 @@ impl Committed {
     /// lets retries have it. If this fails, the committed answer stays stored, and is replayed
     /// once its mark has run out ([`idempotency::RUNNING_SECONDS`]): it was true when stored.
     pub async fn complete(self, pool: &PgPool, reply: Reply) -> Reply {
-        if let Some(claim) = &self.claim {
-            if let Err(error) = idempotency::replace(pool, claim.scope, &claim.key_digest, &claim.record(&reply)).await
-            {
-                tracing::warn!(%error, "could not store the completed answer for replays");
-            }
+        if let Some(claim) = &self.claim
+            && let Err(error) = idempotency::replace(pool, claim.scope, &claim.key_digest, &claim.record(&reply)).await
+        {
+            tracing::warn!(%error, "could not store the completed answer for replays");
         }
         reply
     }

@@ -147,10 +147,10 @@ impl QuoteBody {
         });
         let flight_start = self.flight_start.as_deref().and_then(|raw| check(&mut errors, "flight_start", date(raw)));
         let flight_end = self.flight_end.as_deref().and_then(|raw| check(&mut errors, "flight_end", date(raw)));
-        if let (Some(start), Some(end)) = (flight_start, flight_end) {
-            if end < start {
-                errors.push(FieldError::new("flight_end", "must not be before flight_start"));
-            }
+        if let (Some(start), Some(end)) = (flight_start, flight_end)
+            && end < start
+        {
+            errors.push(FieldError::new("flight_end", "must not be before flight_start"));
         }
         let target = self.target_cpm.as_ref().and_then(|target| {
             let amount = check(&mut errors, "target_cpm.amount_micros", target.minor_units(limits));

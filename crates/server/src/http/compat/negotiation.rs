@@ -461,14 +461,14 @@ pub async fn negotiation_message(
     }
 
     let (_, bids) = find_proposal(&state, caller, thread_id).await.map_err(IntoResponse::into_response)?;
-    if let (Some(price), Some(first)) = (&message.buyer_price, bids.first()) {
-        if price.currency != first.currency.as_str() {
-            return Err(invalid(&[FieldError::new(
-                "buyer_price.currency",
-                format!("must be the proposal's currency, {}", first.currency),
-            )])
-            .into_response());
-        }
+    if let (Some(price), Some(first)) = (&message.buyer_price, bids.first())
+        && price.currency != first.currency.as_str()
+    {
+        return Err(invalid(&[FieldError::new(
+            "buyer_price.currency",
+            format!("must be the proposal's currency, {}", first.currency),
+        )])
+        .into_response());
     }
     Ok(self::play(&state, caller, (key, body.digest), thread_id, play, &MESSAGES).await)
 }
