@@ -134,13 +134,14 @@ fn frontier(pair: &Pair, issues: &Issues) -> Vec<(f64, f64)> {
 }
 
 fn distance(point: (f64, f64), front: &[(f64, f64)]) -> f64 {
-    if front.iter().all(|&(b, s)| b <= point.0 + 1e-12 || s <= point.1 + 1e-12) {
-        return 0.0;
-    }
+    // How far the point must move, up and right, to reach a frontier point that dominates it.
     front
         .iter()
+        .filter(|&&(b, s)| b >= point.0 - 1e-12 && s >= point.1 - 1e-12)
         .map(|&(b, s)| ((b - point.0).max(0.0).powi(2) + (s - point.1).max(0.0).powi(2)).sqrt())
-        .fold(f64::INFINITY, f64::min)
+        .fold(None, |best: Option<f64>, d| Some(best.map_or(d, |b| b.min(d))))
+        // No frontier point of the grid dominates it: it is on the frontier.
+        .unwrap_or(0.0)
 }
 
 #[derive(Default)]
@@ -241,5 +242,6 @@ mod tests {
         let front = vec![(1.0, 0.0), (0.5, 0.5), (0.0, 1.0)];
         assert_eq!(distance((0.5, 0.5), &front), 0.0);
         assert!((distance((0.4, 0.5), &front) - 0.1).abs() < 1e-9);
+        assert!((distance((0.4, 0.4), &front) - 0.1f64.hypot(0.1)).abs() < 1e-9);
     }
 }
