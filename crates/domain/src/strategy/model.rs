@@ -10,18 +10,28 @@
 //! - **Hard evidence.** Nobody bids past its own limit, so the seller's floor is at most its
 //!   latest counter and the buyer's ceiling at least its latest bid.
 //! - **Regression of the concession curve** (Hou 2004, after Faratin, Sierra & Jennings 1998).
-//!   The other side's moves are fitted to a time-dependent tactic. For the seller,
-//!   ask − price(t) = (ask − floor)·t^(1/β), a straight line in log–log coordinates, whose
-//!   intercept gives the floor; for the buyer, a steady step d per bid, which reaches its
-//!   ceiling at about its latest bid + d·(bids it has left). The estimate enters the belief as a
-//!   Gaussian likelihood (σ = 10 % of the ask), so a poor fit only nudges it.
-//! - **Bayesian update on refusals** (Zeng & Sycara 1998). A buyer who answers the seller's
-//!   counter with a counter of its own, rather than accepting it, more likely has a ceiling below
-//!   it: each refused price p multiplies the belief in ceilings at or above p by 0.2.
+//!   The other side's moves are fitted to a time-dependent tactic, a straight line in log–log
+//!   coordinates. For the seller, ask − price(t) = (ask − floor)·t^(1/β), whose intercept gives
+//!   the floor; for the buyer, bid(τ) − opening = (ceiling − opening)·τ^(1/β) on the buyer's own
+//!   clock τ (0 at its opening, 1 at the deadline), whose intercept gives the ceiling: a linear
+//!   buyer is extrapolated to the deadline, a Boulware one is not mistaken for a buyer near its
+//!   limit because its early steps are small. The estimate enters the belief as a Gaussian
+//!   likelihood (σ = 10 % of the ask), so a poor fit only nudges it.
+//! - **Bayesian update on refusals** (Zeng & Sycara 1998), weighted by time. A buyer who answers
+//!   the seller's counter with a counter of its own, rather than accepting it, more likely has a
+//!   ceiling below it; but a buyer with many rounds left refuses a price within its limit as a
+//!   matter of course (Boulware tactics hold back until the deadline). A price refused at time t
+//!   multiplies the belief in ceilings at or above it by 1 − 0.8·t: an early refusal says little,
+//!   one at the deadline much.
 //!
 //! **The seller** counters, each turn, with the price p that maximises (p − floor)·P(ceiling ≥ p),
 //! always at least half a percent below its previous price (a seller who stands still is taken
-//! for one who will not move), and accepts a bid worth at least that expectation.
+//! for one who will not move), and accepts a bid worth at least that expectation. Since early
+//! refusals weigh little, it does not fall toward its floor against a patient buyer who concedes
+//! only near the deadline. When its counter would be final (it reaches the listing's last round),
+//! a refusal ends the thread with nothing: there the seller is risk-averse, maximising
+//! (p − floor)·P(ceiling ≥ p)^50 (and accepting a bid worth as much), which puts the price where
+//! the belief is all but sure of a deal.
 //!
 //! **The buyer** opens at [`BAYES_OPENING`] of the ask, then follows a time-dependent
 //! (Boulware, `e` < 1) schedule from its opening to its planned last price T, the price that
@@ -56,8 +66,13 @@ const FLOOR_PRIOR_LOW: f64 = 0.3;
 const OPENING_PRIOR_LOW: f64 = 0.3;
 /// The width of the regression's likelihood, as a share of the ask.
 const SIGMA: f64 = 0.1;
-/// How much a refused counter lowers the belief in ceilings at or above it.
-const REFUSAL_LIKELIHOOD: f64 = 0.2;
+/// How much a refused counter lowers the belief in ceilings at or above it, by the time t of the
+/// refusal: they are multiplied by 1 − REFUSAL_WEIGHT·t (an early refusal says little).
+const REFUSAL_WEIGHT: f64 = 0.8;
+/// The exponent on the probability of a deal when the seller's counter is final.
+const FINAL_RISK_AVERSION: f64 = 50.0;
+/// Candidate ceilings in the seller's belief (finer than [`GRID`]: its final counter lands on one).
+const CEILING_GRID: usize = 321;
 /// The seller's least concession per counter, as a share of the ask.
 const MIN_STEP: f64 = 0.005;
 
@@ -72,8 +87,13 @@ pub struct Belief {
 
 impl Belief {
     fn uniform(low: f64, high: f64) -> Belief {
+        Belief::uniform_on(low, high, GRID)
+    }
+
+    fn uniform_on(low: f64, high: f64, size: usize) -> Belief {
         let high = high.max(low);
-        let limits: Vec<f64> = (0..GRID).map(|j| low + (high - low) * j as f64 / (GRID - 1) as f64).collect();
+        let size = size.max(2);
+        let limits: Vec<f64> = (0..size).map(|j| low + (high - low) * j as f64 / (size - 1) as f64).collect();
         Belief { weights: vec![1.0; limits.len()], limits }
     }
 
@@ -181,38 +201,67 @@ pub fn seller_floor_belief(state: &NegotiationState, pending: i64) -> Belief {
     belief
 }
 
+/// The buyer's ceiling fitted to its bids: least squares of ln(bid − opening) on ln t, whose
+/// intercept is ln(ceiling − opening). `None` without two bids above the opening at distinct times.
+pub fn fitted_ceiling(opening: f64, bids: &[(f64, f64)]) -> Option<f64> {
+    let points: Vec<(f64, f64)> = bids
+        .iter()
+        .filter(|(t, price)| *t > 0.0 && *t < 1.0 && price - opening > 0.0)
+        .map(|(t, price)| (t.ln(), (price - opening).ln()))
+        .collect();
+    if points.len() < 2 {
+        return None;
+    }
+    let n = points.len() as f64;
+    let (mx, my) = (points.iter().map(|p| p.0).sum::<f64>() / n, points.iter().map(|p| p.1).sum::<f64>() / n);
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    if sxx < 1e-12 {
+        return None;
+    }
+    let slope = (points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx).clamp(0.05, 20.0);
+    let intercept = my - slope * mx;
+    let ceiling = opening + intercept.exp();
+    ceiling.is_finite().then_some(ceiling)
+}
+
+/// The buyer's own clock: 0 at its opening (round 1), 1 at the deadline.
+fn buyer_time(round: i32, max_rounds: i32) -> f64 {
+    if max_rounds <= 1 { 1.0 } else { (f64::from(round - 1) / f64::from(max_rounds - 1)).clamp(0.0, 1.0) }
+}
+
 /// The seller's belief about the buyer's ceiling.
 pub fn buyer_ceiling_belief(state: &NegotiationState, pending: i64) -> Belief {
     let ask = state.ask as f64;
     let bids = bids_of(state, Party::Buyer);
     let opening = bids.first().map_or(pending as f64, |b| b.1).max(1.0);
     let latest = pending as f64;
-    let mut belief = Belief::uniform(latest, (opening / OPENING_PRIOR_LOW).max(latest).max(ask));
+    let mut belief = Belief::uniform_on(latest, (opening / OPENING_PRIOR_LOW).max(latest).max(ask), CEILING_GRID);
     // The prior is uniform in the opening's share of the ceiling, not in the ceiling: weight
     // each candidate by the density of opening / ceiling, ∝ 1 / ceiling².
     for (l, w) in belief.limits.iter().zip(belief.weights.iter_mut()) {
         *w = if *l * OPENING_PRIOR_LOW <= opening + 1e-9 { 1.0 / (l * l).max(1.0) } else { 0.0 };
     }
     if belief.total() <= 0.0 {
-        belief = Belief::uniform(latest, latest.max(ask));
+        belief = Belief::uniform_on(latest, latest.max(ask), CEILING_GRID);
     }
-    // Regression: a steady step reaches the ceiling after the bids the buyer has left.
-    if bids.len() >= 2 {
-        let step = (latest - opening) / (bids.len() - 1) as f64;
-        if step > 0.0 {
-            let round = state.round();
-            let left = (round..=state.max_rounds).filter(|r| Party::author_of_round(*r) == Party::Buyer).count();
-            belief.observe(latest + step * left as f64, SIGMA * ask);
-        }
+    // Regression: the buyer's bids fitted to a time-dependent tactic that reaches its ceiling
+    // at the deadline.
+    let points: Vec<(f64, f64)> =
+        bids.iter().map(|(round, price)| (buyer_time(*round, state.max_rounds), *price)).collect();
+    if let Some(ceiling) = fitted_ceiling(opening, &points) {
+        belief.observe(ceiling.max(latest), SIGMA * ask);
     }
-    // Every seller counter the buyer answered with a counter was, more likely, above its ceiling.
+    // Every seller counter the buyer answered with a counter was, more likely, above its ceiling;
+    // the later the refusal, the stronger the evidence.
     let counters = bids_of(state, Party::Seller);
     for (round, price) in counters {
         let answered = usize::try_from(round).unwrap_or(usize::MAX) < state.bids.len();
         if answered {
+            // The refusal came with the buyer's bid of the next round.
+            let likelihood = 1.0 - REFUSAL_WEIGHT * time(round + 1, state.max_rounds);
             for (l, w) in belief.limits.iter().zip(belief.weights.iter_mut()) {
                 if *l >= price {
-                    *w *= REFUSAL_LIKELIHOOD;
+                    *w *= likelihood;
                 }
             }
         }
@@ -224,6 +273,11 @@ pub fn buyer_ceiling_belief(state: &NegotiationState, pending: i64) -> Belief {
 /// The price maximising the mover's expected surplus against `belief`, with that expectation:
 /// for the seller (p − floor)·P(ceiling ≥ p), for the buyer (ceiling − p)·P(floor ≤ p).
 pub fn best_price(mover: Party, belief: &Belief, limit: f64) -> Option<(f64, f64)> {
+    best_price_averse(mover, belief, limit, 1.0)
+}
+
+/// As [`best_price`], with the probability of a deal raised to `gamma` (≥ 1: risk aversion).
+pub fn best_price_averse(mover: Party, belief: &Belief, limit: f64, gamma: f64) -> Option<(f64, f64)> {
     let total = belief.total();
     if total <= 0.0 {
         return None;
@@ -241,8 +295,8 @@ pub fn best_price(mover: Party, belief: &Belief, limit: f64) -> Option<(f64, f64
         let at_least = 1.0 - below / total;
         below += belief.weights[j];
         let value = match mover {
-            Party::Seller if p >= limit => (p - limit) * at_least,
-            Party::Buyer if p <= limit => (limit - p) * at_most[j],
+            Party::Seller if p >= limit => (p - limit) * at_least.max(0.0).powf(gamma),
+            Party::Buyer if p <= limit => (limit - p) * at_most[j].powf(gamma),
             Party::Seller | Party::Buyer => continue,
         };
         // The first of equals: the lowest price, which for a seller also keeps the deal likelier.
@@ -299,7 +353,9 @@ pub(super) fn propose(state: &NegotiationState, turn: Turn, limit: i64, e: f64) 
 
 fn propose_seller(state: &NegotiationState, turn: Turn, floor: i64) -> Proposal {
     let belief = buyer_ceiling_belief(state, turn.pending);
-    let Some((price, expected)) = best_price(Party::Seller, &belief, floor as f64) else {
+    // A refused final counter ends the thread with nothing: the seller is then risk-averse.
+    let gamma = if turn.round >= state.max_rounds { FINAL_RISK_AVERSION } else { 1.0 };
+    let Some((price, expected)) = best_price_averse(Party::Seller, &belief, floor as f64, gamma) else {
         return Proposal::Counter { amount: floor, is_final: false };
     };
     if turn.pending >= floor && (turn.pending as f64 - floor as f64) >= expected {
@@ -334,8 +390,12 @@ fn propose_buyer(state: &NegotiationState, turn: Turn, ceiling: i64, e: f64) -> 
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::state;
-    use super::super::{Decision, Policy, Strategy, decide};
+    use super::super::{Decision, Ending, Policy, Setting, Strategy, decide, simulate};
     use super::*;
+
+    fn policy_of(floor: i64) -> Policy {
+        Policy::new(floor, Strategy::Bayes { e: DEFAULT_BAYES_E })
+    }
 
     #[test]
     fn the_floor_is_fitted_from_a_time_dependent_seller() {
@@ -384,6 +444,58 @@ mod tests {
             panic!("expected a final counter");
         };
         assert!((5_000..7_500).contains(&amount), "{amount}");
+    }
+
+    #[test]
+    fn the_ceiling_is_fitted_from_a_time_dependent_buyer() {
+        // The buyer's clock runs from its opening (round 1) to the deadline (round 10): a linear
+        // buyer from 6000 to a ceiling of 9000 bids 6000 + 3000·(round − 1)/9.
+        let linear = [(2.0 / 9.0, 6_666.666_666_666_667), (4.0 / 9.0, 7_333.333_333_333_333)];
+        let ceiling = fitted_ceiling(6_000.0, &linear).unwrap();
+        assert!((ceiling - 9_000.0).abs() < 1e-6, "{ceiling}");
+        // Boulware, e = 0.5: bid − opening = 3000·τ².
+        let boulware: Vec<(f64, f64)> =
+            [2.0, 4.0, 6.0].iter().map(|r| (r / 9.0, 6_000.0 + 3_000.0 * (r / 9.0_f64).powi(2))).collect();
+        let ceiling = fitted_ceiling(6_000.0, &boulware).unwrap();
+        assert!((ceiling - 9_000.0).abs() < 1e-6, "{ceiling}");
+        // A buyer who has not moved says nothing fit to regress.
+        assert_eq!(fitted_ceiling(6_000.0, &[(0.2, 6_000.0), (0.4, 6_000.0)]), None);
+    }
+
+    #[test]
+    fn an_early_refusal_says_little() {
+        let policy = Policy::new(5_000, Strategy::Bayes { e: DEFAULT_BAYES_E });
+        // Ask 10000, 20 rounds: the buyer opened at 3500 and refused the first counter at round 3,
+        // holding at 3500 (a patient buyer). Early on, that is weak evidence of a low ceiling:
+        // the seller concedes little, nowhere near the buyer's bid.
+        let Decision::Counter { amount: first, .. } = decide(&policy, &state(10_000, &[3_500])) else {
+            panic!("expected a counter");
+        };
+        let Decision::Counter { amount: second, .. } = decide(&policy, &state(10_000, &[3_500, first, 3_500])) else {
+            panic!("expected a counter");
+        };
+        assert!(second < first, "{first} then {second}");
+        assert!(first - second <= (first - 3_500) / 4, "{first} then {second}");
+        // The same refusal at the end of the listing weighs more.
+        let mut late = state(10_000, &[3_500, first, 3_500]);
+        late.max_rounds = 4;
+        let Decision::Counter { amount: last, .. } = decide(&policy, &late) else {
+            panic!("expected a counter");
+        };
+        assert!(last < second, "{second} early, {last} late");
+    }
+
+    #[test]
+    fn the_seller_holds_against_a_boulware_buyer() {
+        // The bayes buyer (ceiling 9000) against the bayes seller (floor 5000), ask 10000, 10
+        // rounds: the buyer holds low until late; the seller must not concede to its floor.
+        let setting = Setting { ask: 10_000, max_rounds: 10, buyer_tier: crate::tier::Tier::Agency };
+        let seller = Policy { max_auto_rounds: MAX_AUTO_ROUNDS, ..policy_of(5_000) };
+        let transcript = simulate(&setting, &BayesBuyer::new(9_000), &seller);
+        let Ending::Accepted { amount, .. } = transcript.ending else {
+            panic!("no deal: {transcript:?}");
+        };
+        assert!((7_000..=9_000).contains(&amount), "{amount}: {transcript:?}");
     }
 
     #[test]
