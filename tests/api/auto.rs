@@ -183,6 +183,41 @@ async fn two_policies_with_overlapping_limits_make_a_deal_between_them() {
 }
 
 #[tokio::test]
+async fn two_policies_exchange_moves_in_one_transaction_up_to_the_chains_length() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({ "ask_amount": 100000, "max_rounds": 40 })).await;
+    let step =
+        |limit| json!({ "limit": limit, "max_auto_rounds": 30, "counter": { "strategy": "step", "amount": 1000 } });
+    app.put(format!("/v1/listings/{}/policy", deal.listing), &deal.seller.key, step(50000)).await.expect(200);
+    app.put("/v1/agents/me/policies/buyer", &deal.buyer.key, step(95000)).await.expect(200);
+    let (_, thread_id) = open(&app, &deal.buyer, &deal.listing, 60000).await;
+    let done = ended(&app, &deal.buyer, &thread_id).await;
+    assert_eq!(done["status"], "ACCEPTED", "{done}");
+
+    // Each decision is a row inserted by the transaction that made it (and never updated):
+    // the first CHAIN moves were one transaction, the next began another.
+    let transactions: Vec<String> =
+        sqlx::query_scalar("SELECT d.xmin::text FROM auto_decisions d JOIN bids b ON b.id = d.bid_id ORDER BY b.round")
+            .fetch_all(&app.pool)
+            .await
+            .unwrap();
+    let chain = haggle_server::executor::DEFAULT_CHAIN;
+    assert!(transactions.len() > chain, "the negotiation was longer than a chain: {done}");
+    assert!(transactions[..chain].iter().all(|x| *x == transactions[0]), "{transactions:?}");
+    assert_ne!(transactions[chain], transactions[0], "{transactions:?}");
+    assert_eq!(
+        transactions.len() + 1,
+        done["bids"].as_array().unwrap().len(),
+        "every move after the opening was a policy's"
+    );
+    // Every move was still the state machine's: one pending bid at a time, each answered.
+    let bids = done["bids"].as_array().unwrap();
+    assert!(bids[..bids.len() - 1].iter().all(|b| b["status"] == "COUNTERED"), "{done}");
+    assert_eq!(app.count("SELECT count(*) FROM orders").await, 1);
+    assert_eq!(app.count("SELECT count(*) FROM auto_tasks WHERE done_at IS NULL").await, 0);
+}
+
+#[tokio::test]
 async fn the_tier_engine_answers_a_buyer_policy_to_the_end() {
     let app = TestApp::spawn().await;
     let deal = Deal::new(&app, json!({ "ask_amount": 100000, "max_rounds": 12 })).await;

@@ -111,6 +111,7 @@ pub fn test_config() -> AppConfig {
         secret_key: None,
         event_retention: Duration::ZERO,
         auto_workers: 2,
+        auto_chain: haggle_server::executor::DEFAULT_CHAIN,
         connections: Default::default(),
         metrics: Default::default(),
     }

@@ -50,6 +50,9 @@ pub struct AppConfig {
     pub event_retention: Duration,
     /// Auto-negotiation workers; `0` runs none on this instance.
     pub auto_workers: usize,
+    /// The most moves one auto-negotiation transaction makes on a thread whose sides both have
+    /// policies.
+    pub auto_chain: usize,
     /// What a connection is allowed: how many at once, their deadlines, and the shutdown's.
     pub connections: Limits,
     /// The metrics and where `/metrics` is served.
@@ -176,6 +179,7 @@ impl App {
                 worker_market.clone(),
                 state.settings.rules,
                 self.config.auto_workers,
+                self.config.auto_chain,
                 shutdown.clone(),
             ));
         }

@@ -144,6 +144,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             secret_key: args.secret_key.clone(),
             event_retention: args.event_retention,
             auto_workers: usize::from(args.auto_workers),
+            auto_chain: usize::from(args.auto_chain),
             connections: Limits {
                 max_connections,
                 header_timeout: args.header_timeout,

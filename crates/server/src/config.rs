@@ -153,6 +153,10 @@ pub struct ServeArgs {
     /// policies to other instances.
     #[arg(long, env = "HAGGLE_AUTO_WORKERS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(0..=64))]
     pub auto_workers: u16,
+    /// The most moves one auto-negotiation transaction makes when both sides of a thread have
+    /// policies (each move still through the state machine); `1` commits every move alone.
+    #[arg(long, env = "HAGGLE_AUTO_CHAIN", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=100))]
+    pub auto_chain: u16,
     /// Whether this process records Prometheus metrics (`on` or `off`).
     #[arg(long, env = "HAGGLE_METRICS", default_value = "on", value_parser = parse_switch)]
     pub metrics: bool,
@@ -218,6 +222,7 @@ impl fmt::Debug for ServeArgs {
             .field("webhook_concurrency", &self.webhook_concurrency)
             .field("event_retention", &self.event_retention)
             .field("auto_workers", &self.auto_workers)
+            .field("auto_chain", &self.auto_chain)
             .field("metrics", &self.metrics)
             .field("metrics_bind", &self.metrics_bind)
             .field("deadlock_rounds", &self.deadlock_rounds)

@@ -4,11 +4,17 @@
 //! transaction that makes it, with its event (`Outbox::flush`), so the executor only ever sees
 //! committed bids; the request that made it wakes this instance's executor after its commit,
 //! and a NOTIFY wakes the others. A counter the executor makes queues the other side's task the
-//! same way, and the worker takes the next task at once. Each task is decided and acted
-//! on in one transaction that also takes the task off the queue: a crash before the commit
-//! leaves the task for the next executor (on this instance after a restart, or on another), and
-//! the bid state machine's compare-and-set lets at most one answer to a bid through, whether it
-//! comes from a policy on another instance or from the agent itself.
+//! same way. Each task is decided and acted on in one transaction that also takes the task off
+//! the queue: a crash before the commit leaves the task for the next executor (on this instance
+//! after a restart, or on another), and the bid state machine's compare-and-set lets at most one
+//! answer to a bid through, whether it comes from a policy on another instance or from the agent
+//! itself.
+//!
+//! When both sides of a thread have policies, a counter queues the other side's task in the
+//! statement that makes it, and the same transaction takes that task and decides it at once, up
+//! to `HAGGLE_AUTO_CHAIN` moves ([`DEFAULT_CHAIN`]): the policies' exchange commits once rather than once a move, each move
+//! still made through the state machine under the thread's lock. A task being retried after a
+//! failure is decided alone.
 
 use std::time::Duration;
 
@@ -16,6 +22,7 @@ use serde_json::json;
 use sqlx::PgConnection;
 use sqlx::types::Json;
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
 use crate::db;
 use crate::db::agents::Caller;
@@ -37,6 +44,9 @@ use haggle_domain::{BidStatus, Party, Rejection, ThreadStatus};
 pub const TICK: Duration = Duration::from_secs(1);
 /// A task whose transaction keeps failing is given up after this many attempts.
 const MAX_ATTEMPTS: i32 = 8;
+/// The most moves one transaction makes on a thread whose sides both have policies, unless
+/// configured otherwise (`HAGGLE_AUTO_CHAIN`); the rest are committed and taken up again at once.
+pub const DEFAULT_CHAIN: usize = 16;
 
 /// What became of one task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,21 +74,21 @@ impl Outcome {
 /// Runs `workers` executor loops until cancelled. `wake` is signalled when tasks are queued on
 /// this instance; each worker that finds a task passes the signal on, so that a backlog is
 /// worked on in parallel.
-pub async fn run(market: Market, rules: Rules, workers: usize, shutdown: CancellationToken) {
-    tracing::info!(workers, "auto-negotiation executor started");
+pub async fn run(market: Market, rules: Rules, workers: usize, chain: usize, shutdown: CancellationToken) {
+    tracing::info!(workers, chain, "auto-negotiation executor started");
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..workers.max(1) {
-        set.spawn(work(market.clone(), rules, shutdown.clone()));
+        set.spawn(work(market.clone(), rules, chain, shutdown.clone()));
     }
     while set.join_next().await.is_some() {}
     tracing::info!("auto-negotiation executor stopped");
 }
 
-async fn work(market: Market, rules: Rules, shutdown: CancellationToken) {
+async fn work(market: Market, rules: Rules, chain: usize, shutdown: CancellationToken) {
     let wake = market.wakeups().executor.clone();
     loop {
         let mut pause = TICK;
-        match run_once(&market, rules).await {
+        match run_once(&market, rules, chain).await {
             Ok(Some(_)) => {
                 wake.notify();
                 continue;
@@ -100,8 +110,10 @@ async fn work(market: Market, rules: Rules, shutdown: CancellationToken) {
     }
 }
 
-/// Takes one due task and decides it. `None` when no task is due.
-pub async fn run_once(market: &Market, rules: Rules) -> Result<Option<Outcome>, sqlx::Error> {
+/// Takes one due task and decides it, with the tasks its moves queue for the other side's
+/// policy in the same transaction (at most `chain` in all). `None` when no task is due;
+/// otherwise the first task's outcome.
+pub async fn run_once(market: &Market, rules: Rules, chain: usize) -> Result<Option<Outcome>, sqlx::Error> {
     let pool = market.pool();
     let mut unit = market.begin().await?;
     let Some(task) = db::policies::take_task(unit.conn()).await? else {
@@ -110,17 +122,34 @@ pub async fn run_once(market: &Market, rules: Rules) -> Result<Option<Outcome>, 
     let taken = std::time::Instant::now();
     let decided = async {
         let (conn, events) = unit.parts();
-        let outcome = act(conn, events, task, rules).await?;
+        let mut decided = Vec::with_capacity(1);
+        let (mut current, mut started) = (task, taken);
+        loop {
+            let (outcome, made) = act(&mut *conn, &mut *events, current, rules).await?;
+            decided.push((current, outcome, started));
+            // A first try chains; a retried task is decided alone, so that a failure further on
+            // cannot keep it from being answered.
+            let next = match made {
+                Some(bid_id) if task.attempts == 0 && decided.len() < chain => {
+                    db::policies::take_task_of(&mut *conn, bid_id).await?
+                }
+                _ => None,
+            };
+            let Some(next) = next else { break };
+            (current, started) = (next, std::time::Instant::now());
+        }
         unit.commit().await?;
-        Ok::<_, sqlx::Error>(outcome)
+        Ok::<_, sqlx::Error>(decided)
     }
     .await;
     // A failed unit was rolled back when dropped: its task is free to be touched again.
     match decided {
-        Ok(outcome) => {
-            metrics::executor_decided(outcome.label(), task.waited, taken);
-            tracing::debug!(bid_id = %task.bid_id, ?outcome, "auto-negotiation decided");
-            Ok(Some(outcome))
+        Ok(decided) => {
+            for (task, outcome, started) in &decided {
+                metrics::executor_decided(outcome.label(), task.waited, *started);
+                tracing::debug!(bid_id = %task.bid_id, ?outcome, "auto-negotiation decided");
+            }
+            Ok(decided.first().map(|(_, outcome, _)| *outcome))
         }
         Err(error) if task.attempts + 1 >= MAX_ATTEMPTS => {
             tracing::error!(bid_id = %task.bid_id, %error, "auto-negotiation gave up on a bid after repeated failures");
@@ -161,28 +190,35 @@ fn public_rationale(action: &str) -> &'static str {
 }
 
 /// Decides the task's bid with the agent's policy and acts on it, in the caller's transaction.
-async fn act(conn: &mut PgConnection, events: &mut Outbox, task: Task, rules: Rules) -> Result<Outcome, sqlx::Error> {
+/// Gives the outcome, and the counter it made.
+async fn act(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    task: Task,
+    rules: Rules,
+) -> Result<(Outcome, Option<Uuid>), sqlx::Error> {
+    let no_counter = |outcome| Ok((outcome, None));
     let Some(context) = db::policies::task_context(conn, task).await? else {
-        return Ok(Outcome::Dropped);
+        return no_counter(Outcome::Dropped);
     };
     if context.bid_status != BidStatus::Pending
         || context.thread_status != ThreadStatus::Active
         || context.last_bid_id != task.bid_id
         || context.agent_suspended
     {
-        return Ok(Outcome::Dropped);
+        return no_counter(Outcome::Dropped);
     }
     let Some(Json(stored)) = context.policy.clone() else {
-        return Ok(Outcome::Dropped);
+        return no_counter(Outcome::Dropped);
     };
     let Some((policy, state, caller)) = prepare(&context, stored, task) else {
         tracing::warn!(bid_id = %task.bid_id, "auto-negotiation: the stored policy or thread could not be read");
-        return Ok(Outcome::Dropped);
+        return no_counter(Outcome::Dropped);
     };
     if policy.accept_mediation
         && let Some(outcome) = mediate(conn, events, task, &context, &policy, caller, rules).await?
     {
-        return Ok(outcome);
+        return Ok((outcome, None));
     }
     let issues = context.issues.as_ref().map(|Json(issues)| issues.clone()).unwrap_or_default();
     let (decision, terms) = match policy.multi_issue(context.role, &issues, context.ask_amount) {
@@ -207,19 +243,19 @@ async fn act(conn: &mut PgConnection, events: &mut Outbox, task: Task, rules: Ru
         Decision::Stop { rationale } => {
             let suggestion = suggest(&policy, &state);
             stop(conn, events, task, &context, rationale.as_str(), rationale.describe(), suggestion).await?;
-            return Ok(Outcome::Stopped(rationale.as_str()));
+            return no_counter(Outcome::Stopped(rationale.as_str()));
         }
     };
     match done {
         Ok(counter_bid_id) => {
             let rationale = public_rationale(action);
             db::policies::record_decision(conn, task, Decided { action, reason, rationale, counter_bid_id }).await?;
-            Ok(Outcome::Acted(action))
+            Ok((Outcome::Acted(action), counter_bid_id))
         }
         // Another answer came first, or the bid ran out of time: the state machine decided.
         Err(market::Error::Rejected(
             Rejection::InvalidTransition { .. } | Rejection::BidExpired | Rejection::NotFound { .. },
-        )) => Ok(Outcome::Dropped),
+        )) => no_counter(Outcome::Dropped),
         Err(market::Error::Rejected(rejection)) => {
             // The marketplace refused what the policy chose (a listing sold meanwhile, say):
             // the owner decides.
@@ -227,7 +263,7 @@ async fn act(conn: &mut PgConnection, events: &mut Outbox, task: Task, rules: Ru
                 format!("the marketplace refused the policy's {action} ({}): {}", rejection.code(), rejection.detail());
             tracing::info!(bid_id = %task.bid_id, action, "auto-negotiation: the action was refused; asking the owner");
             stop(conn, events, task, &context, "refused", &detail, Some(decision)).await?;
-            Ok(Outcome::Stopped("refused"))
+            no_counter(Outcome::Stopped("refused"))
         }
         Err(market::Error::Database(error) | market::Error::OutcomeUnknown(error)) => Err(error),
         Err(market::Error::NeedsLocks) => unreachable!("a locked move never asks for locks"),

@@ -268,6 +268,21 @@ pub async fn take_task(conn: &mut PgConnection) -> Result<Option<Task>, sqlx::Er
     .await
 }
 
+/// Takes the task of one bid if it is queued and due, as [`take_task`] takes the oldest: the
+/// executor's next move on a thread both of whose sides have policies, taken in the transaction
+/// whose counter queued it (nobody else can see it yet).
+pub async fn take_task_of(conn: &mut PgConnection, bid_id: Uuid) -> Result<Option<Task>, sqlx::Error> {
+    sqlx::query_as(
+        "UPDATE auto_tasks SET done_at = now()
+         WHERE bid_id = $1 AND done_at IS NULL AND due_at <= now()
+         RETURNING bid_id, thread_id, agent_id, attempts,
+                   EXTRACT(EPOCH FROM clock_timestamp() - due_at)::float8 AS waited",
+    )
+    .bind(bid_id)
+    .fetch_optional(conn)
+    .await
+}
+
 /// Marks a task done outside an executor's transaction (when the executor gives up on it).
 pub async fn finish_task(executor: impl PgExecutor<'_>, bid_id: Uuid) -> Result<(), sqlx::Error> {
     sqlx::query("UPDATE auto_tasks SET done_at = now() WHERE bid_id = $1")
