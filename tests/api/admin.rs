@@ -184,7 +184,10 @@ async fn a_suspended_agents_policies_stop_acting() {
         .execute(&app.pool)
         .await
         .unwrap();
-    let outcome = haggle_server::executor::run_once(&app.market(), Default::default()).await.unwrap();
+    let outcome =
+        haggle_server::executor::run_once(&app.market(), Default::default(), haggle_server::executor::DEFAULT_CHAIN)
+            .await
+            .unwrap();
     assert_eq!(outcome, Some(haggle_server::executor::Outcome::Dropped));
     let status: String = sqlx::query_scalar("SELECT status FROM bids WHERE id = $1::uuid")
         .bind(&bid)
@@ -199,7 +202,10 @@ async fn a_suspended_agents_policies_stop_acting() {
     app.post(format!("/v1/bids/{bid}/withdraw"), &deal.buyer.key, json!({})).await.expect(200);
     let next = app.place(&deal.buyer, &deal.listing, 95000).await;
     assert_eq!(app.count("SELECT count(*) FROM auto_tasks WHERE done_at IS NULL").await, 1);
-    let outcome = haggle_server::executor::run_once(&app.market(), Default::default()).await.unwrap();
+    let outcome =
+        haggle_server::executor::run_once(&app.market(), Default::default(), haggle_server::executor::DEFAULT_CHAIN)
+            .await
+            .unwrap();
     assert_eq!(outcome, Some(haggle_server::executor::Outcome::Acted("accept")));
     let status: String = sqlx::query_scalar("SELECT status FROM bids WHERE id = $1::uuid")
         .bind(&next)

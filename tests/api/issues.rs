@@ -384,6 +384,9 @@ async fn multi_issue_policies_logroll_to_a_deal() {
     let buyer = json!({"limit": 95000, "max_auto_rounds": 12, "counter": {"strategy": "time", "k": 0, "e": 1},
                        "utility": {"weights": {"price": 1, "delivery_days": 2}, "reservation": 0.3}});
     app.put(&policy, &deal.seller.key, seller).await.expect(200);
+    // Both policies are in place before the opening bid: the buyer's own opening is not its
+    // policy's to make, and the seller's policy answers it at once.
+    app.put(&policy, &deal.buyer.key, buyer).await.expect(200);
     let terms = json!({"delivery_days": 1, "warranty": 24});
     let placed = app
         .post(
@@ -394,7 +397,6 @@ async fn multi_issue_policies_logroll_to_a_deal() {
         .await
         .expect(201)
         .body;
-    app.put(&policy, &deal.buyer.key, buyer).await.expect(200);
     let id = placed["thread"]["id"].as_str().unwrap().to_owned();
     let mut read = thread(&app, &deal.buyer, &id).await;
     for _ in 0..3000 {
