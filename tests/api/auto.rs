@@ -221,6 +221,54 @@ async fn two_policies_exchange_moves_in_one_transaction_up_to_the_chains_length(
 }
 
 #[tokio::test]
+async fn an_agent_racing_its_own_policys_chained_moves_gets_one_outcome() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({ "ask_amount": 100000, "max_rounds": 60 })).await;
+    let step =
+        |limit| json!({ "limit": limit, "max_auto_rounds": 30, "counter": { "strategy": "step", "amount": 500 } });
+    app.put(format!("/v1/listings/{}/policy", deal.listing), &deal.seller.key, step(50000)).await.expect(200);
+    app.put("/v1/agents/me/policies/buyer", &deal.buyer.key, step(95000)).await.expect(200);
+    let (_, thread_id) = open(&app, &deal.buyer, &deal.listing, 60000).await;
+
+    // While the two policies counter each other in chained transactions, the agents themselves
+    // keep trying to accept whatever bid awaits them, from eight connections at once.
+    let racers = (0..8).map(|_| {
+        let (app, deal, thread_id) = (&app, &deal, thread_id.clone());
+        async move {
+            let mut statuses = Vec::new();
+            loop {
+                let read = thread(app, &deal.buyer, &thread_id).await;
+                if read["status"] != "ACTIVE" {
+                    return statuses;
+                }
+                let last = read["bids"].as_array().unwrap().last().unwrap().clone();
+                let answerer = if last["author"] == "seller" { &deal.buyer } else { &deal.seller };
+                if last["status"] == "PENDING" {
+                    let path = format!("/v1/bids/{}/accept", last["id"].as_str().unwrap());
+                    statuses.push(app.post_empty(path, &answerer.key).await.status);
+                }
+            }
+        }
+    });
+    let statuses: Vec<u16> = futures::future::join_all(racers).await.into_iter().flatten().collect();
+    assert!(!statuses.is_empty(), "the agents raced their policies");
+    assert!(statuses.iter().all(|s| [200, 409].contains(s)), "only a win or a conflict: {statuses:?}");
+    assert!(statuses.iter().filter(|s| **s == 200).count() <= 1, "one acceptance at most: {statuses:?}");
+
+    let done = ended(&app, &deal.buyer, &thread_id).await;
+    assert_eq!(done["status"], "ACCEPTED", "{done}");
+    let bids = done["bids"].as_array().unwrap();
+    assert!(bids[..bids.len() - 1].iter().all(|b| b["status"] == "COUNTERED"), "one move per bid: {done}");
+    assert_eq!(bids.last().unwrap()["status"], "ACCEPTED");
+    assert_eq!(app.count("SELECT count(*) FROM orders").await, 1, "one deal, whoever won");
+    let order = app.get("/v1/orders", &deal.buyer.key).await.expect(200).body["data"][0].clone();
+    assert_eq!(order["amount"], bids.last().unwrap()["amount"], "{order}");
+    // The policies' rounds are consecutive: nothing was made twice or skipped.
+    let rounds: Vec<i64> = bids.iter().map(|b| b["round"].as_i64().unwrap()).collect();
+    assert_eq!(rounds, (1..=bids.len() as i64).collect::<Vec<_>>());
+}
+
+#[tokio::test]
 async fn the_tier_engine_answers_a_buyer_policy_to_the_end() {
     let app = TestApp::spawn().await;
     let deal = Deal::new(&app, json!({ "ask_amount": 100000, "max_rounds": 12 })).await;
