@@ -269,6 +269,41 @@ async fn an_agent_racing_its_own_policys_chained_moves_gets_one_outcome() {
 }
 
 #[tokio::test]
+async fn a_bid_made_as_its_policy_was_set_and_missed_by_both_is_still_answered() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({ "ask_amount": 100000, "max_rounds": 12 })).await;
+    let (bid_id, thread_id) = open(&app, &deal.buyer, &deal.listing, 70000).await;
+    // The race, laid out: the seller's policy committed while the bid's statement, which began
+    // before it, could not see it, and the policy's own queuing ran before the bid committed.
+    // Here: the policy is written as a PUT on another listing would write it, for this one,
+    // without its queuing.
+    let other = app.listing(&deal.seller, json!({ "ask_amount": 100000 })).await;
+    let policy = json!({ "limit": 80000, "counter": { "strategy": "split" } });
+    app.put(format!("/v1/listings/{other}/policy"), &deal.seller.key, policy).await.expect(200);
+    let copied = sqlx::query(
+        "INSERT INTO policies (id, agent_id, role, listing_id, policy)
+         SELECT gen_random_uuid(), agent_id, role, $1::uuid, policy FROM policies WHERE listing_id = $2::uuid",
+    )
+    .bind(&deal.listing)
+    .bind(&other)
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(copied.rows_affected(), 1);
+    assert_eq!(app.count(format!("SELECT count(*) FROM auto_tasks WHERE bid_id = '{bid_id}'")).await, 0);
+
+    // The executor finds the bid within its tick and the policy answers it.
+    let answered = eventually("the policy to answer the raced bid", || async {
+        let read = thread(&app, &deal.seller, &thread_id).await;
+        (read["bids"].as_array().unwrap().len() > 1 || read["status"] != "ACTIVE").then_some(read)
+    })
+    .await;
+    assert_eq!(answered["bids"][0]["status"], "COUNTERED", "{answered}");
+    assert_eq!(answered["bids"][1]["author"], "seller");
+    assert_eq!(app.count("SELECT count(*) FROM auto_decisions WHERE action = 'counter'").await, 1);
+}
+
+#[tokio::test]
 async fn the_tier_engine_answers_a_buyer_policy_to_the_end() {
     let app = TestApp::spawn().await;
     let deal = Deal::new(&app, json!({ "ask_amount": 100000, "max_rounds": 12 })).await;

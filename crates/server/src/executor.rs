@@ -42,6 +42,9 @@ use haggle_domain::{BidStatus, Party, Rejection, ThreadStatus};
 /// How often each worker looks for tasks nobody announced (those left by a stopped instance,
 /// or due for a retry).
 pub const TICK: Duration = Duration::from_secs(1);
+/// How far back the executor looks for policy changes that a move may have raced (see
+/// [`db::policies::queue_after_changes`]).
+const RACED_WINDOW: Duration = Duration::from_secs(10);
 /// A task whose transaction keeps failing is given up after this many attempts.
 const MAX_ATTEMPTS: i32 = 8;
 /// The most moves one transaction makes on a thread whose sides both have policies, unless
@@ -80,6 +83,7 @@ pub async fn run(market: Market, rules: Rules, workers: usize, chain: usize, shu
     for _ in 0..workers.max(1) {
         set.spawn(work(market.clone(), rules, chain, shutdown.clone()));
     }
+    set.spawn(catch_raced(market.clone(), shutdown.clone()));
     while set.join_next().await.is_some() {}
     tracing::info!("auto-negotiation executor stopped");
 }
@@ -106,6 +110,26 @@ async fn work(market: Market, rules: Rules, chain: usize, shutdown: Cancellation
         }
         if shutdown.is_cancelled() {
             break;
+        }
+    }
+}
+
+/// Every [`TICK`], queues the bids that a policy change raced with a move (and that neither
+/// queued), and wakes the workers for them.
+async fn catch_raced(market: Market, shutdown: CancellationToken) {
+    let window = i64::try_from(RACED_WINDOW.as_millis()).unwrap_or(i64::MAX);
+    loop {
+        match db::policies::queue_after_changes(market.pool(), window).await {
+            Ok(0) => {}
+            Ok(queued) => {
+                tracing::info!(queued, "auto-negotiation: queued bids made as their policies changed");
+                market.wakeups().executor.notify();
+            }
+            Err(error) => tracing::warn!(%error, "auto-negotiation: looking for bids a policy change raced failed"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(TICK) => {}
         }
     }
 }

@@ -242,6 +242,38 @@ pub async fn queue_waiting(
     Ok(queued as u64)
 }
 
+/// Queues the pending bids, still without a task, that a policy changed in the last `window_ms`
+/// milliseconds covers. A move whose statement began before such a policy committed, and which
+/// committed after the policy's own queuing ([`queue_waiting`]) ran, could see neither the
+/// policy nor be seen by it: this catches its bid. Returns how many.
+pub async fn queue_after_changes(executor: impl PgExecutor<'_>, window_ms: i64) -> Result<u64, sqlx::Error> {
+    static STATEMENT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        let waiting = format!(
+            "(SELECT DISTINCT p.* FROM
+                (SELECT agent_id, listing_id, thread_id FROM policies
+                 WHERE updated_at > now() - $1 * interval '1 millisecond') c
+              CROSS JOIN LATERAL (
+                  SELECT t.id FROM threads t
+                  WHERE t.status = 'ACTIVE' AND t.buyer_id = c.agent_id
+                    AND (c.listing_id IS NULL OR t.listing_id = c.listing_id) AND (c.thread_id IS NULL OR t.id = c.thread_id)
+                  UNION ALL
+                  SELECT t.id FROM threads t
+                  WHERE t.status = 'ACTIVE' AND t.seller_id = c.agent_id
+                    AND (c.listing_id IS NULL OR t.listing_id = c.listing_id) AND (c.thread_id IS NULL OR t.id = c.thread_id)
+              ) live
+              JOIN {STORED_PENDING} p ON p.thread_id = live.id AND p.agent_id = c.agent_id
+              WHERE NOT EXISTS (SELECT 1 FROM auto_tasks a WHERE a.bid_id = p.bid_id))"
+        );
+        format!(
+            "WITH {} SELECT (SELECT count(*) FROM queued), (SELECT count(*) FROM announced)",
+            queue_tasks(&waiting, Requeue::Never)
+        )
+    });
+    let (queued, _announced): (i64, i64) =
+        sqlx::query_as(STATEMENT.as_str()).bind(window_ms).fetch_one(executor).await?;
+    Ok(queued as u64)
+}
+
 /// A task taken by an executor: the pending bid to answer for the agent.
 #[derive(Debug, Clone, Copy, FromRow)]
 pub struct Task {
