@@ -162,14 +162,12 @@ fn time(round: i32, max_rounds: i32) -> f64 {
     if max_rounds <= 0 { 1.0 } else { (f64::from(round) / f64::from(max_rounds)).clamp(0.0, 1.0) }
 }
 
-/// The seller's floor fitted to its counters: least squares of ln(ask − price) on ln t, whose
-/// intercept is ln(ask − floor). `None` without two counters below the ask at distinct times.
-pub fn fitted_floor(ask: f64, counters: &[(f64, f64)]) -> Option<f64> {
-    let points: Vec<(f64, f64)> = counters
-        .iter()
-        .filter(|(t, price)| *t > 0.0 && *t < 1.0 && ask - price > 0.0)
-        .map(|(t, price)| (t.ln(), (ask - price).ln()))
-        .collect();
+/// The distance at t = 1 of a time-dependent tactic gap(t) = gap(1)·t^(1/β), fitted by least
+/// squares of ln gap on ln t (the intercept is ln gap(1)). Points outside 0 < t < 1 or with no
+/// gap are left out; `None` without two points left at distinct times.
+fn fitted_gap(points: impl Iterator<Item = (f64, f64)>) -> Option<f64> {
+    let points: Vec<(f64, f64)> =
+        points.filter(|(t, gap)| *t > 0.0 && *t < 1.0 && *gap > 0.0).map(|(t, gap)| (t.ln(), gap.ln())).collect();
     if points.len() < 2 {
         return None;
     }
@@ -180,8 +178,13 @@ pub fn fitted_floor(ask: f64, counters: &[(f64, f64)]) -> Option<f64> {
         return None;
     }
     let slope = (points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx).clamp(0.05, 20.0);
-    let intercept = my - slope * mx;
-    let floor = ask - intercept.exp();
+    Some((my - slope * mx).exp())
+}
+
+/// The seller's floor fitted to its counters: ask − price(t) = (ask − floor)·t^(1/β).
+/// `None` without two counters below the ask at distinct times.
+pub fn fitted_floor(ask: f64, counters: &[(f64, f64)]) -> Option<f64> {
+    let floor = ask - fitted_gap(counters.iter().map(|&(t, price)| (t, ask - price)))?;
     floor.is_finite().then_some(floor)
 }
 
@@ -201,26 +204,10 @@ pub fn seller_floor_belief(state: &NegotiationState, pending: i64) -> Belief {
     belief
 }
 
-/// The buyer's ceiling fitted to its bids: least squares of ln(bid − opening) on ln t, whose
-/// intercept is ln(ceiling − opening). `None` without two bids above the opening at distinct times.
+/// The buyer's ceiling fitted to its bids: bid(t) − opening = (ceiling − opening)·t^(1/β).
+/// `None` without two bids above the opening at distinct times.
 pub fn fitted_ceiling(opening: f64, bids: &[(f64, f64)]) -> Option<f64> {
-    let points: Vec<(f64, f64)> = bids
-        .iter()
-        .filter(|(t, price)| *t > 0.0 && *t < 1.0 && price - opening > 0.0)
-        .map(|(t, price)| (t.ln(), (price - opening).ln()))
-        .collect();
-    if points.len() < 2 {
-        return None;
-    }
-    let n = points.len() as f64;
-    let (mx, my) = (points.iter().map(|p| p.0).sum::<f64>() / n, points.iter().map(|p| p.1).sum::<f64>() / n);
-    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
-    if sxx < 1e-12 {
-        return None;
-    }
-    let slope = (points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx).clamp(0.05, 20.0);
-    let intercept = my - slope * mx;
-    let ceiling = opening + intercept.exp();
+    let ceiling = opening + fitted_gap(bids.iter().map(|&(t, price)| (t, price - opening)))?;
     ceiling.is_finite().then_some(ceiling)
 }
 
