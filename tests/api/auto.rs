@@ -182,15 +182,23 @@ async fn two_policies_with_overlapping_limits_make_a_deal_between_them() {
     );
 }
 
+/// A listing of `max_rounds` asking 100000 whose seller's policy (floor 50000) and buyer's
+/// (ceiling 95000) both step by `amount` for up to 30 moves each, and the buyer's opening bid
+/// at 60000: a long exchange between two policies. Returns the deal and the thread.
+async fn stepping_policies(app: &TestApp, max_rounds: i64, amount: i64) -> (Deal, String) {
+    let deal = Deal::new(app, json!({ "ask_amount": 100000, "max_rounds": max_rounds })).await;
+    let step =
+        |limit| json!({ "limit": limit, "max_auto_rounds": 30, "counter": { "strategy": "step", "amount": amount } });
+    app.put(format!("/v1/listings/{}/policy", deal.listing), &deal.seller.key, step(50000)).await.expect(200);
+    app.put("/v1/agents/me/policies/buyer", &deal.buyer.key, step(95000)).await.expect(200);
+    let (_, thread_id) = open(app, &deal.buyer, &deal.listing, 60000).await;
+    (deal, thread_id)
+}
+
 #[tokio::test]
 async fn two_policies_exchange_moves_in_one_transaction_up_to_the_chains_length() {
     let app = TestApp::spawn().await;
-    let deal = Deal::new(&app, json!({ "ask_amount": 100000, "max_rounds": 40 })).await;
-    let step =
-        |limit| json!({ "limit": limit, "max_auto_rounds": 30, "counter": { "strategy": "step", "amount": 1000 } });
-    app.put(format!("/v1/listings/{}/policy", deal.listing), &deal.seller.key, step(50000)).await.expect(200);
-    app.put("/v1/agents/me/policies/buyer", &deal.buyer.key, step(95000)).await.expect(200);
-    let (_, thread_id) = open(&app, &deal.buyer, &deal.listing, 60000).await;
+    let (deal, thread_id) = stepping_policies(&app, 40, 1000).await;
     let done = ended(&app, &deal.buyer, &thread_id).await;
     assert_eq!(done["status"], "ACCEPTED", "{done}");
 
@@ -223,12 +231,7 @@ async fn two_policies_exchange_moves_in_one_transaction_up_to_the_chains_length(
 #[tokio::test]
 async fn an_agent_racing_its_own_policys_chained_moves_gets_one_outcome() {
     let app = TestApp::spawn().await;
-    let deal = Deal::new(&app, json!({ "ask_amount": 100000, "max_rounds": 60 })).await;
-    let step =
-        |limit| json!({ "limit": limit, "max_auto_rounds": 30, "counter": { "strategy": "step", "amount": 500 } });
-    app.put(format!("/v1/listings/{}/policy", deal.listing), &deal.seller.key, step(50000)).await.expect(200);
-    app.put("/v1/agents/me/policies/buyer", &deal.buyer.key, step(95000)).await.expect(200);
-    let (_, thread_id) = open(&app, &deal.buyer, &deal.listing, 60000).await;
+    let (deal, thread_id) = stepping_policies(&app, 60, 500).await;
 
     // While the two policies counter each other in chained transactions, the agents themselves
     // keep trying to accept whatever bid awaits them, from eight connections at once.
