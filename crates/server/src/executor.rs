@@ -12,9 +12,9 @@
 //!
 //! When both sides of a thread have policies, a counter queues the other side's task in the
 //! statement that makes it, and the same transaction takes that task and decides it at once, up
-//! to `HAGGLE_AUTO_CHAIN` moves ([`DEFAULT_CHAIN`]): the policies' exchange commits once rather than once a move, each move
-//! still made through the state machine under the thread's lock. A task being retried after a
-//! failure is decided alone.
+//! to `HAGGLE_AUTO_CHAIN` moves ([`DEFAULT_CHAIN`]): the policies' exchange commits once rather
+//! than once a move, each move still made through the state machine under the thread's lock. A
+//! task being retried after a failure is decided alone.
 
 use std::time::Duration;
 
