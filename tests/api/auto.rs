@@ -229,6 +229,40 @@ async fn two_policies_exchange_moves_in_one_transaction_up_to_the_chains_length(
 }
 
 #[tokio::test]
+async fn chained_policies_keep_their_round_budgets() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({ "ask_amount": 100000, "max_rounds": 40 })).await;
+    // Limits far apart, and a budget of three counters each: the exchange is one chain, and
+    // each move there counts its own policy's counters made before it in the same transaction.
+    let step =
+        |limit| json!({ "limit": limit, "max_auto_rounds": 3, "counter": { "strategy": "step", "amount": 1000 } });
+    app.put(format!("/v1/listings/{}/policy", deal.listing), &deal.seller.key, step(90000)).await.expect(200);
+    app.put("/v1/agents/me/policies/buyer", &deal.buyer.key, step(70000)).await.expect(200);
+    let (_, thread_id) = open(&app, &deal.buyer, &deal.listing, 60000).await;
+
+    let stop = events_of(&app, &deal.seller, "negotiation.action_required", 1).await.remove(0);
+    assert_eq!(stop["data"]["reason"], "max_auto_rounds", "{stop}");
+    settled(&app).await;
+    let read = thread(&app, &deal.buyer, &thread_id).await;
+    assert_eq!(read["status"], "ACTIVE", "{read}");
+    // The opening, then three counters from each side, the seller's first.
+    assert_eq!(amounts_by(&read, "seller"), [99000, 98000, 97000], "{read}");
+    assert_eq!(amounts_by(&read, "buyer"), [60000, 61000, 62000, 63000], "{read}");
+    let last = read["bids"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!((last["author"].as_str(), last["status"].as_str()), (Some("buyer"), Some("PENDING")));
+    assert_eq!(stop["bid_id"], last["id"]);
+    // Six counters and the stop, all in the transaction the first task began.
+    let transactions: Vec<String> =
+        sqlx::query_scalar("SELECT DISTINCT xmin::text FROM auto_decisions").fetch_all(&app.pool).await.unwrap();
+    assert_eq!(transactions.len(), 1, "{transactions:?}");
+    assert_eq!(app.count("SELECT count(*) FROM auto_decisions WHERE action = 'counter'").await, 6);
+    assert_eq!(app.count("SELECT count(*) FROM auto_decisions WHERE action = 'stop'").await, 1);
+    // Only the seller's owner is asked.
+    let buyer_events = app.get("/v1/events?limit=200", &deal.buyer.key).await.expect(200).body;
+    assert!(buyer_events["data"].as_array().unwrap().iter().all(|e| e["type"] != "negotiation.action_required"));
+}
+
+#[tokio::test]
 async fn an_agent_racing_its_own_policys_chained_moves_gets_one_outcome() {
     let app = TestApp::spawn().await;
     let (deal, thread_id) = stepping_policies(&app, 60, 500).await;

@@ -14,7 +14,9 @@
 //! statement that makes it, and the same transaction takes that task and decides it at once, up
 //! to `HAGGLE_AUTO_CHAIN` moves ([`DEFAULT_CHAIN`]): the policies' exchange commits once rather
 //! than once a move, each move still made through the state machine under the thread's lock. A
-//! task being retried after a failure is decided alone.
+//! chained move costs two statements: its own, and one that records its decision, takes the task
+//! it queued and reads what the next decision and move need (the thread's lock is the
+//! transaction's already). A task being retried after a failure is decided alone.
 
 use std::time::Duration;
 
@@ -22,11 +24,10 @@ use serde_json::json;
 use sqlx::PgConnection;
 use sqlx::types::Json;
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
 use crate::db;
 use crate::db::agents::Caller;
-use crate::db::policies::{Decided, Task, TaskContext};
+use crate::db::policies::{Chained, Decided, Task, TaskContext};
 use crate::events::{EventType, NewEvent, Outbox};
 use crate::market::mediation;
 use crate::market::negotiation::{self, Answer};
@@ -147,20 +148,15 @@ pub async fn run_once(market: &Market, rules: Rules, chain: usize) -> Result<Opt
     let decided = async {
         let (conn, events) = unit.parts();
         let mut decided = Vec::with_capacity(1);
-        let (mut current, mut started) = (task, taken);
+        let (mut current, mut started) = (Taken::Alone(task), taken);
         loop {
-            let (outcome, made) = act(&mut *conn, &mut *events, current, rules).await?;
-            decided.push((current, outcome, started));
             // A first try chains; a retried task is decided alone, so that a failure further on
             // cannot keep it from being answered.
-            let next = match made {
-                Some(bid_id) if task.attempts == 0 && decided.len() < chain => {
-                    db::policies::take_task_of(&mut *conn, bid_id).await?
-                }
-                _ => None,
-            };
+            let chaining = task.attempts == 0 && decided.len() + 1 < chain;
+            let (acted, outcome, next) = act(&mut *conn, &mut *events, current, rules, chaining).await?;
+            decided.push((acted, outcome, started));
             let Some(next) = next else { break };
-            (current, started) = (next, std::time::Instant::now());
+            (current, started) = (Taken::Chained(next), std::time::Instant::now());
         }
         unit.commit().await?;
         Ok::<_, sqlx::Error>(decided)
@@ -213,18 +209,34 @@ fn public_rationale(action: &str) -> &'static str {
     }
 }
 
+/// A task to decide: taken alone, its context still to be read, or taken by the move that
+/// queued it, with its context read (and its thread locked) in the same statement.
+enum Taken {
+    Alone(Task),
+    Chained(Box<Chained>),
+}
+
 /// Decides the task's bid with the agent's policy and acts on it, in the caller's transaction.
-/// Gives the outcome, and the counter it made.
+/// Gives the task with its outcome and, if `chaining` and its counter queued a task for the
+/// other side's policy, that task, taken.
 async fn act(
     conn: &mut PgConnection,
     events: &mut Outbox,
-    task: Task,
+    taken: Taken,
     rules: Rules,
-) -> Result<(Outcome, Option<Uuid>), sqlx::Error> {
-    let no_counter = |outcome| Ok((outcome, None));
-    let Some(context) = db::policies::task_context(conn, task).await? else {
-        return no_counter(Outcome::Dropped);
+    chaining: bool,
+) -> Result<(Task, Outcome, Option<Box<Chained>>), sqlx::Error> {
+    let (task, context, held) = match taken {
+        Taken::Alone(task) => match db::policies::task_context(conn, task).await? {
+            Some(context) => (task, context, None),
+            None => return Ok((task, Outcome::Dropped, None)),
+        },
+        Taken::Chained(chained) => {
+            let Chained { task, context, bid } = *chained;
+            (task, context, Some(bid))
+        }
     };
+    let no_counter = |outcome| Ok((task, outcome, None));
     if context.bid_status != BidStatus::Pending
         || context.thread_status != ThreadStatus::Active
         || context.last_bid_id != task.bid_id
@@ -242,7 +254,7 @@ async fn act(
     if policy.accept_mediation
         && let Some(outcome) = mediate(conn, events, task, &context, &policy, caller, rules).await?
     {
-        return Ok((outcome, None));
+        return no_counter(outcome);
     }
     let issues = context.issues.as_ref().map(|Json(issues)| issues.clone()).unwrap_or_default();
     let (decision, terms) = match policy.multi_issue(context.role, &issues, context.ask_amount) {
@@ -252,8 +264,10 @@ async fn act(
     let (action, reason, done) = match decision {
         Decision::Counter { amount, is_final } => {
             let offer = Proposal { terms: terms.map(Some), ..Proposal::of(amount).finally(is_final) };
-            let countered =
-                negotiation::counter(conn, events, Access::Locked, caller, task.bid_id, &offer, rules).await;
+            let countered = match &held {
+                Some(bid) => negotiation::counter_locked(conn, events, caller, bid, &offer, rules).await,
+                None => negotiation::counter(conn, events, Access::Locked, caller, task.bid_id, &offer, rules).await,
+            };
             ("counter", "strategy", countered.map(|(bid, _)| Some(bid.id)))
         }
         Decision::Accept { rationale } => {
@@ -273,8 +287,17 @@ async fn act(
     match done {
         Ok(counter_bid_id) => {
             let rationale = public_rationale(action);
-            db::policies::record_decision(conn, task, Decided { action, reason, rationale, counter_bid_id }).await?;
-            Ok((Outcome::Acted(action), counter_bid_id))
+            let decided = Decided { action, reason, rationale, counter_bid_id };
+            let next = match counter_bid_id {
+                Some(counter) if chaining => {
+                    db::policies::record_and_take_next(conn, task, decided, counter).await?.map(Box::new)
+                }
+                _ => {
+                    db::policies::record_decision(conn, task, decided).await?;
+                    None
+                }
+            };
+            Ok((task, Outcome::Acted(action), next))
         }
         // Another answer came first, or the bid ran out of time: the state machine decided.
         Err(market::Error::Rejected(

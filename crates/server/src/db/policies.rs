@@ -11,6 +11,7 @@ use haggle_domain::strategy::Policy;
 use haggle_domain::{BidStatus, Party, ThreadStatus, Tier};
 
 use super::events::AUTO_CHANNEL;
+use super::negotiation::BidContext;
 
 /// What a policy applies to: the agent's default for a role, one listing, or one thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -300,21 +301,6 @@ pub async fn take_task(conn: &mut PgConnection) -> Result<Option<Task>, sqlx::Er
     .await
 }
 
-/// Takes the task of one bid if it is queued and due, as [`take_task`] takes the oldest: the
-/// executor's next move on a thread both of whose sides have policies, taken in the transaction
-/// whose counter queued it (nobody else can see it yet).
-pub async fn take_task_of(conn: &mut PgConnection, bid_id: Uuid) -> Result<Option<Task>, sqlx::Error> {
-    sqlx::query_as(
-        "UPDATE auto_tasks SET done_at = now()
-         WHERE bid_id = $1 AND done_at IS NULL AND due_at <= now()
-         RETURNING bid_id, thread_id, agent_id, attempts,
-                   EXTRACT(EPOCH FROM clock_timestamp() - due_at)::float8 AS waited",
-    )
-    .bind(bid_id)
-    .fetch_optional(conn)
-    .await
-}
-
 /// Marks a task done outside an executor's transaction (when the executor gives up on it).
 pub async fn finish_task(executor: impl PgExecutor<'_>, bid_id: Uuid) -> Result<(), sqlx::Error> {
     sqlx::query("UPDATE auto_tasks SET done_at = now() WHERE bid_id = $1")
@@ -379,7 +365,7 @@ pub async fn purge_decisions(
 /// the listing's, else its default for `$role`. One rule for the executor that acts on the
 /// policy and for the compatibility routes that tell a buyer what it has left.
 macro_rules! policy_in_thread {
-    ($agent:literal, $role:literal) => {
+    ($agent:literal, $($role:tt)+) => {
         concat!(
             "(SELECT count(*) FROM auto_decisions d
                WHERE d.thread_id = t.id AND d.agent_id = ",
@@ -391,7 +377,7 @@ macro_rules! policy_in_thread {
             "
                  AND (p.thread_id = t.id OR p.listing_id = t.listing_id
                       OR (p.thread_id IS NULL AND p.listing_id IS NULL AND p.role = ",
-            $role,
+            $($role)+,
             "))
                ORDER BY (p.thread_id IS NOT NULL) DESC, (p.listing_id IS NOT NULL) DESC LIMIT 1) AS policy"
         )
@@ -431,16 +417,29 @@ pub struct TaskContext {
     pub agent_suspended: bool,
 }
 
+/// The columns of a [`TaskContext`], over `bids b` (the task's bid), its thread `t` and listing
+/// `l`, and the agents `buyer` (the thread's) and `me` (`$agent`, whose turn it is).
+macro_rules! task_context_columns {
+    ($agent:literal) => {
+        concat!(
+            "b.status AS bid_status, b.final AS bid_final, t.status AS thread_status, t.last_bid_id, t.listing_id,
+             CASE WHEN t.seller_id = ",
+            $agent,
+            " THEN 'seller' ELSE 'buyer' END AS role,
+             me.tier AS agent_tier, me.suspended_at IS NOT NULL AS agent_suspended, buyer.tier AS buyer_tier,
+             l.ask_amount, l.max_rounds,
+             ARRAY(SELECT amount FROM bids WHERE thread_id = t.id ORDER BY round) AS amounts,
+             COALESCE((SELECT json_agg(terms ORDER BY round) FROM bids WHERE thread_id = t.id), '[]') AS terms,
+             l.issues, ",
+            policy_in_thread!($agent, concat!("CASE WHEN t.seller_id = ", $agent, " THEN 'seller' ELSE 'buyer' END")),
+        )
+    };
+}
+
 pub async fn task_context(conn: &mut PgConnection, task: Task) -> Result<Option<TaskContext>, sqlx::Error> {
     sqlx::query_as(concat!(
-        "SELECT b.status AS bid_status, b.final AS bid_final, t.status AS thread_status, t.last_bid_id, t.listing_id,
-                CASE WHEN t.seller_id = $2 THEN 'seller' ELSE 'buyer' END AS role,
-                me.tier AS agent_tier, me.suspended_at IS NOT NULL AS agent_suspended, buyer.tier AS buyer_tier,
-                l.ask_amount, l.max_rounds,
-                ARRAY(SELECT amount FROM bids WHERE thread_id = t.id ORDER BY round) AS amounts,
-                COALESCE((SELECT json_agg(terms ORDER BY round) FROM bids WHERE thread_id = t.id), '[]') AS terms,
-                l.issues, ",
-        policy_in_thread!("$2", "CASE WHEN t.seller_id = $2 THEN 'seller' ELSE 'buyer' END"),
+        "SELECT ",
+        task_context_columns!("$2"),
         "
          FROM bids b
          JOIN threads t ON t.id = b.thread_id
@@ -451,6 +450,70 @@ pub async fn task_context(conn: &mut PgConnection, task: Task) -> Result<Option<
     ))
     .bind(task.bid_id)
     .bind(task.agent_id)
+    .fetch_optional(conn)
+    .await
+}
+
+/// A task taken by the move that queued it, with what its decision and its move read: the
+/// executor's next move on a thread both of whose sides have policies.
+#[derive(Debug, FromRow)]
+pub struct Chained {
+    #[sqlx(flatten)]
+    pub task: Task,
+    #[sqlx(flatten)]
+    pub context: TaskContext,
+    /// The bid, its thread and listing as a move on it reads them, the thread locked.
+    #[sqlx(flatten)]
+    pub bid: BidContext,
+}
+
+/// Records the decision that made `counter_bid_id`, and takes that counter's task if it is
+/// queued and due (the other side has a policy), with everything the next decision and move
+/// read: one statement instead of four. Nobody else can see the task yet, since the transaction
+/// whose counter queued it has not committed, and the thread's lock is this transaction's
+/// since that counter; the read is current all the same (a statement of its own, after the
+/// counter's).
+///
+/// The next decision's count of its agent's automatic counters does not see the decision
+/// recorded here (a statement sees the rows as they were before it), and does not need to: the
+/// decision is the other side's.
+pub async fn record_and_take_next(
+    conn: &mut PgConnection,
+    task: Task,
+    decided: Decided<'_>,
+    counter_bid_id: Uuid,
+) -> Result<Option<Chained>, sqlx::Error> {
+    sqlx::query_as(concat!(
+        "WITH decided AS (
+             INSERT INTO auto_decisions (bid_id, thread_id, agent_id, action, reason, rationale, counter_bid_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)),
+         taken AS (
+             UPDATE auto_tasks SET done_at = now()
+             WHERE bid_id = $7 AND done_at IS NULL AND due_at <= now()
+             RETURNING bid_id, thread_id, agent_id, attempts,
+                       EXTRACT(EPOCH FROM clock_timestamp() - due_at)::float8 AS waited)
+         SELECT taken.bid_id, taken.thread_id, taken.agent_id, taken.attempts, taken.waited, ",
+        task_context_columns!("taken.agent_id"),
+        ",
+                row_to_json(b) AS bid, row_to_json(t) AS thread, row_to_json(l) AS listing,
+                p.amount AS parent_amount, clock_timestamp() AS db_now
+         FROM taken
+         JOIN bids b ON b.id = taken.bid_id
+         JOIN threads t ON t.id = b.thread_id
+         JOIN listings l ON l.id = t.listing_id
+         JOIN agents buyer ON buyer.id = t.buyer_id
+         JOIN agents me ON me.id = taken.agent_id
+         LEFT JOIN bids p ON p.id = b.parent_bid_id
+         WHERE taken.agent_id IN (t.buyer_id, t.seller_id)
+         FOR UPDATE OF t"
+    ))
+    .bind(task.bid_id)
+    .bind(task.thread_id)
+    .bind(task.agent_id)
+    .bind(decided.action)
+    .bind(decided.reason)
+    .bind(decided.rationale)
+    .bind(counter_bid_id)
     .fetch_optional(conn)
     .await
 }

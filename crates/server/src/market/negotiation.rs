@@ -305,14 +305,60 @@ pub async fn counter(
     input: &Proposal,
     rules: Rules,
 ) -> Result<(Bid, Thread)> {
-    let mut v = Validator::new();
-    let amount =
-        check_bid_fields(&mut v, input.amount, input.message.as_deref(), input.own_terms(), input.expires_in, rules);
-    v.finish()?;
-    let amount = amount.expect("validated");
+    let checked = Checked::counter(input, rules)?;
+    let (context, _) = read_context(conn, &access, caller, bid_id).await?;
+    counter_on(conn, events, access, caller, &context, checked, rules).await
+}
 
-    let (context, party) = read_context(conn, &access, caller, bid_id).await?;
-    let transition = decide(conn, events, &access, &context, Action::Counter, party).await?;
+/// Counters the bid of `context`, read with its thread locked in the caller's transaction (by
+/// the executor, with the task that asked for the move), as [`counter`] would under locks.
+pub async fn counter_locked(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    caller: Caller,
+    context: &BidContext,
+    input: &Proposal,
+    rules: Rules,
+) -> Result<(Bid, Thread)> {
+    let checked = Checked::counter(input, rules)?;
+    counter_on(conn, events, Access::Locked, caller, context, checked, rules).await
+}
+
+/// A counter whose fields have been checked, with its amount in minor units.
+struct Checked<'a> {
+    amount: i64,
+    input: &'a Proposal,
+}
+
+impl<'a> Checked<'a> {
+    fn counter(input: &'a Proposal, rules: Rules) -> Result<Checked<'a>> {
+        let mut v = Validator::new();
+        let amount = check_bid_fields(
+            &mut v,
+            input.amount,
+            input.message.as_deref(),
+            input.own_terms(),
+            input.expires_in,
+            rules,
+        );
+        v.finish()?;
+        Ok(Checked { amount: amount.expect("validated"), input })
+    }
+}
+
+/// Counters the bid of `context` for the caller, a party to it.
+async fn counter_on(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    access: Access,
+    caller: Caller,
+    context: &BidContext,
+    Checked { amount, input }: Checked<'_>,
+    rules: Rules,
+) -> Result<(Bid, Thread)> {
+    let bid_id = context.bid.id;
+    let party = context.party_of(caller.id).ok_or_else(not_found)?;
+    let transition = decide(conn, events, &access, context, Action::Counter, party).await?;
     // The responder's own previous position: the bid this one answered, or the ask for the
     // seller's first counter.
     let own_previous = context.parent_amount.unwrap_or(context.listing.ask_amount);
@@ -343,7 +389,7 @@ pub async fn counter(
         updated_at: now,
         ..context.thread.0.clone()
     };
-    let mediation = mediation::detect(conn, &context, &issues, &bid, rules).await?;
+    let mediation = mediation::detect(conn, context, &issues, &bid, rules).await?;
     if let Some(suggestion) = &mediation {
         thread.deadlock_at = Some(now);
         thread.mediation = Some(suggestion.clone());
