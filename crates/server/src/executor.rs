@@ -289,9 +289,7 @@ async fn act(
             let rationale = public_rationale(action);
             let decided = Decided { action, reason, rationale, counter_bid_id };
             let next = match counter_bid_id {
-                Some(counter) if chaining => {
-                    db::policies::record_and_take_next(conn, task, decided, counter).await?.map(Box::new)
-                }
+                Some(_) if chaining => db::policies::record_and_take_next(conn, task, decided).await?.map(Box::new),
                 _ => {
                     db::policies::record_decision(conn, task, decided).await?;
                     None

@@ -197,14 +197,25 @@ impl BidContext {
     }
 }
 
-/// The read a move decides on. Its clock is the time of the read, not of its transaction's
-/// start: a move made after a lock wait, or after other moves in the same transaction (two
-/// policies answering each other), is stamped with the time it was decided at.
+/// The columns of a [`BidContext`], over the bid `b`, its thread `t` and listing `l`, and the
+/// bid it answered, `p` (joined on the left). Its clock is the time of the read, not of its
+/// transaction's start: a move made after a lock wait, or after other moves in the same
+/// transaction (two policies answering each other), is stamped with the time it was decided at.
+macro_rules! bid_context_columns {
+    () => {
+        "row_to_json(b) AS bid, row_to_json(t) AS thread, row_to_json(l) AS listing,
+         p.amount AS parent_amount, clock_timestamp() AS db_now"
+    };
+}
+pub(crate) use bid_context_columns;
+
+/// The read a move decides on, of a bid the agent `$2` is party to.
 macro_rules! bid_context_query {
     ($lock:literal) => {
         concat!(
-            "SELECT row_to_json(b) AS bid, row_to_json(t) AS thread, row_to_json(l) AS listing,
-                    p.amount AS parent_amount, clock_timestamp() AS db_now
+            "SELECT ",
+            bid_context_columns!(),
+            "
              FROM bids b
              JOIN threads t ON t.id = b.thread_id
              JOIN listings l ON l.id = t.listing_id

@@ -11,7 +11,7 @@ use haggle_domain::strategy::Policy;
 use haggle_domain::{BidStatus, Party, ThreadStatus, Tier};
 
 use super::events::AUTO_CHANNEL;
-use super::negotiation::BidContext;
+use super::negotiation::{BidContext, bid_context_columns};
 
 /// What a policy applies to: the agent's default for a role, one listing, or one thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -286,17 +286,47 @@ pub struct Task {
     pub waited: f64,
 }
 
+/// What taking a task returns, as a [`Task`]: a `RETURNING` list of `UPDATE auto_tasks`.
+macro_rules! taken_task {
+    () => {
+        "bid_id, thread_id, agent_id, attempts, EXTRACT(EPOCH FROM clock_timestamp() - due_at)::float8 AS waited"
+    };
+}
+
+/// Records a decision: the statement (or, in a `WITH`, the part of one) that
+/// `bind_decision!` binds as `$1` to `$7`.
+macro_rules! insert_decision {
+    () => {
+        "INSERT INTO auto_decisions (bid_id, thread_id, agent_id, action, reason, rationale, counter_bid_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)"
+    };
+}
+
+/// Binds a task's decision to a query that begins with `insert_decision!`.
+macro_rules! bind_decision {
+    ($query:expr, $task:expr, $decided:expr) => {
+        $query
+            .bind($task.bid_id)
+            .bind($task.thread_id)
+            .bind($task.agent_id)
+            .bind($decided.action)
+            .bind($decided.reason)
+            .bind($decided.rationale)
+            .bind($decided.counter_bid_id)
+    };
+}
+
 /// Takes the oldest due task, skipping those other executors hold, and marks it done in the
 /// caller's transaction, which keeps it locked: if the transaction does not commit, the task
 /// waits for the next executor.
 pub async fn take_task(conn: &mut PgConnection) -> Result<Option<Task>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as(concat!(
         "UPDATE auto_tasks SET done_at = now()
          WHERE bid_id = (SELECT bid_id FROM auto_tasks WHERE done_at IS NULL AND due_at <= now()
                          ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-         RETURNING bid_id, thread_id, agent_id, attempts,
-                   EXTRACT(EPOCH FROM clock_timestamp() - due_at)::float8 AS waited",
-    )
+         RETURNING ",
+        taken_task!()
+    ))
     .fetch_optional(conn)
     .await
 }
@@ -467,9 +497,9 @@ pub struct Chained {
     pub bid: BidContext,
 }
 
-/// Records the decision that made `counter_bid_id`, and takes that counter's task if it is
-/// queued and due (the other side has a policy), with everything the next decision and move
-/// read: one statement instead of four. Nobody else can see the task yet, since the transaction
+/// Records the decision that made a counter (its `counter_bid_id`), and takes that counter's
+/// task if it is queued and due (the other side has a policy), with everything the next
+/// decision and move read: one statement instead of four. Nobody else can see the task yet, since the transaction
 /// whose counter queued it has not committed, and the thread's lock is this transaction's
 /// since that counter; the read is current all the same (a statement of its own, after the
 /// counter's).
@@ -481,22 +511,21 @@ pub async fn record_and_take_next(
     conn: &mut PgConnection,
     task: Task,
     decided: Decided<'_>,
-    counter_bid_id: Uuid,
 ) -> Result<Option<Chained>, sqlx::Error> {
-    sqlx::query_as(concat!(
-        "WITH decided AS (
-             INSERT INTO auto_decisions (bid_id, thread_id, agent_id, action, reason, rationale, counter_bid_id)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)),
-         taken AS (
+    let query = sqlx::query_as(concat!(
+        "WITH decided AS (",
+        insert_decision!(),
+        "), taken AS (
              UPDATE auto_tasks SET done_at = now()
              WHERE bid_id = $7 AND done_at IS NULL AND due_at <= now()
-             RETURNING bid_id, thread_id, agent_id, attempts,
-                       EXTRACT(EPOCH FROM clock_timestamp() - due_at)::float8 AS waited)
+             RETURNING ",
+        taken_task!(),
+        ")
          SELECT taken.bid_id, taken.thread_id, taken.agent_id, taken.attempts, taken.waited, ",
         task_context_columns!("taken.agent_id"),
-        ",
-                row_to_json(b) AS bid, row_to_json(t) AS thread, row_to_json(l) AS listing,
-                p.amount AS parent_amount, clock_timestamp() AS db_now
+        ", ",
+        bid_context_columns!(),
+        "
          FROM taken
          JOIN bids b ON b.id = taken.bid_id
          JOIN threads t ON t.id = b.thread_id
@@ -506,16 +535,8 @@ pub async fn record_and_take_next(
          LEFT JOIN bids p ON p.id = b.parent_bid_id
          WHERE taken.agent_id IN (t.buyer_id, t.seller_id)
          FOR UPDATE OF t"
-    ))
-    .bind(task.bid_id)
-    .bind(task.thread_id)
-    .bind(task.agent_id)
-    .bind(decided.action)
-    .bind(decided.reason)
-    .bind(decided.rationale)
-    .bind(counter_bid_id)
-    .fetch_optional(conn)
-    .await
+    ));
+    bind_decision!(query, task, decided).fetch_optional(conn).await
 }
 
 /// A decision as it is recorded: the action, its reason code (the owner's), the sentence the
@@ -530,20 +551,7 @@ pub struct Decided<'a> {
 
 /// Records a decision, in the transaction that acts on it.
 pub async fn record_decision(conn: &mut PgConnection, task: Task, decided: Decided<'_>) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "INSERT INTO auto_decisions (bid_id, thread_id, agent_id, action, reason, rationale, counter_bid_id)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
-    )
-    .bind(task.bid_id)
-    .bind(task.thread_id)
-    .bind(task.agent_id)
-    .bind(decided.action)
-    .bind(decided.reason)
-    .bind(decided.rationale)
-    .bind(decided.counter_bid_id)
-    .execute(conn)
-    .await
-    .map(drop)
+    bind_decision!(sqlx::query(insert_decision!()), task, decided).execute(conn).await.map(drop)
 }
 
 /// The sentence the agent's policy gave with its answer to `bid_id`, which the counterparty may
