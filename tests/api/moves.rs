@@ -67,6 +67,7 @@ async fn seller_counter(app: &TestApp, bid: &str, amount: i64) -> (CounterMove, 
             effect: Transition::Counter.into(),
             counter,
             mediation: None,
+            decided_on: None,
         },
         event,
     )
@@ -132,7 +133,7 @@ async fn an_unlocked_move_that_cannot_be_made_writes_nothing_and_the_locked_one_
     let bid = app.place(&buyer, &listing, 80000).await;
     let bid_id: Uuid = bid.parse().unwrap();
     let mut workers = tokio::task::JoinSet::new();
-    let batcher = Batcher::start(app.pool.clone(), 1, &mut workers);
+    let batcher = Batcher::start(app.pool.clone(), 1, 0, &mut workers);
     let seller_caller = caller(&seller, Tier::Public);
     let mut conn = app.pool.acquire().await.unwrap();
 
@@ -198,7 +199,7 @@ async fn the_last_unit_is_sold_under_locks_and_ends_the_other_threads() {
     let bid = app.place(&first, &listing, 90000).await;
     app.place(&second, &listing, 85000).await;
     let mut workers = tokio::task::JoinSet::new();
-    let batcher = Batcher::start(app.pool.clone(), 1, &mut workers);
+    let batcher = Batcher::start(app.pool.clone(), 1, 0, &mut workers);
     let mut conn = app.pool.acquire().await.unwrap();
 
     let mut events = Outbox::new();

@@ -98,6 +98,7 @@ pub fn test_config() -> AppConfig {
             heartbeat: Duration::from_secs(1),
             key_cache_ttl: Duration::from_secs(5),
             move_workers: 1,
+            live_cache: 20_000,
             max_waiters: haggle_server::events::DEFAULT_MAX_WAITERS,
             max_waiters_per_agent: haggle_server::events::MAX_WAITERS_PER_AGENT,
             webhooks: WebhookSettings {

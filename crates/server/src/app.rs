@@ -134,7 +134,7 @@ impl App {
                     .options([("plan_cache_mode", "force_generic_plan")])
                     .application_name(MOVES_APPLICATION_NAME),
             );
-        let moves = Batcher::start(batcher_pool, move_workers, &mut workers);
+        let moves = Batcher::start(batcher_pool, move_workers, self.config.settings.live_cache, &mut workers);
         let market = Market::new(self.pool.clone(), Some(moves), wakeups.clone());
         // Workers make their moves under locks, one at a time: they need no batcher.
         let worker_market = Market::new(self.pool.clone(), None, wakeups.clone());

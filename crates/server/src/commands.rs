@@ -131,6 +131,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 heartbeat: args.stream_heartbeat,
                 key_cache_ttl: args.key_cache_ttl,
                 move_workers: usize::from(args.move_workers),
+                live_cache: args.live_cache as usize,
                 max_waiters: args.max_streams as usize,
                 max_waiters_per_agent: args.max_streams_per_agent as usize,
                 webhooks: WebhookSettings {

@@ -108,6 +108,12 @@ pub struct ServeArgs {
     /// per move.
     #[arg(long, env = "HAGGLE_MOVE_WORKERS", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub move_workers: u16,
+    /// How many pending bids (and as many listings) this instance remembers as its own moves
+    /// wrote them, so that the move answering one is decided without reading it again; the
+    /// move's compare-and-set still refuses anything that changed since. `0` reads before every
+    /// move.
+    #[arg(long, env = "HAGGLE_LIVE_CACHE", default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(0..=10_000_000))]
+    pub live_cache: u32,
     /// Long polls, bid waits and event streams this instance holds at once, over every agent;
     /// beyond it they are refused with 503 and `Retry-After`, before file descriptors run out.
     #[arg(long, env = "HAGGLE_MAX_STREAMS", default_value_t = crate::events::DEFAULT_MAX_WAITERS as u32, value_parser = clap::value_parser!(u32).range(1..))]
@@ -210,6 +216,7 @@ impl fmt::Debug for ServeArgs {
             .field("stream_heartbeat", &self.stream_heartbeat)
             .field("key_cache_ttl", &self.key_cache_ttl)
             .field("move_workers", &self.move_workers)
+            .field("live_cache", &self.live_cache)
             .field("max_streams", &self.max_streams)
             .field("max_streams_per_agent", &self.max_streams_per_agent)
             .field("max_connections", &self.max_connections)

@@ -19,6 +19,7 @@ pub const HTTP_REQUESTS: &str = "haggle_http_requests_total";
 pub const HTTP_REQUEST_DURATION: &str = "haggle_http_request_duration_seconds";
 pub const MOVES: &str = "haggle_moves_total";
 pub const MOVE_BATCH_SIZE: &str = "haggle_move_batch_size";
+pub const MOVE_READS: &str = "haggle_move_reads_total";
 pub const MOVE_ROUND_DURATION: &str = "haggle_move_round_duration_seconds";
 pub const PUBLISHER_LAG: &str = "haggle_publisher_lag_seconds";
 pub const EVENTS_PUBLISHED: &str = "haggle_events_published_total";
@@ -78,6 +79,10 @@ fn describe() {
     describe_histogram!(HTTP_REQUEST_DURATION, Unit::Seconds, "Time to answer a request (to its head, for a stream)");
     describe_counter!(MOVES, "Moves written by the market, by kind and outcome");
     describe_histogram!(MOVE_BATCH_SIZE, "Unlocked moves made in one statement");
+    describe_counter!(
+        MOVE_READS,
+        "What unlocked moves were decided on, by kind and source: this instance's memory or a read"
+    );
     describe_histogram!(MOVE_ROUND_DURATION, Unit::Seconds, "Time the move worker took for one round of statements");
     describe_histogram!(PUBLISHER_LAG, Unit::Seconds, "From an event's commit to its publication");
     describe_counter!(EVENTS_PUBLISHED, "Events published by this instance");
@@ -158,6 +163,12 @@ impl MoveOutcome {
             MoveOutcome::Unknown => "unknown",
         }
     }
+}
+
+/// Records what an unlocked move of `kind` was decided on: what this instance remembered of
+/// it (`remembered`), or a read of the database.
+pub fn move_read(kind: &'static str, remembered: bool) {
+    counter!(MOVE_READS, "kind" => kind, "source" => if remembered { "memory" } else { "database" }).increment(1);
 }
 
 /// Records one statement of unlocked moves.

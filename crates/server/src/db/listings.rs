@@ -233,7 +233,7 @@ pub async fn read_for_placement(
 }
 
 /// The buyer's threads on a listing, as placing a bid must know them.
-#[derive(Debug, FromRow)]
+#[derive(Debug, Default, FromRow)]
 pub struct BuyerThreads {
     /// Threads this buyer has had on the listing, whatever their status.
     pub thread_count: i64,

@@ -390,6 +390,33 @@ pub struct CounterMove {
     /// the thread with it (once).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mediation: Option<api::Suggestion>,
+    /// For a counter decided without locks, what else it was decided on, which must not have
+    /// changed: the statement makes it only if so.
+    #[serde(flatten)]
+    pub decided_on: Option<DecidedOn>,
+}
+
+/// What a counter decided without locks read of its thread and listing besides the bid: the
+/// thread as last changed, and the listing's terms a counter depends on (its round limit, its
+/// bids' lifetime, and the ask, the seller's first position). The rest of a listing a counter
+/// does not use, and its issues never change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct DecidedOn {
+    pub thread_updated_at: DateTime<Utc>,
+    pub max_rounds: i32,
+    pub bid_ttl_seconds: i32,
+    pub ask_amount: i64,
+}
+
+impl DecidedOn {
+    pub fn of(context: &BidContext) -> DecidedOn {
+        DecidedOn {
+            thread_updated_at: context.thread.updated_at,
+            max_rounds: context.listing.max_rounds,
+            bid_ttl_seconds: context.listing.bid_ttl_seconds,
+            ask_amount: context.listing.ask_amount,
+        }
+    }
 }
 
 /// A move as its statement reads it: with its index in the batch, which the statement's rows
@@ -523,7 +550,8 @@ impl MadeRow {
 /// counter as the thread's new pending bid, moves the thread on, and writes the events of the
 /// counters made with their tasks for policies. Each move comes back `None` if its
 /// compare-and-set failed (the bid no longer PENDING, past its deadline, or its thread no longer
-/// ACTIVE); then nothing of it is written.
+/// ACTIVE, or, for a move decided without locks, its thread or its listing's terms changed
+/// since: [`DecidedOn`]); then nothing of it is written.
 pub async fn counter(
     conn: &mut PgConnection,
     moves: &[CounterMove],
@@ -533,15 +561,27 @@ pub async fn counter(
         [
             "WITH input AS (
              SELECT i.index, i.thread_id, i.bid_id, i.now, i.bid_status AS answered_status,
-                    i.reason AS answered_reason, i.mediation AS new_mediation, c.*
+                    i.reason AS answered_reason, i.mediation AS new_mediation, i.thread_updated_at, i.max_rounds,
+                    i.bid_ttl_seconds, i.ask_amount, c.*
              FROM jsonb_to_recordset($2) AS i(index int, thread_id uuid, bid_id uuid, now timestamptz, bid_status text,
-                                              reason text, counter jsonb, mediation jsonb)
+                                              reason text, counter jsonb, mediation jsonb, thread_updated_at timestamptz,
+                                              max_rounds int, bid_ttl_seconds int, ask_amount bigint)
              CROSS JOIN LATERAL jsonb_to_record(i.counter) AS c(id uuid, author text, author_id uuid, amount bigint,
                  currency text, message text, terms jsonb, final boolean, status text, round int,
                  expires_at timestamptz)
          ), locked AS (
-             SELECT t.id FROM (SELECT thread_id FROM input ORDER BY thread_id) i
-             CROSS JOIN LATERAL (SELECT id FROM threads WHERE id = i.thread_id AND status = 'ACTIVE' FOR UPDATE) t
+             SELECT t.id
+             FROM (SELECT thread_id, thread_updated_at, max_rounds, bid_ttl_seconds, ask_amount FROM input
+                   ORDER BY thread_id) i
+             CROSS JOIN LATERAL (
+                 SELECT id, listing_id FROM threads
+                 WHERE id = i.thread_id AND status = 'ACTIVE'
+                   AND (i.thread_updated_at IS NULL OR updated_at = i.thread_updated_at)
+                 FOR UPDATE) t
+             WHERE i.max_rounds IS NULL
+                OR EXISTS (SELECT 1 FROM listings l
+                           WHERE l.id = t.listing_id AND l.max_rounds = i.max_rounds
+                             AND l.bid_ttl_seconds = i.bid_ttl_seconds AND l.ask_amount = i.ask_amount)
          ), answered AS (
              UPDATE bids b SET status = i.answered_status, reason = i.answered_reason, responded_at = i.now,
                     updated_at = i.now
@@ -612,6 +652,10 @@ pub struct AcceptMove {
     pub order_status: OrderStatus,
     pub min_available: i32,
     pub now: DateTime<Utc>,
+    /// For an acceptance decided without locks, the thread as last changed when it was decided:
+    /// the statement makes it only if the thread is unchanged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread_updated_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, FromRow)]
@@ -636,7 +680,8 @@ pub struct Accepted {
 /// each bid and thread ACCEPTED (a compare-and-set on the bid's status and deadline), creates
 /// the order at the bid's amount and terms, takes one unit off the listing (SOLD at zero), and
 /// writes the events of the acceptances made. Each move comes back `None` if its
-/// compare-and-set or its listing's condition failed; then nothing of it is written.
+/// compare-and-set (for one decided without locks, its thread also unchanged since) or its
+/// listing's condition failed; then nothing of it is written.
 pub async fn accept(
     conn: &mut PgConnection,
     moves: &[AcceptMove],
@@ -647,7 +692,7 @@ pub async fn accept(
              SELECT * FROM jsonb_to_recordset($2) AS i(index int, listing_id uuid, thread_id uuid, bid_id uuid,
                                                        bid_status text, reason text, thread_status text,
                                                        order_id uuid, order_status text, min_available int,
-                                                       now timestamptz)
+                                                       now timestamptz, thread_updated_at timestamptz)
          ), locked_listing AS (
              SELECT l.id FROM (SELECT listing_id, min_available FROM input ORDER BY listing_id) i
              CROSS JOIN LATERAL (
@@ -656,8 +701,13 @@ pub async fn accept(
                  FOR UPDATE) l
          ), locked AS (
              SELECT t.id
-             FROM (SELECT thread_id FROM input WHERE listing_id IN (SELECT id FROM locked_listing) ORDER BY thread_id) i
-             CROSS JOIN LATERAL (SELECT id FROM threads WHERE id = i.thread_id AND status = 'ACTIVE' FOR UPDATE) t
+             FROM (SELECT thread_id, thread_updated_at FROM input WHERE listing_id IN (SELECT id FROM locked_listing)
+                   ORDER BY thread_id) i
+             CROSS JOIN LATERAL (
+                 SELECT id FROM threads
+                 WHERE id = i.thread_id AND status = 'ACTIVE'
+                   AND (i.thread_updated_at IS NULL OR updated_at = i.thread_updated_at)
+                 FOR UPDATE) t
          ), bid AS (
              UPDATE bids b SET status = i.bid_status, reason = i.reason, responded_at = i.now, updated_at = i.now
              FROM input i
@@ -861,7 +911,8 @@ pub async fn lock_thread_and_listing(
 pub async fn agree_to_mediation(conn: &mut PgConnection, thread_id: Uuid, party: Party) -> Result<Thread, sqlx::Error> {
     let Json(thread) = sqlx::query_scalar(
         "UPDATE threads t SET mediation_agreed = CASE WHEN $2 = ANY(mediation_agreed) THEN mediation_agreed
-                                                       ELSE array_append(mediation_agreed, $2) END
+                                                       ELSE array_append(mediation_agreed, $2) END,
+                              updated_at = CASE WHEN $2 = ANY(mediation_agreed) THEN updated_at ELSE GREATEST(updated_at, now()) END
          WHERE id = $1 RETURNING row_to_json(t)",
     )
     .bind(thread_id)

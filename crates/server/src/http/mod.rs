@@ -162,6 +162,9 @@ pub struct Settings {
     /// How many statements of unlocked moves run at once, each on a connection of its own
     /// besides the pool's (see [`crate::market::batch`]).
     pub move_workers: usize,
+    /// How many pending bids this instance remembers for the moves that answer them (see
+    /// [`crate::market::live`]); zero reads before every move.
+    pub live_cache: usize,
     /// Long polls, bid waits and event streams this instance holds at once (503 beyond).
     pub max_waiters: usize,
     /// Long polls, bid waits and event streams one agent may hold at once over the deployment
@@ -182,6 +185,7 @@ impl std::fmt::Debug for Settings {
             .field("heartbeat", &self.heartbeat)
             .field("key_cache_ttl", &self.key_cache_ttl)
             .field("move_workers", &self.move_workers)
+            .field("live_cache", &self.live_cache)
             .field("max_waiters", &self.max_waiters)
             .field("max_waiters_per_agent", &self.max_waiters_per_agent)
             .field("webhooks", &self.webhooks)

@@ -30,6 +30,7 @@ use tokio::task::JoinSet;
 use uuid::Uuid;
 
 use super::Error;
+use super::live::Live;
 use crate::db::negotiation::{self, AcceptMove, Accepted, CounterMove, Made, MoveEvent, PlaceMove};
 use crate::db::{self, Bid, Thread};
 use crate::events::NewEvent;
@@ -170,19 +171,27 @@ fn make_all<M: Move>(pool: &PgPool, pending: Vec<Queued>) -> BoxFuture<'_, ()> {
 #[derive(Clone)]
 pub struct Batcher {
     jobs: mpsc::UnboundedSender<Job>,
+    /// What this instance's moves wrote, for the next move to decide on.
+    live: Arc<Live>,
 }
 
 impl Batcher {
     /// Starts `workers` workers in `tasks`, which make moves over `pool`'s connections (three
-    /// at a time each). The pool must be the workers' own: a request waiting for its move holds
-    /// a connection of the server's. The workers stop when the last handle is dropped.
-    pub fn start(pool: PgPool, workers: usize, tasks: &mut JoinSet<()>) -> Batcher {
+    /// at a time each), and remembers up to `live` pending bids for the moves that answer them
+    /// ([`Live`]). The pool must be the workers' own: a request waiting for its move holds a
+    /// connection of the server's. The workers stop when the last handle is dropped.
+    pub fn start(pool: PgPool, workers: usize, live: usize, tasks: &mut JoinSet<()>) -> Batcher {
         let (jobs, queue) = mpsc::unbounded_channel();
         let queue = Arc::new(Mutex::new(queue));
         for _ in 0..workers.max(1) {
             tasks.spawn(work(pool.clone(), queue.clone()));
         }
-        Batcher { jobs }
+        Batcher { jobs, live: Arc::new(Live::new(live)) }
+    }
+
+    /// What this instance's moves wrote of the live negotiations.
+    pub fn live(&self) -> &Live {
+        &self.live
     }
 
     /// Makes the move with its events; `None` if it was not made, and nothing of it was

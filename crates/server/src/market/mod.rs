@@ -13,6 +13,7 @@ use haggle_domain::money::AmountLimits;
 pub mod agents;
 pub mod batch;
 pub mod listings;
+pub mod live;
 pub mod mediation;
 pub mod negotiation;
 pub mod policies;
@@ -57,6 +58,14 @@ pub enum Access {
 impl Access {
     pub fn is_locked(&self) -> bool {
         matches!(self, Access::Locked)
+    }
+
+    /// The batcher an unlocked move is made by.
+    pub fn batcher(&self) -> Option<&Batcher> {
+        match self {
+            Access::Locked => None,
+            Access::Unlocked(batcher) => Some(batcher),
+        }
     }
 }
 

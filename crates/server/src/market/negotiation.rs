@@ -6,10 +6,14 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::batch::Move;
+use super::live;
 use super::mediation;
 use super::{Access, Error, Result, Rules};
 use crate::db::agents::Caller;
-use crate::db::negotiation::{self, AcceptMove, BidContext, CounterMove, Made, MoveEvent, NewBid, PlaceMove};
+use crate::db::listings::BuyerThreads;
+use crate::db::negotiation::{
+    self, AcceptMove, BidContext, CounterMove, DecidedOn, Made, MoveEvent, NewBid, PlaceMove,
+};
 use crate::db::{self, Bid, Listing, Order, Thread};
 use crate::events::{EventType, NewEvent, Outbox, Written};
 use crate::metrics::{self, MoveOutcome};
@@ -75,7 +79,10 @@ fn not_found() -> Rejection {
 }
 
 /// Opens a thread on a listing with the buyer's first bid. Unlocked, a placement that finds the
-/// buyer's last thread there past its deadline (which must be ended first) is made under locks.
+/// buyer's last thread there past its deadline (which must be ended first) is made under locks;
+/// unlocked on a listing this instance remembers ([`live`]), it is decided on that listing
+/// without reading, and made under locks if the listing changed since, if the buyer already has
+/// a thread there, or if the decision refuses it.
 pub async fn place(
     conn: &mut PgConnection,
     events: &mut Outbox,
@@ -92,20 +99,60 @@ pub async fn place(
     let amount = amount.expect("validated");
 
     let not_found = || Rejection::NotFound { what: "listing" };
-    let (listing, now, mine) = match access {
+    let (listing, now, mine, remembered) = match &access {
         Access::Locked => {
             let locked = db::listings::lock_for_placement(conn, listing_id, caller.id).await?.ok_or_else(not_found)?;
             // Read in a statement of its own, after the locks: it sees every thread committed
             // while they were awaited.
             let mine = db::listings::buyer_threads(conn, listing_id, caller.id).await?;
-            (locked.listing, locked.db_now, mine)
+            (locked.listing, locked.db_now, mine, false)
         }
-        Access::Unlocked(_) => {
-            let read = db::listings::read_for_placement(conn, listing_id, caller.id).await?.ok_or_else(not_found)?;
-            (read.listing, read.db_now, read.mine)
-        }
+        Access::Unlocked(batcher) => match batcher.live().listing(listing_id) {
+            // The buyer is taken to have no thread there: the statement refuses the move if it has.
+            Some(listing) => (listing, live::clock(&[]), BuyerThreads::default(), true),
+            None => {
+                let read =
+                    db::listings::read_for_placement(conn, listing_id, caller.id).await?.ok_or_else(not_found)?;
+                batcher.live().listing_seen(&read.listing);
+                (read.listing, read.db_now, read.mine, false)
+            }
+        },
     };
-    check_negotiable(&listing, caller)?;
+    let live = access.batcher().cloned();
+    if live.is_some() {
+        metrics::move_read(PlaceMove::KIND, remembered);
+    }
+    match open(conn, events, access, caller, &listing, now, mine, input, amount).await {
+        Ok((bid, thread)) => {
+            if let Some(batcher) = live {
+                batcher.live().made_pending(&bid, &thread, &listing, None);
+            }
+            Ok((bid, thread))
+        }
+        Err(Error::Rejected(_) | Error::NeedsLocks) if remembered => {
+            if let Some(batcher) = live {
+                batcher.live().forget_listing(listing.id);
+            }
+            Err(Error::NeedsLocks)
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// Opens the thread on `listing`, as read or remembered at `now`, for a buyer with `mine`.
+#[allow(clippy::too_many_arguments)]
+async fn open(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    access: Access,
+    caller: Caller,
+    listing: &Listing,
+    now: DateTime<Utc>,
+    mine: BuyerThreads,
+    input: &Proposal,
+    amount: i64,
+) -> Result<(Bid, Thread)> {
+    check_negotiable(listing, caller)?;
     if let (Some(thread_id), Some(deadline), Some(pending)) =
         (mine.active_thread_id, mine.active_expires_at, mine.active_last_bid_id)
     {
@@ -278,19 +325,38 @@ async fn lost_race(conn: &mut PgConnection, events: &mut Outbox, bid_id: Uuid) -
     }
 }
 
+/// Reads what a move on the bid decides on: under locks, or without; or, without locks, takes it
+/// from what this instance remembers of the bid (`true` then: [`live`]).
 async fn read_context(
     conn: &mut PgConnection,
     access: &Access,
     caller: Caller,
     bid_id: Uuid,
-) -> Result<(BidContext, Party)> {
-    let context = match access {
-        Access::Locked => negotiation::lock_bid_context(conn, bid_id, caller.id).await?,
-        Access::Unlocked(_) => negotiation::read_bid_context(conn, bid_id, caller.id).await?,
+    kind: &'static str,
+) -> Result<(BidContext, Party, bool)> {
+    let (context, remembered) = match access {
+        Access::Locked => (negotiation::lock_bid_context(conn, bid_id, caller.id).await?, false),
+        Access::Unlocked(batcher) => {
+            let remembered = batcher.live().take(bid_id, caller.id);
+            metrics::move_read(kind, remembered.is_some());
+            match remembered {
+                Some(context) => (Some(context), true),
+                None => (negotiation::read_bid_context(conn, bid_id, caller.id).await?, false),
+            }
+        }
     };
     let context = context.ok_or_else(not_found)?;
     let party = context.party_of(caller.id).ok_or_else(not_found)?;
-    Ok((context, party))
+    Ok((context, party, remembered))
+}
+
+/// A move decided on what this instance remembered and refused is decided again on the
+/// database's rows, under locks: the refusal may come from what changed since.
+fn again_if_remembered<T>(remembered: bool, outcome: Result<T>) -> Result<T> {
+    match outcome {
+        Err(Error::Rejected(_)) if remembered => Err(Error::NeedsLocks),
+        outcome => outcome,
+    }
 }
 
 /// Answers the pending bid with a counter: it becomes COUNTERED and the counter is the new
@@ -306,8 +372,8 @@ pub async fn counter(
     rules: Rules,
 ) -> Result<(Bid, Thread)> {
     let checked = Checked::counter(input, rules)?;
-    let (context, _) = read_context(conn, &access, caller, bid_id).await?;
-    counter_on(conn, events, access, caller, &context, checked, rules).await
+    let (context, _, remembered) = read_context(conn, &access, caller, bid_id, CounterMove::KIND).await?;
+    again_if_remembered(remembered, counter_on(conn, events, access, caller, &context, checked, rules).await)
 }
 
 /// Counters the bid of `context`, read with its thread locked in the caller's transaction (by
@@ -403,10 +469,16 @@ async fn counter_on(
         effect: transition.into(),
         counter: bid.clone(),
         mediation,
+        decided_on: (!access.is_locked()).then(|| DecidedOn::of(context)),
     };
+    let live = access.batcher().cloned();
     let Some(made) = make(conn, events, access, counter, made_events).await? else {
         return Err(lost_race(conn, events, bid_id).await);
     };
+    if let Some(batcher) = live {
+        let (bid, thread) = &made.rows;
+        batcher.live().made_pending(bid, thread, &context.listing, Some(context.bid.amount));
+    }
     Ok(made.rows)
 }
 
@@ -479,12 +551,17 @@ pub async fn answer(
             }
         }
         (Access::Locked, Answer::Reject | Answer::Withdraw) | (Access::Unlocked(_), Answer::Accept) => {}
-        (Access::Unlocked(_), Answer::Reject | Answer::Withdraw) => return Err(Error::NeedsLocks),
+        (Access::Unlocked(batcher), Answer::Reject | Answer::Withdraw) => {
+            // Whatever comes of it, the bid will not be pending as this instance remembers it.
+            batcher.live().take(bid_id, caller.id);
+            return Err(Error::NeedsLocks);
+        }
     }
-    let (context, party) = read_context(conn, &access, caller, bid_id).await?;
-    let transition = decide(conn, events, &access, &context, answer.action(), party).await?;
+    let (context, party, remembered) = read_context(conn, &access, caller, bid_id, answer.kind()).await?;
+    let transition =
+        again_if_remembered(remembered, decide(conn, events, &access, &context, answer.action(), party).await)?;
     match transition {
-        Transition::Accept => accept(conn, events, access, &context, transition).await,
+        Transition::Accept => again_if_remembered(remembered, accept(conn, events, access, &context, transition).await),
         Transition::Reject(_) | Transition::Expire => {
             let ended = negotiation::end_with_bid(conn, bid_id, transition).await?;
             metrics::move_made(answer.kind(), if ended.is_some() { MoveOutcome::Made } else { MoveOutcome::Lost });
@@ -571,11 +648,16 @@ async fn accept(
         order_id: order.id,
         min_available,
         now,
+        thread_updated_at: (!access.is_locked()).then_some(context.thread.updated_at),
     };
+    let live = access.batcher().cloned();
     let Some(made) = make(conn, events, access, accept, made_events).await? else {
         return Err(lost_race(conn, events, context.bid.id).await);
     };
     let accepted = made.rows;
+    if let Some(batcher) = live {
+        batcher.live().listing_seen(&accepted.listing);
+    }
     if accepted.listing.status == ListingStatus::Sold {
         let ended = negotiation::end_listing_threads(conn, context.listing.id, Reason::ListingSold).await?;
         record_closed(events, ended);
