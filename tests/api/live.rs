@@ -187,6 +187,56 @@ async fn a_counter_decided_on_listing_terms_changed_through_the_other_instance_f
 }
 
 #[tokio::test]
+async fn a_placement_on_a_listing_changed_through_the_other_instance_follows_the_listing_as_it_is() {
+    let market = Market::open(json!({})).await;
+    let mut buyers = Vec::new();
+    for name in ["first", "second", "third", "fourth"] {
+        buyers.push(market.a.agent(name, Some("AGENCY")).await.1);
+    }
+    let path = format!("/v1/listings/{}/bids", market.listing);
+    let place = |buyer: &str| {
+        let path = path.clone();
+        let buyer = buyer.to_owned();
+        let a = &market.a;
+        async move { a.call(Method::POST, &path, Some(&buyer), Some(json!({ "amount": 60000 }))).await }
+    };
+    // A reads the listing for the first placement and remembers it.
+    let (status, body) = place(&buyers[0]).await;
+    assert_eq!(status, 201, "{body}");
+    let before = market.a.scrape().await;
+
+    // Negotiation kept through B to a tier above the buyers' own: A, remembering the listing open
+    // to them, places, and the placement is refused as under locks (and A forgets the listing).
+    market.change_listing(&market.b, json!({ "min_negotiation_tier": "ADVERTISER" })).await;
+    let (status, body) = place(&buyers[1]).await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("negotiation_not_allowed")), "{body}");
+    // Read again, and remembered as closed to them.
+    let (status, body) = place(&buyers[1]).await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("negotiation_not_allowed")), "{body}");
+
+    // Opened to every tier through B: A's memory would refuse, and the placement is decided
+    // again on the listing as it is.
+    market.change_listing(&market.b, json!({ "min_negotiation_tier": "PUBLIC" })).await;
+    let (status, body) = place(&buyers[2]).await;
+    assert_eq!(status, 201, "{body}");
+
+    // Withdrawn through B.
+    let withdraw = format!("/v1/listings/{}/withdraw", market.listing);
+    let (status, body) = market.b.call(Method::POST, &withdraw, Some(&market.seller), None).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = place(&buyers[3]).await;
+    assert_eq!((status, body["code"].as_str()), (409, Some("listing_unavailable")), "{body}");
+
+    let after = market.a.scrape().await;
+    let read = |source: &str| {
+        let labels = [("kind", "placements"), ("source", source)];
+        after.value("haggle_move_reads_total", &labels) - before.value("haggle_move_reads_total", &labels)
+    };
+    assert_eq!((read("memory"), read("database")), (2.0, 2.0), "the first and the third were decided from memory");
+    assert_eq!(market.count("SELECT count(*) FROM threads").await, 2);
+}
+
+#[tokio::test]
 async fn counters_accepts_and_withdrawals_racing_through_two_instances_have_one_winner() {
     let market = Market::open(json!({ "bid_ttl_seconds": 600 })).await;
     let before = market.a.scrape().await;
