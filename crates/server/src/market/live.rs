@@ -95,11 +95,6 @@ impl Live {
         })
     }
 
-    /// Forgets the pending bid: it is being answered in a way this instance does not remember.
-    pub fn forget_pending(&self, bid_id: Uuid) {
-        self.state().pending.map.remove(&bid_id);
-    }
-
     /// Remembers the listing as read or written, unless a newer version is known.
     pub fn listing_seen(&self, listing: &Listing) {
         if self.capacity == 0 {
@@ -120,12 +115,6 @@ impl Live {
     /// Forgets the listing: a move decided on it found it changed.
     pub fn forget_listing(&self, listing_id: Uuid) {
         self.state().listings.map.remove(&listing_id);
-    }
-
-    /// How many pending bids and listings are remembered.
-    pub fn sizes(&self) -> (usize, usize) {
-        let state = self.state();
-        (state.pending.map.len(), state.listings.map.len())
     }
 }
 
