@@ -8,7 +8,7 @@
 use futures::future::join_all;
 use reqwest::Method;
 use serde_json::{Value, json};
-use sqlx::Row;
+use sqlx::{PgPool, Row};
 
 use crate::served::{Metrics, Server};
 use crate::support::TestDb;
@@ -16,7 +16,10 @@ use crate::support::TestDb;
 const ENV: &[(&str, &str)] = &[("HAGGLE_RATE_LIMIT", "0"), ("HAGGLE_SWEEP_INTERVAL", "0")];
 
 struct Market {
-    db: TestDb,
+    /// For reading what the moves wrote.
+    pool: PgPool,
+    /// The database, dropped with the market.
+    _db: TestDb,
     /// The instance whose memory goes stale.
     a: Server,
     /// The instance the other moves go through.
@@ -39,7 +42,8 @@ impl Market {
         let (status, listing) = a.call(Method::POST, "/v1/listings", Some(&seller), Some(fields)).await;
         assert_eq!(status, 201, "{listing}");
         let listing = listing["id"].as_str().unwrap().to_owned();
-        Market { db, a, b, seller, buyer, listing }
+        let pool = db.pool(1).await;
+        Market { pool, _db: db, a, b, seller, buyer, listing }
     }
 
     /// The buyer's opening bid, placed through `server` (which then remembers it).
@@ -48,10 +52,14 @@ impl Market {
     }
 
     async fn place_as(&self, server: &Server, buyer: &str, amount: i64) -> String {
-        let path = format!("/v1/listings/{}/bids", self.listing);
-        let (status, body) = server.call(Method::POST, &path, Some(buyer), Some(json!({ "amount": amount }))).await;
+        let (status, body) = self.try_place(server, buyer, amount).await;
         assert_eq!(status, 201, "{body}");
         body["bid"]["id"].as_str().unwrap().to_owned()
+    }
+
+    async fn try_place(&self, server: &Server, buyer: &str, amount: i64) -> (u16, Value) {
+        let path = format!("/v1/listings/{}/bids", self.listing);
+        server.call(Method::POST, &path, Some(buyer), Some(json!({ "amount": amount }))).await
     }
 
     async fn counter(&self, server: &Server, key: &str, bid: &str, amount: i64) -> (u16, Value) {
@@ -81,31 +89,32 @@ impl Market {
     }
 
     async fn count(&self, sql: &str) -> i64 {
-        let pool = self.db.pool(1).await;
-        let count: i64 = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
-        pool.close().await;
-        count
+        sqlx::query_scalar(sql).fetch_one(&self.pool).await.unwrap()
     }
 
     /// The lifetime, in seconds, the counter made on `bid` was given.
     async fn counter_lifetime(&self, bid: &str) -> i64 {
-        let pool = self.db.pool(1).await;
         let row = sqlx::query(
             "SELECT extract(epoch FROM expires_at - created_at)::bigint AS ttl FROM bids WHERE parent_bid_id = $1::uuid",
         )
         .bind(bid)
-        .fetch_one(&pool)
+        .fetch_one(&self.pool)
         .await
         .unwrap();
-        pool.close().await;
         row.get("ttl")
     }
 }
 
+/// How many unlocked moves of `kind` the instance decided on `source` (`memory` or `database`)
+/// since `before`.
+fn reads(before: &Metrics, after: &Metrics, kind: &str, source: &str) -> f64 {
+    let labels = [("kind", kind), ("source", source)];
+    after.value("haggle_move_reads_total", &labels) - before.value("haggle_move_reads_total", &labels)
+}
+
 /// How many unlocked moves of `kind` the instance decided from its memory since `before`.
 fn from_memory(before: &Metrics, after: &Metrics, kind: &str) -> f64 {
-    let labels = [("kind", kind), ("source", "memory")];
-    after.value("haggle_move_reads_total", &labels) - before.value("haggle_move_reads_total", &labels)
+    reads(before, after, kind, "memory")
 }
 
 #[tokio::test]
@@ -193,13 +202,7 @@ async fn a_placement_on_a_listing_changed_through_the_other_instance_follows_the
     for name in ["first", "second", "third", "fourth"] {
         buyers.push(market.a.agent(name, Some("AGENCY")).await.1);
     }
-    let path = format!("/v1/listings/{}/bids", market.listing);
-    let place = |buyer: &str| {
-        let path = path.clone();
-        let buyer = buyer.to_owned();
-        let a = &market.a;
-        async move { a.call(Method::POST, &path, Some(&buyer), Some(json!({ "amount": 60000 }))).await }
-    };
+    let place = |buyer| market.try_place(&market.a, buyer, 60000);
     // A reads the listing for the first placement and remembers it.
     let (status, body) = place(&buyers[0]).await;
     assert_eq!(status, 201, "{body}");
@@ -228,10 +231,7 @@ async fn a_placement_on_a_listing_changed_through_the_other_instance_follows_the
     assert_eq!((status, body["code"].as_str()), (409, Some("listing_unavailable")), "{body}");
 
     let after = market.a.scrape().await;
-    let read = |source: &str| {
-        let labels = [("kind", "placements"), ("source", source)];
-        after.value("haggle_move_reads_total", &labels) - before.value("haggle_move_reads_total", &labels)
-    };
+    let read = |source| reads(&before, &after, "placements", source);
     assert_eq!((read("memory"), read("database")), (2.0, 2.0), "the first and the third were decided from memory");
     assert_eq!(market.count("SELECT count(*) FROM threads").await, 2);
 }
@@ -280,17 +280,8 @@ async fn counters_accepts_and_withdrawals_racing_through_two_instances_have_one_
         if won[0] == "counter" {
             assert_eq!(market.counter_lifetime(opening).await, ttl, "round {round}: never the stale lifetime");
             // The thread's counter is pending; end it for the next round.
-            let pending: String = {
-                let pool = market.db.pool(1).await;
-                let id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM bids WHERE parent_bid_id = $1::uuid")
-                    .bind(opening)
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap();
-                pool.close().await;
-                id.to_string()
-            };
-            market.end(&pending, "reject").await;
+            let (_, (_, countered)) = answers.iter().find(|(_, (status, _))| *status == 201).unwrap();
+            market.end(countered["bid"]["id"].as_str().unwrap(), "reject").await;
         }
     }
     let after = market.a.scrape().await;

@@ -34,6 +34,22 @@ struct State {
     listings: Bounded<Arc<Listing>>,
 }
 
+impl State {
+    /// The version of the listing this instance knows, if it is at least as new as `listing`.
+    fn known(&self, listing: &Listing) -> Option<Arc<Listing>> {
+        self.listings.map.get(&listing.id).filter(|known| known.updated_at >= listing.updated_at).cloned()
+    }
+
+    /// Removes the pending bid's entry if `agent` is party to its thread.
+    fn remove_for(&mut self, bid_id: Uuid, agent: Uuid) -> Option<Pending> {
+        let pending = self.pending.map.get(&bid_id)?;
+        if agent != pending.thread.buyer_id && agent != pending.thread.seller_id {
+            return None;
+        }
+        self.pending.map.remove(&bid_id)
+    }
+}
+
 /// A pending bid as its move wrote it.
 #[derive(Debug)]
 struct Pending {
@@ -61,10 +77,7 @@ impl Live {
             return;
         }
         let mut state = self.state();
-        let listing = match state.listings.map.get(&listing.id) {
-            Some(known) if known.updated_at >= listing.updated_at => known.clone(),
-            _ => Arc::new(listing.clone()),
-        };
+        let listing = state.known(listing).unwrap_or_else(|| Arc::new(listing.clone()));
         let pending = Pending { bid: bid.clone(), thread: thread.clone(), listing, parent_amount };
         state.pending.insert(self.capacity, bid.id, pending);
     }
@@ -73,17 +86,9 @@ impl Live {
     /// is party to its thread; the entry is gone either way once a party asked.
     pub fn take(&self, bid_id: Uuid, agent: Uuid) -> Option<BidContext> {
         let mut state = self.state();
-        let party =
-            state.pending.map.get(&bid_id).is_some_and(|p| agent == p.thread.buyer_id || agent == p.thread.seller_id);
-        if !party {
-            return None;
-        }
-        let pending = state.pending.map.remove(&bid_id)?;
+        let pending = state.remove_for(bid_id, agent)?;
         // The newest version of the listing this instance knows.
-        let listing = match state.listings.map.get(&pending.listing.id) {
-            Some(known) if known.updated_at > pending.listing.updated_at => known.clone(),
-            _ => pending.listing,
-        };
+        let listing = state.known(&pending.listing).unwrap_or(pending.listing);
         drop(state);
         let db_now = clock(&[pending.bid.updated_at, pending.thread.updated_at]);
         Some(BidContext {
@@ -95,13 +100,19 @@ impl Live {
         })
     }
 
-    /// Remembers the listing as read or written, unless a newer version is known.
+    /// Forgets the pending bid, if `agent` is party to it: it is being answered in a way this
+    /// instance does not remember.
+    pub fn forget(&self, bid_id: Uuid, agent: Uuid) {
+        self.state().remove_for(bid_id, agent);
+    }
+
+    /// Remembers the listing as read or written, unless this version or a newer one is known.
     pub fn listing_seen(&self, listing: &Listing) {
         if self.capacity == 0 {
             return;
         }
         let mut state = self.state();
-        if state.listings.map.get(&listing.id).is_some_and(|known| known.updated_at > listing.updated_at) {
+        if state.known(listing).is_some() {
             return;
         }
         state.listings.insert(self.capacity, listing.id, Arc::new(listing.clone()));

@@ -118,19 +118,19 @@ pub async fn place(
             }
         },
     };
-    let live = access.batcher().cloned();
-    if live.is_some() {
+    let batcher = access.batcher();
+    if batcher.is_some() {
         metrics::move_read(PlaceMove::KIND, remembered);
     }
-    match open(conn, events, access, caller, &listing, now, mine, input, amount).await {
+    match open(conn, events, &access, caller, &listing, now, mine, input, amount).await {
         Ok((bid, thread)) => {
-            if let Some(batcher) = live {
+            if let Some(batcher) = batcher {
                 batcher.live().made_pending(&bid, &thread, &listing, None);
             }
             Ok((bid, thread))
         }
         Err(Error::Rejected(_) | Error::NeedsLocks) if remembered => {
-            if let Some(batcher) = live {
+            if let Some(batcher) = batcher {
                 batcher.live().forget_listing(listing.id);
             }
             Err(Error::NeedsLocks)
@@ -144,7 +144,7 @@ pub async fn place(
 async fn open(
     conn: &mut PgConnection,
     events: &mut Outbox,
-    access: Access,
+    access: &Access,
     caller: Caller,
     listing: &Listing,
     now: DateTime<Utc>,
@@ -471,11 +471,10 @@ async fn counter_on(
         mediation,
         decided_on: (!access.is_locked()).then(|| DecidedOn::of(context)),
     };
-    let live = access.batcher().cloned();
-    let Some(made) = make(conn, events, access, counter, made_events).await? else {
+    let Some(made) = make(conn, events, &access, counter, made_events).await? else {
         return Err(lost_race(conn, events, bid_id).await);
     };
-    if let Some(batcher) = live {
+    if let Some(batcher) = access.batcher() {
         let (bid, thread) = &made.rows;
         batcher.live().made_pending(bid, thread, &context.listing, Some(context.bid.amount));
     }
@@ -489,7 +488,7 @@ async fn counter_on(
 async fn make<M: Move>(
     conn: &mut PgConnection,
     events: &mut Outbox,
-    access: Access,
+    access: &Access,
     what: M,
     made_events: Vec<NewEvent>,
 ) -> Result<Option<Made<M::Made>>> {
@@ -553,7 +552,7 @@ pub async fn answer(
         (Access::Locked, Answer::Reject | Answer::Withdraw) | (Access::Unlocked(_), Answer::Accept) => {}
         (Access::Unlocked(batcher), Answer::Reject | Answer::Withdraw) => {
             // Whatever comes of it, the bid will not be pending as this instance remembers it.
-            batcher.live().take(bid_id, caller.id);
+            batcher.live().forget(bid_id, caller.id);
             return Err(Error::NeedsLocks);
         }
     }
@@ -650,12 +649,11 @@ async fn accept(
         now,
         thread_updated_at: (!access.is_locked()).then_some(context.thread.updated_at),
     };
-    let live = access.batcher().cloned();
-    let Some(made) = make(conn, events, access, accept, made_events).await? else {
+    let Some(made) = make(conn, events, &access, accept, made_events).await? else {
         return Err(lost_race(conn, events, context.bid.id).await);
     };
     let accepted = made.rows;
-    if let Some(batcher) = live {
+    if let Some(batcher) = access.batcher() {
         batcher.live().listing_seen(&accepted.listing);
     }
     if accepted.listing.status == ListingStatus::Sold {
