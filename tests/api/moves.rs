@@ -6,7 +6,8 @@ use chrono::Utc;
 use haggle_domain::Tier;
 use haggle_domain::bid::{Proposal, Transition};
 use haggle_server::db::agents::Caller;
-use haggle_server::db::negotiation::{self as moves, CounterMove, MoveEvent};
+use haggle_server::db::moves::{self, CounterMove, MoveEvent};
+use haggle_server::db::rows::NewBid;
 use haggle_server::events::{NewEvent, Outbox};
 use haggle_server::market::negotiation::{self, Answer};
 use haggle_server::market::{Access, Batcher, Error, Rules};
@@ -40,7 +41,7 @@ async fn seller_counter(app: &TestApp, bid: &str, amount: i64) -> (CounterMove, 
     .unwrap()
     .0;
     let now: chrono::DateTime<Utc> = sqlx::query_scalar("SELECT now()").fetch_one(&app.pool).await.unwrap();
-    let opening = moves::NewBid {
+    let opening = NewBid {
         id: Uuid::now_v7(),
         author_id: thread.seller_id,
         amount,

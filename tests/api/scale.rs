@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use haggle_domain::Party;
 use haggle_server::db::listings::{self, ListingFilter};
-use haggle_server::db::negotiation::{self, ThreadFilter};
+use haggle_server::db::threads::ThreadFilter;
 
 use crate::support::*;
 
@@ -212,11 +212,11 @@ async fn the_reads_that_grow_with_history_use_their_indexes() {
         limit: 20,
         ..Default::default()
     };
-    let listed = plan(negotiation::plan_of_list_threads(&app.pool, seller, &live).await);
+    let listed = plan(haggle_server::db::threads::plan_of_list_threads(&app.pool, seller, &live).await);
     assert!(listed.contains("threads_seller_active_idx"), "live threads:\n{listed}");
     // Without a role: two index scans merged, never one scan of either role's rows.
     let all = ThreadFilter { limit: 20, ..Default::default() };
-    let listed = plan(negotiation::plan_of_list_threads(&app.pool, seller, &all).await);
+    let listed = plan(haggle_server::db::threads::plan_of_list_threads(&app.pool, seller, &all).await);
     for index in ["threads_buyer_id_idx", "threads_seller_id_idx"] {
         assert!(listed.contains(index), "all threads should read {index}:\n{listed}");
     }
@@ -225,7 +225,7 @@ async fn the_reads_that_grow_with_history_use_their_indexes() {
     // The sweeper reads pending bids only (by deadline through `bids_due_idx` once the live
     // ones are many), and looks up the threads of the due ones by key, never joining every
     // live thread.
-    let swept = plan(negotiation::plan_of_lock_due(&app.pool, 500).await);
+    let swept = plan(haggle_server::db::sweeps::plan_of_lock_due(&app.pool, 500).await);
     assert!(swept.contains("bids_due_idx") || swept.contains("bids_one_pending_per_thread"), "sweeper:\n{swept}");
     assert!(swept.contains("Index Scan using threads_pkey on threads"), "sweeper:\n{swept}");
     for walk in ["Seq Scan", "Hash Join", "Bitmap Heap Scan on threads"] {

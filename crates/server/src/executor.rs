@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::db;
 use crate::db::agents::Caller;
-use crate::db::policies::{Chained, Decided, Task, TaskContext};
+use crate::db::tasks::{Chained, Decided, Task, TaskContext};
 use crate::events::{EventType, NewEvent, Outbox};
 use crate::market::mediation;
 use crate::market::negotiation::{self, Answer};
@@ -44,7 +44,7 @@ use haggle_domain::{BidStatus, Party, Rejection, ThreadStatus};
 /// or due for a retry).
 pub const TICK: Duration = Duration::from_secs(1);
 /// How far back the executor looks for policy changes that a move may have raced (see
-/// [`db::policies::queue_after_changes`]).
+/// [`db::tasks::queue_after_changes`]).
 const RACED_WINDOW: Duration = Duration::from_secs(10);
 /// A task whose transaction keeps failing is given up after this many attempts.
 const MAX_ATTEMPTS: i32 = 8;
@@ -120,7 +120,7 @@ async fn work(market: Market, rules: Rules, chain: usize, shutdown: Cancellation
 async fn catch_raced(market: Market, shutdown: CancellationToken) {
     let window = i64::try_from(RACED_WINDOW.as_millis()).unwrap_or(i64::MAX);
     loop {
-        match db::policies::queue_after_changes(market.pool(), window).await {
+        match db::tasks::queue_after_changes(market.pool(), window).await {
             Ok(0) => {}
             Ok(queued) => {
                 tracing::info!(queued, "auto-negotiation: queued bids made as their policies changed");
@@ -141,7 +141,7 @@ async fn catch_raced(market: Market, shutdown: CancellationToken) {
 pub async fn run_once(market: &Market, rules: Rules, chain: usize) -> Result<Option<Outcome>, sqlx::Error> {
     let pool = market.pool();
     let mut unit = market.begin().await?;
-    let Some(task) = db::policies::take_task(unit.conn()).await? else {
+    let Some(task) = db::tasks::take_task(unit.conn()).await? else {
         return Ok(None);
     };
     let taken = std::time::Instant::now();
@@ -179,7 +179,7 @@ pub async fn run_once(market: &Market, rules: Rules, chain: usize) -> Result<Opt
         Err(error) => {
             tracing::warn!(bid_id = %task.bid_id, %error, "auto-negotiation failed; retrying");
             let delay = 100i64 << task.attempts.clamp(0, 10);
-            db::policies::retry_task(pool, task, delay).await?;
+            db::tasks::retry_task(pool, task, delay).await?;
             Ok(Some(Outcome::Dropped))
         }
     }
@@ -189,8 +189,8 @@ pub async fn run_once(market: &Market, rules: Rules, chain: usize) -> Result<Opt
 async fn give_up(market: &Market, task: Task) -> Result<(), sqlx::Error> {
     let mut unit = market.begin().await?;
     let (conn, events) = unit.parts();
-    db::policies::finish_task(&mut *conn, task.bid_id).await?;
-    let context = db::policies::task_context(&mut *conn, task).await?;
+    db::tasks::finish_task(&mut *conn, task.bid_id).await?;
+    let context = db::tasks::task_context(&mut *conn, task).await?;
     if let Some(context) = context.filter(|context| context.bid_status == BidStatus::Pending) {
         let detail = "the policy could not act on this bid after repeated attempts; it is yours to answer";
         stop(conn, events, task, &context, "failed", detail, None).await?;
@@ -227,7 +227,7 @@ async fn act(
     chaining: bool,
 ) -> Result<(Task, Outcome, Option<Box<Chained>>), sqlx::Error> {
     let (task, context, held) = match taken {
-        Taken::Alone(task) => match db::policies::task_context(conn, task).await? {
+        Taken::Alone(task) => match db::tasks::task_context(conn, task).await? {
             Some(context) => (task, context, None),
             None => return Ok((task, Outcome::Dropped, None)),
         },
@@ -289,9 +289,9 @@ async fn act(
             let rationale = public_rationale(action);
             let decided = Decided { action, reason, rationale, counter_bid_id };
             let next = match counter_bid_id {
-                Some(_) if chaining => db::policies::record_and_take_next(conn, task, decided).await?.map(Box::new),
+                Some(_) if chaining => db::tasks::record_and_take_next(conn, task, decided).await?.map(Box::new),
                 _ => {
-                    db::policies::record_decision(conn, task, decided).await?;
+                    db::tasks::record_decision(conn, task, decided).await?;
                     None
                 }
             };
@@ -366,7 +366,7 @@ async fn mediate(
     caller: Caller,
     rules: Rules,
 ) -> Result<Option<Outcome>, sqlx::Error> {
-    let Some((thread, listing)) = db::negotiation::lock_thread_and_listing(conn, task.thread_id, task.agent_id).await?
+    let Some((thread, listing)) = db::mediation::lock_thread_and_listing(conn, task.thread_id, task.agent_id).await?
     else {
         return Ok(None);
     };
@@ -391,7 +391,7 @@ async fn mediate(
             rationale: "Settled at the mediator's suggestion.",
             counter_bid_id: None,
         };
-        db::policies::record_decision(conn, task, decided).await?;
+        db::tasks::record_decision(conn, task, decided).await?;
         return Ok(Some(Outcome::Acted("settle")));
     }
     let other = context.role.other();
@@ -446,8 +446,8 @@ async fn stop(
     suggestion: Option<Decision>,
 ) -> Result<(), sqlx::Error> {
     let decided = Decided { action: "stop", reason, rationale: detail, counter_bid_id: None };
-    db::policies::record_decision(conn, task, decided).await?;
-    let bid = db::negotiation::get_bid(&mut *conn, task.bid_id, task.agent_id).await?;
+    db::tasks::record_decision(conn, task, decided).await?;
+    let bid = db::threads::get_bid(&mut *conn, task.bid_id, task.agent_id).await?;
     events.push(NewEvent {
         kind: EventType::NegotiationActionRequired,
         audience: vec![task.agent_id],

@@ -30,4 +30,5 @@ pub mod metrics;
 pub mod secrets;
 pub mod sweeper;
 pub mod telemetry;
+pub mod views;
 pub mod webhooks;

@@ -45,21 +45,21 @@ pub async fn run_once(market: &Market, batch: i64) -> Result<Outcome, sqlx::Erro
     let pool = market.pool();
     let mut unit = market.begin().await?;
     let (conn, events) = unit.parts();
-    let due = db::negotiation::lock_due(&mut *conn, batch).await?;
+    let due = db::sweeps::lock_due(&mut *conn, batch).await?;
     // Expiry is the state machine's decision, here as wherever else a bid expires.
     let expiring: Vec<_> = due
         .iter()
         .filter(|due| bid::expire(due.status, due.expires_at, due.db_now) == Ok(Transition::Expire))
         .map(|due| due.bid_id)
         .collect();
-    let expired = db::negotiation::end_threads(conn, &expiring, Transition::Expire).await?;
+    let expired = db::sweeps::end_threads(conn, &expiring, Transition::Expire).await?;
     for (bid, thread) in &expired {
         events.push(NewEvent::bid(bid, thread));
     }
     unit.commit().await?;
     metrics::expiry_sweep(expired.len());
     let purged = db::idempotency::purge_expired(pool, batch).await?;
-    let purged_tasks = db::policies::purge_done_tasks(pool, before(DONE_TASK_KEEP), batch).await?;
+    let purged_tasks = db::tasks::purge_done_tasks(pool, before(DONE_TASK_KEEP), batch).await?;
     let purged_quotes = db::quotes::purge_unbooked(pool, before(EXPIRED_QUOTE_KEEP), batch).await?;
     Ok(Outcome { expired_bids: expired.len(), purged_idempotency_keys: purged, purged_tasks, purged_quotes })
 }
@@ -77,7 +77,7 @@ fn before(age: Duration) -> chrono::DateTime<chrono::Utc> {
 /// how many of each went.
 pub async fn purge_events(pool: &PgPool, retention: Duration, batch: i64) -> Result<(u64, u64), sqlx::Error> {
     let events = db::events::purge_before(pool, before(retention), batch).await?;
-    let decisions = db::policies::purge_decisions(pool, before(retention), batch).await?;
+    let decisions = db::tasks::purge_decisions(pool, before(retention), batch).await?;
     Ok((events, decisions))
 }
 

@@ -162,7 +162,7 @@ pub async fn lock_listings_of_live_threads(conn: &mut PgConnection, agent_id: Uu
 pub async fn lock_live_threads(
     conn: &mut PgConnection,
     agent_id: Uuid,
-) -> Result<Vec<super::negotiation::BidDeadline>, sqlx::Error> {
+) -> Result<Vec<super::rows::BidDeadline>, sqlx::Error> {
     let locked: Vec<Uuid> = sqlx::query_scalar(
         "SELECT id FROM threads WHERE (buyer_id = $1 OR seller_id = $1) AND status = 'ACTIVE' ORDER BY id FOR UPDATE",
     )

@@ -11,14 +11,13 @@ use sqlx::types::Json;
 use sqlx::{FromRow, PgConnection, PgExecutor};
 use uuid::Uuid;
 
-use super::{Bid, Listing, Order, Thread, policies};
+use super::tasks::{self, Requeue, STORED_PENDING};
+use super::{Bid, Listing, Order, Thread};
 
 /// The NOTIFY channel that carries published events' ids and recipients.
 pub const CHANNEL: &str = "haggle_events";
 /// The NOTIFY channel that tells webhook workers that deliveries were queued.
 pub const DELIVERIES_CHANNEL: &str = "haggle_deliveries";
-/// The NOTIFY channel that tells auto-negotiation executors that bids wait for a policy.
-pub const AUTO_CHANNEL: &str = "haggle_auto";
 
 /// An event about to be written: its kind, who may see it, the ids it concerns and a snapshot
 /// of the objects as the change left them.
@@ -131,7 +130,7 @@ pub async fn insert_outbox(conn: &mut PgConnection, events: &[NewEvent]) -> Resu
         let new_pending = format!(
             "(SELECT p.* FROM written w JOIN {} p ON p.bid_id = w.bid_id
               WHERE w.type IN ('{}', '{}'))",
-            policies::STORED_PENDING,
+            STORED_PENDING,
             EventType::BidPlaced,
             EventType::BidCountered,
         );
@@ -145,7 +144,7 @@ pub async fn insert_outbox(conn: &mut PgConnection, events: &[NewEvent]) -> Resu
              ), {}
              SELECT (SELECT count(*) FROM written) AS events, (SELECT count(*) FROM queued) AS tasks,
                     (SELECT count(*) FROM announced) AS announced",
-            policies::queue_tasks(&new_pending, policies::Requeue::Never)
+            tasks::queue_tasks(&new_pending, Requeue::Never)
         )
     });
     sqlx::query_as(STATEMENT.as_str()).bind(Json(events)).fetch_one(conn).await

@@ -1,4 +1,7 @@
-//! Queries, one module per table family. Functions take `&mut PgConnection` (inside the caller's
+//! Queries, one module per job: the rows (`rows`, and each table family's own), the moves on
+//! bids (`moves`), ending threads (`sweeps`), reading bids and threads (`threads`), the
+//! mediator's (`mediation`), events and the outbox (`events`), policies and their tasks
+//! (`policies`, `tasks`). Functions take `&mut PgConnection` (inside the caller's
 //! transaction) or a pool, and return the records the API shows.
 
 use std::future::Future;
@@ -16,16 +19,21 @@ pub mod events;
 pub mod idempotency;
 pub mod instances;
 pub mod listings;
-pub mod negotiation;
+pub mod mediation;
+pub mod moves;
 pub mod orders;
 pub mod policies;
 pub mod quotes;
+pub mod rows;
+pub mod sweeps;
+pub mod tasks;
+pub mod threads;
 pub mod webhooks;
 
 pub use agents::{Agent, ApiKey};
 pub use listings::Listing;
-pub use negotiation::{Bid, Thread};
 pub use orders::Order;
+pub use rows::{Bid, Thread};
 
 pub use haggle_api::Page;
 

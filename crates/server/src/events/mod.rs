@@ -11,7 +11,8 @@ mod hub;
 pub mod listener;
 pub mod publisher;
 
-pub use crate::db::events::{AUTO_CHANNEL, CHANNEL, DELIVERIES_CHANNEL, NewEvent, Written};
+pub use crate::db::events::{CHANNEL, DELIVERIES_CHANNEL, NewEvent, Written};
+pub use crate::db::tasks::AUTO_CHANNEL;
 pub use haggle_api::{Event, EventType};
 pub use hub::{Crowded, DEFAULT_MAX_WAITERS, Hub, MARKET, MAX_WAITERS_PER_AGENT, Subscription};
 

@@ -39,7 +39,7 @@ struct ReadQuery {
 }
 
 async fn read_now(state: &AppState, caller: Caller, id: Uuid) -> Result<api::Bid, ApiError> {
-    let bid = db::negotiation::get_bid(&state.pool, id, caller.id).await?;
+    let bid = db::threads::get_bid(&state.pool, id, caller.id).await?;
     bid.map(|bid| bid.at(Utc::now())).ok_or_else(|| ApiError::not_found("bid"))
 }
 

@@ -12,7 +12,7 @@ use super::extract::{ActionBody, Id, IdempotencyKey, Params};
 use super::{AppState, Endpoint, Page, Reply, Write, choice, paging};
 use crate::db;
 use crate::db::agents::Caller;
-use crate::db::negotiation::ThreadFilter;
+use crate::db::threads::ThreadFilter;
 use crate::market::mediation::{self, Settlement};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -74,13 +74,13 @@ async fn list(
         after,
         limit,
     };
-    let page = db::negotiation::list_threads(&state.pool, caller.id, &filter).await?;
+    let page = db::threads::list_threads(&state.pool, caller.id, &filter).await?;
     let now = Utc::now();
     Ok(Json(page.map(|thread| thread.at(now))))
 }
 
 async fn read(State(state): State<AppState>, caller: Caller, Id(id): Id) -> Result<Json<ThreadWithBids>, ApiError> {
-    let (thread, bids) = db::negotiation::get_thread_with_bids(&state.pool, id, caller.id)
+    let (thread, bids) = db::threads::get_thread_with_bids(&state.pool, id, caller.id)
         .await?
         .ok_or_else(|| ApiError::not_found("thread"))?;
     let now = Utc::now();

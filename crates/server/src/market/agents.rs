@@ -131,7 +131,7 @@ pub async fn suspend(conn: &mut PgConnection, events: &mut Outbox, agent_id: Uui
             .filter(|due| bid::close(due.expires_at, due.db_now, Reason::AgentSuspended) == transition)
             .map(|due| due.bid_id)
             .collect();
-        let ended = db::negotiation::end_threads(conn, &bids, transition).await?;
+        let ended = db::sweeps::end_threads(conn, &bids, transition).await?;
         market::negotiation::record_closed(events, ended);
     }
     agents::announce_authorization_change(conn, agent_id).await?;

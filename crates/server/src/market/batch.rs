@@ -31,7 +31,7 @@ use uuid::Uuid;
 
 use super::Error;
 use super::live::Live;
-use crate::db::negotiation::{self, AcceptMove, Accepted, CounterMove, Made, MoveEvent, PlaceMove};
+use crate::db::moves::{AcceptMove, Accepted, CounterMove, Made, MoveEvent, PlaceMove};
 use crate::db::{self, Bid, Thread};
 use crate::events::NewEvent;
 use crate::metrics;
@@ -87,7 +87,7 @@ impl Move for PlaceMove {
         moves: &'a [Self],
         events: &'a [MoveEvent<'a>],
     ) -> Outcomes<'a, Self::Made> {
-        Box::pin(negotiation::place(conn, moves, events))
+        Box::pin(db::moves::place(conn, moves, events))
     }
 }
 
@@ -105,7 +105,7 @@ impl Move for CounterMove {
         moves: &'a [Self],
         events: &'a [MoveEvent<'a>],
     ) -> Outcomes<'a, Self::Made> {
-        Box::pin(negotiation::counter(conn, moves, events))
+        Box::pin(db::moves::counter(conn, moves, events))
     }
 }
 
@@ -123,7 +123,7 @@ impl Move for AcceptMove {
         moves: &'a [Self],
         events: &'a [MoveEvent<'a>],
     ) -> Outcomes<'a, Self::Made> {
-        Box::pin(negotiation::accept(conn, moves, events))
+        Box::pin(db::moves::accept(conn, moves, events))
     }
 }
 

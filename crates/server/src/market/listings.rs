@@ -60,7 +60,7 @@ pub async fn withdraw(conn: &mut PgConnection, events: &mut Outbox, caller: Call
     require_active(&listing)?;
     let withdrawn = db::listings::withdraw(conn, id).await?;
     events.push(NewEvent::listing(EventType::ListingWithdrawn, &withdrawn));
-    let ended = db::negotiation::end_listing_threads(conn, id, Reason::ListingWithdrawn).await?;
+    let ended = db::sweeps::end_listing_threads(conn, id, Reason::ListingWithdrawn).await?;
     super::negotiation::record_closed(events, ended);
     Ok(withdrawn)
 }
@@ -77,7 +77,7 @@ pub async fn purchase(conn: &mut PgConnection, events: &mut Outbox, caller: Call
     events.push(NewEvent::order_created(&order));
     if listing.status == ListingStatus::Sold {
         events.push(NewEvent::listing(EventType::ListingSold, &listing));
-        let ended = db::negotiation::end_listing_threads(conn, id, Reason::ListingSold).await?;
+        let ended = db::sweeps::end_listing_threads(conn, id, Reason::ListingSold).await?;
         super::negotiation::record_closed(events, ended);
     }
     Ok(order)

@@ -18,7 +18,7 @@ use chrono::{DateTime, SubsecRound, Utc};
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use crate::db::negotiation::BidContext;
+use crate::db::rows::BidContext;
 use crate::db::{Bid, Listing, Thread};
 
 /// Pending bids and listings this instance wrote last, up to `capacity` of each.

@@ -6,14 +6,13 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::batch::Move;
+use super::deadlock;
 use super::live;
-use super::mediation;
 use super::{Access, Error, Result, Rules};
 use crate::db::agents::Caller;
 use crate::db::listings::BuyerThreads;
-use crate::db::negotiation::{
-    self, AcceptMove, BidContext, CounterMove, DecidedOn, Made, MoveEvent, NewBid, PlaceMove,
-};
+use crate::db::moves::{AcceptMove, CounterMove, DecidedOn, Made, MoveEvent, PlaceMove};
+use crate::db::rows::{BidContext, NewBid};
 use crate::db::{self, Bid, Listing, Order, Thread};
 use crate::events::{EventType, NewEvent, Outbox, Written};
 use crate::metrics::{self, MoveOutcome};
@@ -163,7 +162,7 @@ async fn open(
             return Err(Error::NeedsLocks);
         }
         // The buyer's live thread ran out of time before the sweeper saw it: it ends now.
-        negotiation::lock_thread(conn, thread_id).await?;
+        db::moves::lock_thread(conn, thread_id).await?;
         record_expiry(conn, events, pending, BidStatus::Pending, deadline, now).await?;
     }
     if mine.thread_count >= i64::from(listing.max_threads_per_buyer) {
@@ -288,7 +287,7 @@ async fn record_expiry(
     now: DateTime<Utc>,
 ) -> Result<()> {
     let expiry = bid::expire(status, expires_at, now)?;
-    if let Some((bid, thread)) = negotiation::end_with_bid(conn, bid_id, expiry).await? {
+    if let Some((bid, thread)) = db::sweeps::end_with_bid(conn, bid_id, expiry).await? {
         events.push(NewEvent::bid(&bid, &thread));
     }
     Ok(())
@@ -304,7 +303,7 @@ pub(super) fn record_closed(events: &mut Outbox, ended: Vec<(Bid, Thread)>) {
 /// The compare-and-set changed nothing: a concurrent action won, or the bid's deadline passed
 /// while this request waited for its locks (then the expiry is recorded).
 async fn lost_race(conn: &mut PgConnection, events: &mut Outbox, bid_id: Uuid) -> Error {
-    let stored = match negotiation::stored_status(conn, bid_id).await {
+    let stored = match db::moves::stored_status(conn, bid_id).await {
         Ok(stored) => stored,
         Err(error) => return error.into(),
     };
@@ -335,13 +334,13 @@ async fn read_context(
     kind: &'static str,
 ) -> Result<(BidContext, Party, bool)> {
     let (context, remembered) = match access {
-        Access::Locked => (negotiation::lock_bid_context(conn, bid_id, caller.id).await?, false),
+        Access::Locked => (db::moves::lock_bid_context(conn, bid_id, caller.id).await?, false),
         Access::Unlocked(batcher) => {
             let remembered = batcher.live().take(bid_id, caller.id);
             metrics::move_read(kind, remembered.is_some());
             match remembered {
                 Some(context) => (Some(context), true),
-                None => (negotiation::read_bid_context(conn, bid_id, caller.id).await?, false),
+                None => (db::moves::read_bid_context(conn, bid_id, caller.id).await?, false),
             }
         }
     };
@@ -455,7 +454,7 @@ async fn counter_on(
         updated_at: now,
         ..context.thread.0.clone()
     };
-    let mediation = mediation::detect(conn, context, &issues, &bid, rules).await?;
+    let mediation = deadlock::detect(conn, context, &issues, &bid, rules).await?;
     if let Some(suggestion) = &mediation {
         thread.deadlock_at = Some(now);
         thread.mediation = Some(suggestion.clone());
@@ -545,7 +544,7 @@ pub async fn answer(
     match (&access, answer) {
         // Accepting changes the listing, which is locked before the thread.
         (Access::Locked, Answer::Accept) => {
-            if !negotiation::lock_listing_of_bid(conn, bid_id, caller.id).await? {
+            if !db::moves::lock_listing_of_bid(conn, bid_id, caller.id).await? {
                 return Err(not_found().into());
             }
         }
@@ -562,7 +561,7 @@ pub async fn answer(
     match transition {
         Transition::Accept => again_if_remembered(remembered, accept(conn, events, access, &context, transition).await),
         Transition::Reject(_) | Transition::Expire => {
-            let ended = negotiation::end_with_bid(conn, bid_id, transition).await?;
+            let ended = db::sweeps::end_with_bid(conn, bid_id, transition).await?;
             metrics::move_made(answer.kind(), if ended.is_some() { MoveOutcome::Made } else { MoveOutcome::Lost });
             match ended {
                 Some((bid, thread)) => {
@@ -657,7 +656,7 @@ async fn accept(
         batcher.live().listing_seen(&accepted.listing);
     }
     if accepted.listing.status == ListingStatus::Sold {
-        let ended = negotiation::end_listing_threads(conn, context.listing.id, Reason::ListingSold).await?;
+        let ended = db::sweeps::end_listing_threads(conn, context.listing.id, Reason::ListingSold).await?;
         record_closed(events, ended);
     }
     Ok(Answered { bid: accepted.bid, thread: accepted.thread, order: Some(accepted.order) })

@@ -41,7 +41,7 @@ pub async fn put(
             }
         }
         Scope::Thread(id) => {
-            db::negotiation::lock_thread(&mut *conn, id).await?;
+            db::moves::lock_thread(&mut *conn, id).await?;
             let status = db::policies::thread_status(&mut *conn, id).await?;
             if status != ThreadStatus::Active {
                 return Err(Rejection::InvalidTransition {
@@ -59,7 +59,7 @@ pub async fn put(
     // before the policy.
     let mut unit = market.begin().await?;
     let (conn, events) = unit.parts();
-    let queued = db::policies::queue_waiting(conn, agent_id, role, scope).await?;
+    let queued = db::tasks::queue_waiting(conn, agent_id, role, scope).await?;
     events.wrote(Written { events: 0, tasks: queued as i64 });
     unit.commit().await?;
     Ok(stored)

@@ -1,0 +1,166 @@
+//! The rows of the negotiation as stored: threads, bids, and what a move on a bid reads of them.
+//! What agents are shown of a row is made outside `db/` (`crate::views`).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::FromRow;
+use sqlx::types::Json;
+use uuid::Uuid;
+
+use super::Listing;
+use haggle_api as api;
+use haggle_domain::bid;
+use haggle_domain::{BidStatus, Currency, Party, Reason, ThreadStatus};
+
+/// A thread as stored. Read back through `row_to_json`, so that its text columns come back as
+/// their enums; shown to agents as [`api::Thread`] through [`Thread::at`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Thread {
+    pub id: Uuid,
+    pub listing_id: Uuid,
+    pub buyer_id: Uuid,
+    pub seller_id: Uuid,
+    pub status: ThreadStatus,
+    pub rounds: i32,
+    pub last_bid_id: Uuid,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub closed_reason: Option<Reason>,
+    /// When the thread was marked as deadlocked, with the mediator's suggestion and the
+    /// parties that agreed to it.
+    #[serde(default)]
+    pub deadlock_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub mediation: Option<api::Suggestion>,
+    #[serde(default)]
+    pub mediation_agreed: Vec<Party>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A bid as stored (and as a move's statement reads the bid it writes). Shown to agents as
+/// [`api::Bid`], as stored or, through [`Bid::at`], as it truly is at a moment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bid {
+    pub id: Uuid,
+    pub thread_id: Uuid,
+    pub author: Party,
+    pub author_id: Uuid,
+    pub amount: i64,
+    pub currency: Currency,
+    pub message: Option<String>,
+    pub terms: Option<serde_json::Value>,
+    #[serde(rename = "final")]
+    pub is_final: bool,
+    pub status: BidStatus,
+    pub reason: Option<Reason>,
+    pub parent_bid_id: Option<Uuid>,
+    pub round: i32,
+    pub expires_at: DateTime<Utc>,
+    pub responded_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Everything a bid action decides on, read with the thread locked or, for a single-statement
+/// move, without locks (the move's compare-and-set then refuses anything that changed since):
+/// the rows as read, from which a move also works out the rows it will write (and their events).
+///
+/// The bid's columns may be one version old if another action committed while this one waited
+/// for the thread; the compare-and-set on the bid's status then refuses the write.
+#[derive(Debug, Clone, FromRow)]
+pub struct BidContext {
+    pub bid: Json<Bid>,
+    pub thread: Json<Thread>,
+    pub listing: Json<Listing>,
+    /// The amount of the bid this one answered: the responder's own previous position.
+    pub parent_amount: Option<i64>,
+    pub db_now: DateTime<Utc>,
+}
+
+impl BidContext {
+    /// The bid as the state machine sees it. A bid at or past the listing's round limit is final
+    /// even if the seller lowered `max_rounds` after it was made.
+    pub fn state(&self) -> bid::BidState {
+        bid::BidState {
+            status: self.bid.status,
+            author: self.bid.author,
+            is_final: self.bid.is_final || self.bid.round >= self.listing.max_rounds,
+            expires_at: self.bid.expires_at,
+        }
+    }
+
+    pub fn party_of(&self, agent_id: Uuid) -> Option<Party> {
+        if agent_id == self.thread.buyer_id {
+            Some(Party::Buyer)
+        } else if agent_id == self.thread.seller_id {
+            Some(Party::Seller)
+        } else {
+            None
+        }
+    }
+}
+
+/// The columns of a [`BidContext`], over the bid `b`, its thread `t` and listing `l`, and the
+/// bid it answered, `p` (joined on the left). Its clock is the time of the read, not of its
+/// transaction's start: a move made after a lock wait, or after other moves in the same
+/// transaction (two policies answering each other), is stamped with the time it was decided at.
+macro_rules! bid_context_columns {
+    () => {
+        "row_to_json(b) AS bid, row_to_json(t) AS thread, row_to_json(l) AS listing,
+         p.amount AS parent_amount, clock_timestamp() AS db_now"
+    };
+}
+
+pub(crate) use bid_context_columns;
+
+/// A bid's status as stored, with its deadline and the database's clock as it was read: what
+/// the domain decides an expiry on.
+#[derive(Debug, FromRow)]
+pub struct BidDeadline {
+    pub bid_id: Uuid,
+    #[sqlx(try_from = "String")]
+    pub status: BidStatus,
+    pub expires_at: DateTime<Utc>,
+    pub db_now: DateTime<Utc>,
+}
+
+pub struct NewBid<'a> {
+    pub id: Uuid,
+    pub author_id: Uuid,
+    pub amount: i64,
+    pub currency: Currency,
+    pub message: Option<&'a str>,
+    pub terms: Option<&'a serde_json::Value>,
+    pub is_final: bool,
+    pub expires_in: i32,
+}
+
+impl NewBid<'_> {
+    /// The deadline of a bid made at `now`.
+    pub fn expires_at(&self, now: DateTime<Utc>) -> DateTime<Utc> {
+        now + chrono::Duration::seconds(self.expires_in.into())
+    }
+
+    /// The row this bid is stored as when it is made at `now` as the pending bid of `round`.
+    pub fn row(&self, thread_id: Uuid, parent_bid_id: Option<Uuid>, round: i32, now: DateTime<Utc>) -> Bid {
+        Bid {
+            id: self.id,
+            thread_id,
+            author: Party::author_of_round(round),
+            author_id: self.author_id,
+            amount: self.amount,
+            currency: self.currency,
+            message: self.message.map(str::to_owned),
+            terms: self.terms.cloned(),
+            is_final: self.is_final,
+            status: BidStatus::Pending,
+            reason: None,
+            parent_bid_id,
+            round,
+            expires_at: self.expires_at(now),
+            responded_at: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+}
