@@ -23,6 +23,7 @@ use super::AppState;
 mod assets;
 mod pages;
 pub mod session;
+mod sign;
 
 /// Where the console lives.
 pub const PATH: &str = "/console";
@@ -36,9 +37,9 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; st
 fn routes() -> Vec<(Method, &'static str, MethodRouter<AppState>)> {
     vec![
         (Method::GET, PATH, routing::get(pages::market)),
-        (Method::GET, SIGN_IN, routing::get(session::form)),
-        (Method::POST, "/console/session", routing::post(session::sign_in)),
-        (Method::POST, "/console/sign-out", routing::post(session::sign_out)),
+        (Method::GET, SIGN_IN, routing::get(sign::form)),
+        (Method::POST, "/console/session", routing::post(sign::sign_in)),
+        (Method::POST, "/console/sign-out", routing::post(sign::sign_out)),
         (Method::GET, "/console/threads/{id}", routing::get(pages::thread)),
         (Method::GET, "/console/agents", routing::get(pages::agents)),
         (Method::GET, "/console/webhooks", routing::get(pages::webhooks)),
