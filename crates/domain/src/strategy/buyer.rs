@@ -12,7 +12,10 @@ use super::super::bid::Party;
 use super::super::listing::MAX_ROUNDS;
 use super::super::money::{DEFAULT_MAX_AMOUNT, MIN_AMOUNT};
 use super::super::rejection::{Rejection, Validator};
-use super::{Decision, NegotiationState, Negotiator, Rationale, Turn, open, settle};
+use super::model::{DEFAULT_BAYES_E, opening};
+use super::{
+    Decision, MAX_AUTO_ROUNDS, NegotiationState, Negotiator, Policy, Rationale, Strategy, Turn, decide, open, settle,
+};
 
 /// The guide's behaviour profiles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -317,6 +320,36 @@ impl Negotiator for Adaptive {
 impl Negotiator for Competitive {
     fn next(&self, state: &NegotiationState) -> Decision {
         Competitive::next(self, state)
+    }
+}
+
+/// The `bayes` buyer as a client plays it: its opening bid, then the policy of ceiling `max`
+/// (with no cap on the counters it makes: a client agent follows the thread to its end).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BayesBuyer {
+    pub max: i64,
+    pub e: f64,
+}
+
+impl BayesBuyer {
+    pub fn new(max: i64) -> BayesBuyer {
+        BayesBuyer { max, e: DEFAULT_BAYES_E }
+    }
+
+    pub fn policy(&self) -> Policy {
+        Policy { max_auto_rounds: MAX_AUTO_ROUNDS, ..Policy::new(self.max, Strategy::Bayes { e: self.e }) }
+    }
+}
+
+impl Negotiator for BayesBuyer {
+    fn next(&self, state: &NegotiationState) -> Decision {
+        if state.mover != Party::Buyer {
+            return Decision::Stop { rationale: Rationale::WrongSide };
+        }
+        if state.bids.is_empty() {
+            return open(state, opening(state.ask, self.max));
+        }
+        decide(&self.policy(), state)
     }
 }
 

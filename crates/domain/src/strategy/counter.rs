@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::super::bid::Party;
+use super::proposal::Proposal;
 use super::{NegotiationState, Rationale, Turn, concede, learned, model, round_concession, round_price, tier_engine};
 
 /// A policy's counter strategy, as stored and as sent in JSON: `{"strategy": "step", "fraction": 0.25}`.
@@ -87,19 +88,6 @@ pub const MAX_KINDNESS: f64 = 1.0;
 pub const MIN_KINDNESS: f64 = -1.0;
 /// Beyond this, t^(1/e) is indistinguishable from its limit for any round count a listing allows.
 pub const MAX_E: f64 = 100.0;
-
-/// What a strategy would do, before the policy's limits have their say.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Proposal {
-    Accept(Rationale),
-    Reject(Rationale),
-    Stop(Rationale),
-    /// The counter the strategy wishes for; it may be past the limit or outside the legal range.
-    Counter {
-        amount: i64,
-        is_final: bool,
-    },
-}
 
 impl Strategy {
     pub fn name(&self) -> &'static str {

@@ -18,6 +18,7 @@ pub mod learned;
 pub mod model;
 mod multi;
 mod policy;
+mod proposal;
 mod simulate;
 mod tier_engine;
 
@@ -30,9 +31,10 @@ use super::bid::{self, Party};
 use super::tier::Tier;
 
 pub use buyer::{Adaptive, Competitive, Profile, SimpleThreshold};
-pub use counter::{Proposal, Strategy};
+pub use counter::Strategy;
 pub use multi::{MultiIssue, MultiMove, MultiState};
 pub use policy::{DEFAULT_MAX_AUTO_ROUNDS, MAX_AUTO_ROUNDS, Policy, decide};
+pub use proposal::Proposal;
 pub use simulate::{Ending, PlacedBid, Setting, Transcript, simulate, state_after};
 pub use tier_engine::TierTerms;
 

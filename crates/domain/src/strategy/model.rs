@@ -45,10 +45,8 @@
 //! mover's limit and always lies in the legal range.
 
 use super::super::bid::Party;
-use super::{
-    Decision, MAX_AUTO_ROUNDS, NegotiationState, Negotiator, Policy, Proposal, Rationale, Strategy, Turn, decide, open,
-    round_price,
-};
+pub use super::buyer::BayesBuyer;
+use super::{NegotiationState, Proposal, Rationale, Turn, round_price};
 
 /// The buyer's opening bid, as a share of the ask.
 pub const BAYES_OPENING: f64 = 0.35;
@@ -300,36 +298,6 @@ pub fn opening(ask: i64, limit: i64) -> i64 {
     amount.min(limit).min(ask).max(1)
 }
 
-/// The `bayes` buyer as a client plays it: its opening bid, then the policy of ceiling `max`
-/// (with no cap on the counters it makes: a client agent follows the thread to its end).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct BayesBuyer {
-    pub max: i64,
-    pub e: f64,
-}
-
-impl BayesBuyer {
-    pub fn new(max: i64) -> BayesBuyer {
-        BayesBuyer { max, e: DEFAULT_BAYES_E }
-    }
-
-    pub fn policy(&self) -> Policy {
-        Policy { max_auto_rounds: MAX_AUTO_ROUNDS, ..Policy::new(self.max, Strategy::Bayes { e: self.e }) }
-    }
-}
-
-impl Negotiator for BayesBuyer {
-    fn next(&self, state: &NegotiationState) -> Decision {
-        if state.mover != Party::Buyer {
-            return Decision::Stop { rationale: Rationale::WrongSide };
-        }
-        if state.bids.is_empty() {
-            return open(state, opening(state.ask, self.max));
-        }
-        decide(&self.policy(), state)
-    }
-}
-
 /// The strategy's move for `state`, whose mover has private `limit`.
 pub(super) fn propose(state: &NegotiationState, turn: Turn, limit: i64, e: f64) -> Proposal {
     match state.mover {
@@ -377,7 +345,7 @@ fn propose_buyer(state: &NegotiationState, turn: Turn, ceiling: i64, e: f64) -> 
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::state;
-    use super::super::{Decision, Ending, Policy, Setting, Strategy, decide, simulate};
+    use super::super::{Decision, Ending, MAX_AUTO_ROUNDS, Policy, Setting, Strategy, decide, simulate};
     use super::*;
 
     fn policy_of(floor: i64) -> Policy {
