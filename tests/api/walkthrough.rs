@@ -20,7 +20,8 @@ fn shell_block(file: &str, name: &str) -> String {
     block[code_start..code_end].to_owned()
 }
 
-/// Runs a shell block of `file` against a fresh server; returns what it printed.
+/// Runs a shell block of `file` against a fresh server; returns what it printed. The block must
+/// succeed and print nothing on standard error: what a reader sees is what the file shows.
 pub async fn run_block(file: &str, name: &str) -> String {
     let db = TestDb::create().await;
     let token = "walkthrough-operator-token-42";
@@ -39,6 +40,10 @@ pub async fn run_block(file: &str, name: &str) -> String {
         output.status.success(),
         "{file}'s {name} block failed\nstdout:\n{stdout}\nstderr:\n{stderr}\nserver:\n{}",
         server.log()
+    );
+    assert!(
+        stderr.is_empty(),
+        "{file}'s {name} block printed on standard error, which {file} does not show\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
     stdout
 }
