@@ -475,9 +475,10 @@ async fn the_market_stream_carries_every_event() {
 }
 
 #[tokio::test]
-async fn the_readmes_operator_examples_work_verbatim() {
-    let stdout = crate::walkthrough::run_block("operator").await;
+async fn the_operator_examples_work_verbatim() {
+    let stdout = crate::walkthrough::run_block("docs/OPERATIONS.md", "operator").await;
     crate::walkthrough::prints(
+        "docs/OPERATIONS.md",
         &stdout,
         &[
             r#"[{"name":"lamp-buyer","open_threads":1},{"name":"lamp-seller","open_threads":1}]"#,

@@ -1,28 +1,32 @@
-//! The README's curl walkthrough, run verbatim against a live server.
+//! The documentation's examples (the README's curl walkthrough, the blocks of the pages under
+//! `docs/`), run verbatim against a live server.
 
 use crate::support::{ServerProcess, TestDb};
 
-fn readme() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap()
+/// A documentation file, by its path in the repository (`README.md`, `docs/API.md`).
+fn doc(file: &str) -> String {
+    let path = format!("{}/{file}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("read {file}: {error}"))
 }
 
-/// The shell code of a block of README.md between `<!-- name -->` and `<!-- /name -->`.
-fn shell_block(name: &str) -> String {
-    let readme = readme();
-    let start = readme.find(&format!("<!-- {name} -->")).expect("README has the block");
-    let end = readme.find(&format!("<!-- /{name} -->")).expect("README's block ends");
-    let block = &readme[start..end];
+/// The shell code of a block of `file` between `<!-- name -->` and `<!-- /name -->`.
+fn shell_block(file: &str, name: &str) -> String {
+    let text = doc(file);
+    let start = text.find(&format!("<!-- {name} -->")).unwrap_or_else(|| panic!("{file} has the {name} block"));
+    let end = text.find(&format!("<!-- /{name} -->")).unwrap_or_else(|| panic!("{file}'s {name} block ends"));
+    let block = &text[start..end];
     let code_start = block.find("```sh\n").expect("the walkthrough is a sh code block") + "```sh\n".len();
     let code_end = block[code_start..].find("```").expect("the code block ends") + code_start;
     block[code_start..code_end].to_owned()
 }
 
-/// Runs a README shell block against a fresh server; returns what it printed.
-pub async fn run_block(name: &str) -> String {
+/// Runs a shell block of `file` against a fresh server; returns what it printed. The block must
+/// succeed and print nothing on standard error: what a reader sees is what the file shows.
+pub async fn run_block(file: &str, name: &str) -> String {
     let db = TestDb::create().await;
     let token = "walkthrough-operator-token-42";
     let server = ServerProcess::spawn(&[("DATABASE_URL", db.url.as_str()), ("HAGGLE_ADMIN_TOKEN", token)]);
-    let script = shell_block(name);
+    let script = shell_block(file, name);
     let output = tokio::process::Command::new("bash")
         .args(["-euo", "pipefail", "-c", &script])
         .env("HAGGLE_URL", &server.base)
@@ -34,25 +38,31 @@ pub async fn run_block(name: &str) -> String {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
-        "the README's {name} block failed\nstdout:\n{stdout}\nstderr:\n{stderr}\nserver:\n{}",
+        "{file}'s {name} block failed\nstdout:\n{stdout}\nstderr:\n{stderr}\nserver:\n{}",
         server.log()
+    );
+    assert!(
+        stderr.is_empty(),
+        "{file}'s {name} block printed on standard error, which {file} does not show\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
     stdout
 }
 
-/// Each line is printed by the block and shown in the README.
-pub fn prints(stdout: &str, lines: &[&str]) {
+/// Each line is printed by the block and shown in `file`.
+pub fn prints(file: &str, stdout: &str, lines: &[&str]) {
+    let text = doc(file);
     for line in lines {
         assert!(stdout.lines().any(|l| l == *line), "the block prints {line}:\n{stdout}");
-        assert!(readme().contains(line), "the README shows {line}");
+        assert!(text.contains(line), "{file} shows {line}");
     }
 }
 
 #[tokio::test]
 async fn the_readme_walkthrough_works_verbatim() {
-    let stdout = run_block("walkthrough").await;
+    let stdout = run_block("README.md", "walkthrough").await;
     // What the README says the walkthrough prints.
     prints(
+        "README.md",
         &stdout,
         &[
             r#"{"name":"desk-buyer","tier":"AGENCY"}"#,
@@ -65,9 +75,10 @@ async fn the_readme_walkthrough_works_verbatim() {
 }
 
 #[tokio::test]
-async fn the_readme_auto_negotiation_works_verbatim() {
-    let stdout = run_block("auto-negotiation").await;
+async fn the_auto_negotiation_example_works_verbatim() {
+    let stdout = run_block("docs/AUTO-NEGOTIATION.md", "auto-negotiation").await;
     prints(
+        "docs/AUTO-NEGOTIATION.md",
         &stdout,
         &[
             r#"{"scope":"listing","role":"seller"}"#,
@@ -81,14 +92,14 @@ async fn the_readme_auto_negotiation_works_verbatim() {
     );
 }
 
-/// The README's signature check, in Python, accepts what the server signs and refuses the rest.
+/// The signature check in docs/API.md, in Python, accepts what the server signs and refuses the rest.
 #[tokio::test]
-async fn the_readme_signature_check_works() {
+async fn the_documented_signature_check_works() {
     use haggle_server::webhooks::signature::sign;
-    let readme = readme();
-    let start = readme.find("<!-- verify-signature -->").expect("README shows how to verify a signature");
-    let end = readme.find("<!-- /verify-signature -->").expect("the block ends");
-    let block = &readme[start..end];
+    let api = doc("docs/API.md");
+    let start = api.find("<!-- verify-signature -->").expect("docs/API.md shows how to verify a signature");
+    let end = api.find("<!-- /verify-signature -->").expect("the block ends");
+    let block = &api[start..end];
     let code_start = block.find("```python\n").expect("a python block") + "```python\n".len();
     let code = &block[code_start..code_start + block[code_start..].find("```").expect("the code block ends")];
     let secret = "whsec_readme-example-secret";
@@ -114,12 +125,12 @@ async fn the_readme_signature_check_works() {
     );
 }
 
-/// The README's `haggle sim` example prints what the README shows.
+/// The `haggle sim` example in docs/CLI.md prints what the page shows.
 #[tokio::test]
-async fn the_readme_sim_example_prints_what_it_shows() {
-    let readme = readme();
-    let start = readme.find("$ haggle sim ").expect("README shows a haggle sim run");
-    let block = &readme[start..start + readme[start..].find("```").expect("the block ends")];
+async fn the_documented_sim_example_prints_what_it_shows() {
+    let cli = doc("docs/CLI.md");
+    let start = cli.find("$ haggle sim ").expect("docs/CLI.md shows a haggle sim run");
+    let block = &cli[start..start + cli[start..].find("```").expect("the block ends")];
     let mut lines = block.lines();
     let command = lines.next().unwrap().trim_start_matches("$ haggle ");
     let output = tokio::process::Command::new(crate::support::haggle_bin())
