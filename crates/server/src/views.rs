@@ -3,9 +3,12 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::db::admin::{AgentRecord, WebhookRecord};
+use crate::db::events::EventRow;
 use crate::db::policies::StoredPolicy;
-use crate::db::{Bid, Thread};
-use haggle_api as api;
+use crate::db::webhooks::{Delivery, Webhook};
+use crate::db::{Agent, ApiKey, Bid, Listing, Order, Thread};
+use haggle_api::{self as api, DeliveryCounts, Event};
 use haggle_domain::{Reason, bid, thread};
 
 impl Thread {
@@ -94,6 +97,153 @@ impl From<StoredPolicy> for api::StoredPolicy {
             policy: row.policy.0,
             created_at: row.created_at,
             updated_at: row.updated_at,
+        }
+    }
+}
+impl From<AgentRecord> for api::AdminAgent {
+    fn from(row: AgentRecord) -> api::AdminAgent {
+        api::AdminAgent {
+            id: row.id,
+            name: row.name,
+            tier: row.tier,
+            agency_id: row.agency_id,
+            advertiser_id: row.advertiser_id,
+            seat_id: row.seat_id,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+            last_active_at: row.last_active_at,
+            suspended_at: row.suspended_at,
+            suspended_reason: row.suspended_reason,
+            open_threads: row.open_threads,
+        }
+    }
+}
+
+impl From<WebhookRecord> for api::AdminWebhook {
+    fn from(row: WebhookRecord) -> api::AdminWebhook {
+        api::AdminWebhook {
+            id: row.id,
+            agent_id: row.agent_id,
+            agent_name: row.agent_name,
+            url: row.url,
+            events: row.events,
+            status: row.status,
+            disabled_reason: row.disabled_reason,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+            deliveries: DeliveryCounts { pending: row.pending, succeeded: row.succeeded, failed: row.failed },
+            last_failure_at: row.last_failure_at,
+        }
+    }
+}
+
+impl From<Agent> for api::Agent {
+    fn from(row: Agent) -> api::Agent {
+        api::Agent {
+            id: row.id,
+            name: row.name,
+            tier: row.tier,
+            agency_id: row.agency_id,
+            advertiser_id: row.advertiser_id,
+            seat_id: row.seat_id,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        }
+    }
+}
+
+impl From<ApiKey> for api::KeyRecord {
+    fn from(row: ApiKey) -> api::KeyRecord {
+        api::KeyRecord { id: row.id, prefix: row.prefix, created_at: row.created_at, revoked_at: row.revoked_at }
+    }
+}
+
+impl From<Listing> for api::Listing {
+    fn from(row: Listing) -> api::Listing {
+        api::Listing {
+            id: row.id,
+            seller_id: row.seller_id,
+            title: row.title,
+            description: row.description,
+            ask_amount: row.ask_amount,
+            currency: row.currency,
+            quantity: row.quantity,
+            quantity_available: row.quantity_available,
+            status: row.status,
+            negotiable: row.negotiable,
+            min_negotiation_tier: row.min_negotiation_tier,
+            max_rounds: row.max_rounds,
+            bid_ttl_seconds: row.bid_ttl_seconds,
+            max_threads_per_buyer: row.max_threads_per_buyer,
+            issues: row.issues,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        }
+    }
+}
+
+impl From<Order> for api::Order {
+    fn from(row: Order) -> api::Order {
+        api::Order {
+            id: row.id,
+            listing_id: row.listing_id,
+            thread_id: row.thread_id,
+            bid_id: row.bid_id,
+            buyer_id: row.buyer_id,
+            seller_id: row.seller_id,
+            amount: row.amount,
+            currency: row.currency,
+            terms: row.terms,
+            status: row.status,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        }
+    }
+}
+
+impl From<Webhook> for api::Webhook {
+    fn from(row: Webhook) -> api::Webhook {
+        api::Webhook {
+            id: row.id,
+            url: row.url,
+            events: row.events,
+            status: row.status,
+            disabled_reason: row.disabled_reason,
+            secret_prefix: row.secret_prefix,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        }
+    }
+}
+
+impl From<Delivery> for api::Delivery {
+    fn from(row: Delivery) -> api::Delivery {
+        api::Delivery {
+            id: row.id,
+            webhook_id: row.webhook_id,
+            event_id: row.event_id,
+            event_type: row.event_type,
+            status: row.status,
+            attempts: row.attempts,
+            next_attempt_at: row.next_attempt_at,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+            attempt_log: row.attempt_log,
+        }
+    }
+}
+
+impl From<EventRow> for Event {
+    fn from(row: EventRow) -> Event {
+        Event {
+            id: row.id,
+            kind: row.kind,
+            created_at: row.created_at,
+            listing_id: row.listing_id,
+            thread_id: row.thread_id,
+            bid_id: row.bid_id,
+            order_id: row.order_id,
+            data: row.data,
         }
     }
 }

@@ -6,13 +6,12 @@
 //! instead of the whole table.
 
 use chrono::{DateTime, Duration, Utc};
-use haggle_api as api;
 use sqlx::types::Json;
 use sqlx::{FromRow, PgConnection, PgExecutor, Postgres, QueryBuilder};
 use uuid::Uuid;
 
 use super::{Bid, Order, Page, Thread};
-use haggle_api::{DeliveryCounts, Event, WebhookStatus};
+use haggle_api::{Event, WebhookStatus};
 use haggle_domain::{Currency, ThreadStatus, Tier};
 
 /// An agent as the operator reads it.
@@ -31,25 +30,6 @@ pub struct AgentRecord {
     pub suspended_at: Option<DateTime<Utc>>,
     pub suspended_reason: Option<String>,
     pub open_threads: i64,
-}
-
-impl From<AgentRecord> for api::AdminAgent {
-    fn from(row: AgentRecord) -> api::AdminAgent {
-        api::AdminAgent {
-            id: row.id,
-            name: row.name,
-            tier: row.tier,
-            agency_id: row.agency_id,
-            advertiser_id: row.advertiser_id,
-            seat_id: row.seat_id,
-            created_at: row.created_at,
-            updated_at: row.updated_at,
-            last_active_at: row.last_active_at,
-            suspended_at: row.suspended_at,
-            suspended_reason: row.suspended_reason,
-            open_threads: row.open_threads,
-        }
-    }
 }
 
 /// The columns of [`AgentRecord`] over `agents a`. Each derived column is a few index probes per
@@ -317,24 +297,6 @@ pub struct WebhookRecord {
     pub succeeded: i64,
     pub failed: i64,
     pub last_failure_at: Option<DateTime<Utc>>,
-}
-
-impl From<WebhookRecord> for api::AdminWebhook {
-    fn from(row: WebhookRecord) -> api::AdminWebhook {
-        api::AdminWebhook {
-            id: row.id,
-            agent_id: row.agent_id,
-            agent_name: row.agent_name,
-            url: row.url,
-            events: row.events,
-            status: row.status,
-            disabled_reason: row.disabled_reason,
-            created_at: row.created_at,
-            updated_at: row.updated_at,
-            deliveries: DeliveryCounts { pending: row.pending, succeeded: row.succeeded, failed: row.failed },
-            last_failure_at: row.last_failure_at,
-        }
-    }
 }
 
 /// Webhooks, newest first. `failing`: only those DISABLED, or with a delivery that FAILED, or

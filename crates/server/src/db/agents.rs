@@ -1,7 +1,6 @@
 //! Agents and their API keys.
 
 use chrono::{DateTime, Utc};
-use haggle_api as api;
 
 use super::Page;
 use sqlx::{FromRow, PgConnection, PgExecutor};
@@ -38,27 +37,6 @@ pub struct Caller {
     pub id: Uuid,
     #[sqlx(try_from = "String")]
     pub tier: Tier,
-}
-
-impl From<Agent> for api::Agent {
-    fn from(row: Agent) -> api::Agent {
-        api::Agent {
-            id: row.id,
-            name: row.name,
-            tier: row.tier,
-            agency_id: row.agency_id,
-            advertiser_id: row.advertiser_id,
-            seat_id: row.seat_id,
-            created_at: row.created_at,
-            updated_at: row.updated_at,
-        }
-    }
-}
-
-impl From<ApiKey> for api::KeyRecord {
-    fn from(row: ApiKey) -> api::KeyRecord {
-        api::KeyRecord { id: row.id, prefix: row.prefix, created_at: row.created_at, revoked_at: row.revoked_at }
-    }
 }
 
 /// The NOTIFY channel on which a changed tier, a revoked key or a suspension is announced to every instance

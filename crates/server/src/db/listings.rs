@@ -6,7 +6,6 @@ use sqlx::{FromRow, PgConnection, PgExecutor, Postgres, QueryBuilder};
 use uuid::Uuid;
 
 use super::Page;
-use haggle_api as api;
 use haggle_domain::issues::Issues;
 use haggle_domain::listing::ListingTerms;
 use haggle_domain::{Currency, ListingStatus, Tier};
@@ -59,30 +58,6 @@ impl Listing {
             bid_ttl_seconds: self.bid_ttl_seconds,
             max_threads_per_buyer: self.max_threads_per_buyer,
             issues: self.issues(),
-        }
-    }
-}
-
-impl From<Listing> for api::Listing {
-    fn from(row: Listing) -> api::Listing {
-        api::Listing {
-            id: row.id,
-            seller_id: row.seller_id,
-            title: row.title,
-            description: row.description,
-            ask_amount: row.ask_amount,
-            currency: row.currency,
-            quantity: row.quantity,
-            quantity_available: row.quantity_available,
-            status: row.status,
-            negotiable: row.negotiable,
-            min_negotiation_tier: row.min_negotiation_tier,
-            max_rounds: row.max_rounds,
-            bid_ttl_seconds: row.bid_ttl_seconds,
-            max_threads_per_buyer: row.max_threads_per_buyer,
-            issues: row.issues,
-            created_at: row.created_at,
-            updated_at: row.updated_at,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Orders: made by an accepted bid or a purchase at the ask.
 
 use chrono::{DateTime, Utc};
-use haggle_api::{self as api, OrderStatus};
+use haggle_api::OrderStatus;
 use serde::Deserialize;
 use sqlx::types::Json;
 use sqlx::{FromRow, PgConnection, PgExecutor, Postgres, QueryBuilder};
@@ -27,25 +27,6 @@ pub struct Order {
     pub status: OrderStatus,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
-}
-
-impl From<Order> for api::Order {
-    fn from(row: Order) -> api::Order {
-        api::Order {
-            id: row.id,
-            listing_id: row.listing_id,
-            thread_id: row.thread_id,
-            bid_id: row.bid_id,
-            buyer_id: row.buyer_id,
-            seller_id: row.seller_id,
-            amount: row.amount,
-            currency: row.currency,
-            terms: row.terms,
-            status: row.status,
-            created_at: row.created_at,
-            updated_at: row.updated_at,
-        }
-    }
 }
 
 const ORDER_COLUMNS: &str =

@@ -5,7 +5,7 @@ use sqlx::{FromRow, PgConnection, PgExecutor};
 use uuid::Uuid;
 
 use super::Page;
-use haggle_api::{self as api, Attempt, DeliveryStatus, EventType, WebhookStatus};
+use haggle_api::{Attempt, DeliveryStatus, EventType, WebhookStatus};
 
 /// A webhook as its owner sees it: never its secret, only the secret's first characters.
 #[derive(Debug, Clone, PartialEq, Eq, FromRow)]
@@ -19,21 +19,6 @@ pub struct Webhook {
     pub secret_prefix: String,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
-}
-
-impl From<Webhook> for api::Webhook {
-    fn from(row: Webhook) -> api::Webhook {
-        api::Webhook {
-            id: row.id,
-            url: row.url,
-            events: row.events,
-            status: row.status,
-            disabled_reason: row.disabled_reason,
-            secret_prefix: row.secret_prefix,
-            created_at: row.created_at,
-            updated_at: row.updated_at,
-        }
-    }
 }
 
 const WEBHOOK_COLUMNS: &str = "id, url, events, status, disabled_reason, secret_prefix, created_at, updated_at";
@@ -176,23 +161,6 @@ pub struct Delivery {
     pub updated_at: DateTime<Utc>,
     #[sqlx(json)]
     pub attempt_log: Vec<Attempt>,
-}
-
-impl From<Delivery> for api::Delivery {
-    fn from(row: Delivery) -> api::Delivery {
-        api::Delivery {
-            id: row.id,
-            webhook_id: row.webhook_id,
-            event_id: row.event_id,
-            event_type: row.event_type,
-            status: row.status,
-            attempts: row.attempts,
-            next_attempt_at: row.next_attempt_at,
-            created_at: row.created_at,
-            updated_at: row.updated_at,
-            attempt_log: row.attempt_log,
-        }
-    }
 }
 
 /// The webhook's deliveries, newest event first, after the cursor (a delivery id).

@@ -9,6 +9,7 @@ use sqlx::PgConnection;
 
 mod hub;
 pub mod listener;
+mod new;
 pub mod publisher;
 
 pub use crate::db::events::{CHANNEL, DELIVERIES_CHANNEL, NewEvent, Written};
