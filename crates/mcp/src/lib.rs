@@ -14,6 +14,7 @@
 
 mod answer;
 mod caller;
+mod handler;
 pub mod http;
 mod prompt;
 mod resources;
@@ -24,7 +25,6 @@ mod tools;
 use std::sync::Arc;
 
 use haggle_client::Client;
-use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse, Implementation,
@@ -37,7 +37,8 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, tool_handler};
 use uuid::Uuid;
 
 pub use caller::Credentials;
-use caller::{Acting, Identity};
+use caller::Identity;
+pub use handler::Haggle;
 pub use tools::MAX_WAIT_SECONDS;
 
 /// What the server tells a client at the start: the rules in brief, and where the rest is.
@@ -46,16 +47,6 @@ the server enforces. Find listings (find_listings), open a negotiation with plac
 counter_bid, accept_bid or reject_bid the other side's pending bid, wait_for_turn for theirs. get_thread shows \
 whose turn it is, the moves allowed and the counter range. Amounts are integers of minor units. Each of your \
 negotiations is a resource (haggle://threads/{id}); the prompt negotiate_on_haggle explains the rules.";
-
-/// The MCP handler: Haggle's tools, resources and prompt, acting as one agent per call.
-#[derive(Clone)]
-pub struct Haggle {
-    /// The API's client: with the agent's key over stdio, without one over HTTP.
-    client: Client,
-    identity: Identity,
-    tool_router: ToolRouter<Haggle>,
-    subscriptions: Arc<resources::Subscriptions>,
-}
 
 impl Haggle {
     /// A handler acting as the agent `agent_id`, whose key `client` holds (stdio).
@@ -70,10 +61,6 @@ impl Haggle {
 
     fn new(client: Client, identity: Identity) -> Haggle {
         Haggle { client, identity, tool_router: tools::router(), subscriptions: Arc::default() }
-    }
-
-    fn acting_in(&self, context: &RequestContext<RoleServer>) -> Result<Acting, ErrorData> {
-        Acting::of(&self.client, self.identity, context)
     }
 }
 
