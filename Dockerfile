@@ -5,6 +5,8 @@ WORKDIR /src
 # The workspace's manifests first, each crate with an empty source: building that compiles
 # every dependency, and the layer is reused until a manifest or the lock file changes.
 COPY Cargo.toml Cargo.lock ./
+# Statements are checked against the schema recorded in .sqlx/, so the build needs no database.
+COPY .cargo .cargo
 COPY crates/domain/Cargo.toml crates/domain/
 COPY crates/api/Cargo.toml crates/api/
 COPY crates/server/Cargo.toml crates/server/build.rs crates/server/
@@ -22,6 +24,7 @@ COPY migrations migrations
 COPY openapi.yaml ./
 # The chaos run builds the example HAProxy configuration into the binary.
 COPY deploy deploy
+COPY .sqlx .sqlx
 COPY src src
 COPY crates crates
 RUN touch src/main.rs crates/*/src/lib.rs && cargo build --release --locked --bin haggle

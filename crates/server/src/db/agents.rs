@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 
 use super::Page;
+use super::text::Text;
 use sqlx::{FromRow, PgConnection, PgExecutor};
 use uuid::Uuid;
 
@@ -43,22 +44,28 @@ pub struct Caller {
 /// (whose key caches then forget the agent).
 pub const AGENTS_CHANNEL: &str = "haggle_agents";
 
-const AGENT_COLUMNS: &str = "id, name, tier, agency_id, advertiser_id, seat_id, created_at, updated_at";
-
 pub async fn insert(conn: &mut PgConnection, id: Uuid, name: &str, tier: Tier) -> Result<Agent, sqlx::Error> {
-    sqlx::query_as(
-        "INSERT INTO agents (id, name, tier) VALUES ($1, $2, $3)
-         RETURNING id, name, tier, agency_id, advertiser_id, seat_id, created_at, updated_at",
+    sqlx::query_as!(
+        Agent,
+        r#"INSERT INTO agents (id, name, tier) VALUES ($1, $2, $3)
+           RETURNING id, name, tier AS "tier: Text<Tier>", agency_id, advertiser_id, seat_id, created_at, updated_at"#,
+        id,
+        name,
+        tier.as_str(),
     )
-    .bind(id)
-    .bind(name)
-    .bind(tier.as_str())
     .fetch_one(conn)
     .await
 }
 
 pub async fn get(executor: impl PgExecutor<'_>, id: Uuid) -> Result<Option<Agent>, sqlx::Error> {
-    sqlx::query_as(&format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1")).bind(id).fetch_optional(executor).await
+    sqlx::query_as!(
+        Agent,
+        r#"SELECT id, name, tier AS "tier: Text<Tier>", agency_id, advertiser_id, seat_id, created_at, updated_at
+           FROM agents WHERE id = $1"#,
+        id,
+    )
+    .fetch_optional(executor)
+    .await
 }
 
 /// The agent holding an unrevoked key with this digest, unless it is suspended.
@@ -77,25 +84,21 @@ pub struct KeyHolder {
 
 /// The agent holding an unrevoked key with this digest, suspended or not.
 pub async fn key_holder(executor: impl PgExecutor<'_>, digest: &[u8]) -> Result<Option<KeyHolder>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT k.agent_id, a.tier, a.suspended_at IS NOT NULL AS suspended
-         FROM api_keys k JOIN agents a ON a.id = k.agent_id
-         WHERE k.digest = $1 AND k.revoked_at IS NULL",
+    let row = sqlx::query!(
+        r#"SELECT k.agent_id, a.tier AS "tier: Text<Tier>", a.suspended_at IS NOT NULL AS "suspended!"
+           FROM api_keys k JOIN agents a ON a.id = k.agent_id
+           WHERE k.digest = $1 AND k.revoked_at IS NULL"#,
+        digest,
     )
-    .bind(digest)
     .fetch_optional(executor)
-    .await
+    .await?;
+    Ok(row.map(|row| KeyHolder { caller: Caller { id: row.agent_id, tier: row.tier.0 }, suspended: row.suspended }))
 }
 
 /// Tells every instance, at the commit, to forget what it remembers of the agent's keys
 /// ([`crate::keycache`]).
 pub async fn announce_authorization_change(conn: &mut PgConnection, agent_id: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT pg_notify($1, $2)")
-        .bind(AGENTS_CHANNEL)
-        .bind(agent_id.to_string())
-        .execute(conn)
-        .await
-        .map(drop)
+    sqlx::query!("SELECT pg_notify($1, $2)", AGENTS_CHANNEL, agent_id.to_string()).execute(conn).await.map(drop)
 }
 
 /// Sets the tier and verified identity. `None` leaves a field alone; `Some(None)` clears it.
@@ -111,24 +114,25 @@ pub async fn update_profile(
     id: Uuid,
     update: &ProfileUpdate<'_>,
 ) -> Result<Option<Agent>, sqlx::Error> {
-    sqlx::query_as(
-        "UPDATE agents SET
-             tier = COALESCE($2, tier),
-             agency_id = CASE WHEN $3 THEN $4 ELSE agency_id END,
-             advertiser_id = CASE WHEN $5 THEN $6 ELSE advertiser_id END,
-             seat_id = CASE WHEN $7 THEN $8 ELSE seat_id END,
-             updated_at = now()
-         WHERE id = $1
-         RETURNING id, name, tier, agency_id, advertiser_id, seat_id, created_at, updated_at",
+    sqlx::query_as!(
+        Agent,
+        r#"UPDATE agents SET
+               tier = COALESCE($2, tier),
+               agency_id = CASE WHEN $3 THEN $4 ELSE agency_id END,
+               advertiser_id = CASE WHEN $5 THEN $6 ELSE advertiser_id END,
+               seat_id = CASE WHEN $7 THEN $8 ELSE seat_id END,
+               updated_at = now()
+           WHERE id = $1
+           RETURNING id, name, tier AS "tier: Text<Tier>", agency_id, advertiser_id, seat_id, created_at, updated_at"#,
+        id,
+        update.tier.map(Tier::as_str),
+        update.agency_id.is_some(),
+        update.agency_id.flatten(),
+        update.advertiser_id.is_some(),
+        update.advertiser_id.flatten(),
+        update.seat_id.is_some(),
+        update.seat_id.flatten(),
     )
-    .bind(id)
-    .bind(update.tier.map(Tier::as_str))
-    .bind(update.agency_id.is_some())
-    .bind(update.agency_id.flatten())
-    .bind(update.advertiser_id.is_some())
-    .bind(update.advertiser_id.flatten())
-    .bind(update.seat_id.is_some())
-    .bind(update.seat_id.flatten())
     .fetch_optional(conn)
     .await
 }
@@ -140,25 +144,29 @@ pub async fn insert_key(
     digest: &[u8],
     prefix: &str,
 ) -> Result<ApiKey, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        ApiKey,
         "INSERT INTO api_keys (id, agent_id, digest, prefix) VALUES ($1, $2, $3, $4)
          RETURNING id, prefix, created_at, revoked_at",
+        id,
+        agent_id,
+        digest,
+        prefix,
     )
-    .bind(id)
-    .bind(agent_id)
-    .bind(digest)
-    .bind(prefix)
     .fetch_one(conn)
     .await
 }
 
 /// One of the agent's keys.
 pub async fn key(executor: impl PgExecutor<'_>, agent_id: Uuid, key_id: Uuid) -> Result<Option<ApiKey>, sqlx::Error> {
-    sqlx::query_as("SELECT id, prefix, created_at, revoked_at FROM api_keys WHERE agent_id = $1 AND id = $2")
-        .bind(agent_id)
-        .bind(key_id)
-        .fetch_optional(executor)
-        .await
+    sqlx::query_as!(
+        ApiKey,
+        "SELECT id, prefix, created_at, revoked_at FROM api_keys WHERE agent_id = $1 AND id = $2",
+        agent_id,
+        key_id,
+    )
+    .fetch_optional(executor)
+    .await
 }
 
 /// A page of the agent's keys, oldest first, after the cursor (a key id).
@@ -168,14 +176,15 @@ pub async fn keys_page(
     after: Option<Uuid>,
     limit: i64,
 ) -> Result<Page<ApiKey>, sqlx::Error> {
-    let rows: Vec<ApiKey> = sqlx::query_as(
+    let rows = sqlx::query_as!(
+        ApiKey,
         "SELECT id, prefix, created_at, revoked_at FROM api_keys
          WHERE agent_id = $1 AND ($2::uuid IS NULL OR id > $2)
          ORDER BY id LIMIT $3",
+        agent_id,
+        after,
+        limit + 1,
     )
-    .bind(agent_id)
-    .bind(after)
-    .bind(limit + 1)
     .fetch_all(executor)
     .await?;
     Ok(Page::from_rows(rows, limit, |key| key.id))
@@ -183,25 +192,28 @@ pub async fn keys_page(
 
 /// How many of the agent's keys are not revoked.
 pub async fn live_keys(executor: impl PgExecutor<'_>, agent_id: Uuid) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar("SELECT count(*) FROM api_keys WHERE agent_id = $1 AND revoked_at IS NULL")
-        .bind(agent_id)
-        .fetch_one(executor)
-        .await
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "live!" FROM api_keys WHERE agent_id = $1 AND revoked_at IS NULL"#,
+        agent_id
+    )
+    .fetch_one(executor)
+    .await
 }
 
 /// Locks the agent's row, so that concurrent revocations of its keys are decided one at a time.
 pub async fn lock(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT 1 FROM agents WHERE id = $1 FOR UPDATE").bind(id).execute(conn).await.map(drop)
+    sqlx::query!("SELECT 1 AS locked FROM agents WHERE id = $1 FOR UPDATE", id).fetch_optional(conn).await.map(drop)
 }
 
 pub async fn revoke_key(conn: &mut PgConnection, agent_id: Uuid, key_id: Uuid) -> Result<Option<ApiKey>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        ApiKey,
         "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now())
          WHERE id = $1 AND agent_id = $2
          RETURNING id, prefix, created_at, revoked_at",
+        key_id,
+        agent_id,
     )
-    .bind(key_id)
-    .bind(agent_id)
     .fetch_optional(conn)
     .await
 }

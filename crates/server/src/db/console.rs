@@ -10,12 +10,12 @@ pub async fn open_session(
     digest: &[u8; 32],
     lasts: Duration,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "WITH expired AS (DELETE FROM console_sessions WHERE expires_at <= now())
          INSERT INTO console_sessions (id_digest, expires_at) VALUES ($1, now() + make_interval(secs => $2))",
+        &digest[..],
+        lasts.as_secs_f64(),
     )
-    .bind(&digest[..])
-    .bind(lasts.as_secs_f64())
     .execute(executor)
     .await
     .map(drop)
@@ -23,13 +23,15 @@ pub async fn open_session(
 
 /// Whether a session with this digest exists and has not expired.
 pub async fn session_is_open(executor: impl PgExecutor<'_>, digest: &[u8; 32]) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM console_sessions WHERE id_digest = $1 AND expires_at > now())")
-        .bind(&digest[..])
-        .fetch_one(executor)
-        .await
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM console_sessions WHERE id_digest = $1 AND expires_at > now()) AS "open!""#,
+        &digest[..],
+    )
+    .fetch_one(executor)
+    .await
 }
 
 /// Ends a session (signing out); ending one that does not exist does nothing.
 pub async fn close_session(executor: impl PgExecutor<'_>, digest: &[u8; 32]) -> Result<(), sqlx::Error> {
-    sqlx::query("DELETE FROM console_sessions WHERE id_digest = $1").bind(&digest[..]).execute(executor).await.map(drop)
+    sqlx::query!("DELETE FROM console_sessions WHERE id_digest = $1", &digest[..]).execute(executor).await.map(drop)
 }

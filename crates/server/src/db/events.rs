@@ -96,10 +96,10 @@ pub async fn publish(conn: &mut PgConnection, batch: i64) -> Result<Published, s
     // The batch statement below is large, and PostgreSQL keeps choosing to plan it afresh for
     // each batch, which costs about a third of running it. Its generic plan is as good, so the
     // transaction asks for that, in the statement that takes the lock.
-    sqlx::query(
+    sqlx::query!(
         "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), last_id FROM event_sequence FOR UPDATE",
     )
-    .execute(&mut *conn)
+    .fetch_optional(&mut *conn)
     .await?;
     let row: PublishedRow = sqlx::query_as(
         "WITH batch AS (
@@ -146,9 +146,7 @@ pub async fn publish(conn: &mut PgConnection, batch: i64) -> Result<Published, s
 
 /// Sends NOTIFY payloads; they are delivered when the caller's transaction commits.
 pub async fn notify(conn: &mut PgConnection, channel: &str, payloads: &[String]) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p")
-        .bind(channel)
-        .bind(payloads)
+    sqlx::query!("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", channel, payloads)
         .execute(conn)
         .await
         .map(drop)
@@ -192,7 +190,7 @@ pub async fn for_agent(
 
 /// The highest published event id (0 before the first).
 pub async fn last_id(executor: impl PgExecutor<'_>) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar("SELECT last_id FROM event_sequence").fetch_one(executor).await
+    sqlx::query_scalar!("SELECT last_id FROM event_sequence").fetch_one(executor).await
 }
 
 /// One published event, whoever it concerns (for the webhook worker).
@@ -211,18 +209,18 @@ pub async fn purge_before(
     before: chrono::DateTime<chrono::Utc>,
     batch: i64,
 ) -> Result<u64, sqlx::Error> {
-    let purged: i64 = sqlx::query_scalar(
-        "WITH purged AS (
-             DELETE FROM events WHERE id IN (
-                 SELECT id FROM events WHERE created_at < $1 ORDER BY created_at LIMIT $2)
-             RETURNING id
-         ), inboxes AS (
-             DELETE FROM event_recipients r USING purged WHERE r.event_id = purged.id
-         )
-         SELECT count(*) FROM purged",
+    let purged = sqlx::query_scalar!(
+        r#"WITH purged AS (
+               DELETE FROM events WHERE id IN (
+                   SELECT id FROM events WHERE created_at < $1 ORDER BY created_at LIMIT $2)
+               RETURNING id
+           ), inboxes AS (
+               DELETE FROM event_recipients r USING purged WHERE r.event_id = purged.id
+           )
+           SELECT count(*) AS "purged!" FROM purged"#,
+        before,
+        batch,
     )
-    .bind(before)
-    .bind(batch)
     .fetch_one(executor)
     .await?;
     Ok(purged as u64)

@@ -23,21 +23,22 @@ pub const RUNNING_SECONDS: i32 = 60;
 
 /// Takes a lock on the key for the rest of the transaction; `false` if another request holds it.
 pub async fn try_lock(conn: &mut PgConnection, lock_id: i64) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)").bind(lock_id).fetch_one(conn).await
+    sqlx::query_scalar!(r#"SELECT pg_try_advisory_xact_lock($1) AS "locked!""#, lock_id).fetch_one(conn).await
 }
 
 /// The stored response for the key, if it is younger than the retention period.
 pub async fn find(conn: &mut PgConnection, agent_id: Uuid, key_digest: &[u8]) -> Result<Option<Saved>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT request_digest, status_code, content_type, body, sealed,
-                in_progress AND created_at > now() - make_interval(secs => $4) AS in_progress
-         FROM idempotency_keys
-         WHERE agent_id = $1 AND key_digest = $2 AND created_at > now() - make_interval(hours => $3)",
+    sqlx::query_as!(
+        Saved,
+        r#"SELECT request_digest, status_code, content_type, body, sealed,
+                  in_progress AND created_at > now() - make_interval(secs => $4) AS "in_progress!"
+           FROM idempotency_keys
+           WHERE agent_id = $1 AND key_digest = $2 AND created_at > now() - make_interval(hours => $3)"#,
+        agent_id,
+        key_digest,
+        RETENTION_HOURS,
+        f64::from(RUNNING_SECONDS),
     )
-    .bind(agent_id)
-    .bind(key_digest)
-    .bind(RETENTION_HOURS)
-    .bind(RUNNING_SECONDS)
     .fetch_optional(conn)
     .await
 }
@@ -50,7 +51,7 @@ pub async fn save(
     key_digest: &[u8],
     saved: &Saved,
 ) -> Result<bool, sqlx::Error> {
-    let result = sqlx::query(
+    let result = sqlx::query!(
         "INSERT INTO idempotency_keys (agent_id, key_digest, request_digest, status_code, content_type, body, sealed,
                                        in_progress)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $9)
@@ -59,16 +60,16 @@ pub async fn save(
              content_type = EXCLUDED.content_type, body = EXCLUDED.body, sealed = EXCLUDED.sealed,
              in_progress = EXCLUDED.in_progress, created_at = now()
          WHERE idempotency_keys.created_at <= now() - make_interval(hours => $8)",
+        agent_id,
+        key_digest,
+        &saved.request_digest,
+        saved.status_code,
+        &saved.content_type,
+        &saved.body,
+        saved.sealed,
+        RETENTION_HOURS,
+        saved.in_progress,
     )
-    .bind(agent_id)
-    .bind(key_digest)
-    .bind(&saved.request_digest)
-    .bind(saved.status_code)
-    .bind(&saved.content_type)
-    .bind(&saved.body)
-    .bind(saved.sealed)
-    .bind(RETENTION_HOURS)
-    .bind(saved.in_progress)
     .execute(conn)
     .await?;
     Ok(result.rows_affected() == 1)
@@ -83,18 +84,18 @@ pub async fn replace(
     key_digest: &[u8],
     saved: &Saved,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE idempotency_keys SET status_code = $4, content_type = $5, body = $6, sealed = $7, in_progress = $8
          WHERE agent_id = $1 AND key_digest = $2 AND request_digest = $3",
+        agent_id,
+        key_digest,
+        &saved.request_digest,
+        saved.status_code,
+        &saved.content_type,
+        &saved.body,
+        saved.sealed,
+        saved.in_progress,
     )
-    .bind(agent_id)
-    .bind(key_digest)
-    .bind(&saved.request_digest)
-    .bind(saved.status_code)
-    .bind(&saved.content_type)
-    .bind(&saved.body)
-    .bind(saved.sealed)
-    .bind(saved.in_progress)
     .execute(executor)
     .await
     .map(drop)
@@ -102,13 +103,13 @@ pub async fn replace(
 
 /// Deletes up to `batch` records past the retention period; returns how many.
 pub async fn purge_expired(executor: impl PgExecutor<'_>, batch: i64) -> Result<u64, sqlx::Error> {
-    let result = sqlx::query(
+    let result = sqlx::query!(
         "DELETE FROM idempotency_keys WHERE ctid = ANY(ARRAY(
              SELECT ctid FROM idempotency_keys WHERE created_at <= now() - make_interval(hours => $1)
              LIMIT $2 FOR UPDATE SKIP LOCKED))",
+        RETENTION_HOURS,
+        batch,
     )
-    .bind(RETENTION_HOURS)
-    .bind(batch)
     .execute(executor)
     .await?;
     Ok(result.rows_affected())

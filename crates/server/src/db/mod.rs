@@ -27,6 +27,7 @@ pub mod quotes;
 pub mod rows;
 pub mod sweeps;
 pub mod tasks;
+pub mod text;
 pub mod threads;
 pub mod webhooks;
 

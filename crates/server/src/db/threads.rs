@@ -1,7 +1,7 @@
 //! Reading an agent's bids and threads, one or a page of them.
 
 use sqlx::types::Json;
-use sqlx::{FromRow, PgExecutor, Postgres, QueryBuilder};
+use sqlx::{PgExecutor, Postgres, QueryBuilder};
 use uuid::Uuid;
 
 use super::{Bid, Page, Thread};
@@ -9,18 +9,18 @@ use haggle_domain::{Party, ThreadStatus};
 
 /// A bid, if the agent is party to its thread.
 pub async fn get_bid(executor: impl PgExecutor<'_>, bid_id: Uuid, agent_id: Uuid) -> Result<Option<Bid>, sqlx::Error> {
-    let bid: Option<Json<Bid>> = sqlx::query_scalar(
-        "SELECT row_to_json(b) FROM bids b JOIN threads t ON t.id = b.thread_id
-         WHERE b.id = $1 AND $2 IN (t.buyer_id, t.seller_id)",
+    let bid = sqlx::query_scalar!(
+        r#"SELECT row_to_json(b) AS "bid!: Json<Bid>" FROM bids b JOIN threads t ON t.id = b.thread_id
+           WHERE b.id = $1 AND $2 IN (t.buyer_id, t.seller_id)"#,
+        bid_id,
+        agent_id,
     )
-    .bind(bid_id)
-    .bind(agent_id)
     .fetch_optional(executor)
     .await?;
     Ok(bid.map(|bid| bid.0))
 }
 
-#[derive(Debug, FromRow)]
+#[derive(Debug)]
 struct ThreadWithBidsRow {
     thread: Json<Thread>,
     bids: Json<Vec<Bid>>,
@@ -33,13 +33,15 @@ pub async fn get_thread_with_bids(
     thread_id: Uuid,
     agent_id: Uuid,
 ) -> Result<Option<(Thread, Vec<Bid>)>, sqlx::Error> {
-    let row: Option<ThreadWithBidsRow> = sqlx::query_as(
-        "SELECT row_to_json(t) AS thread,
-                COALESCE((SELECT json_agg(b ORDER BY b.round) FROM bids b WHERE b.thread_id = t.id), '[]') AS bids
-         FROM threads t WHERE t.id = $1 AND $2 IN (t.buyer_id, t.seller_id)",
+    let row = sqlx::query_as!(
+        ThreadWithBidsRow,
+        r#"SELECT row_to_json(t) AS "thread!: Json<Thread>",
+                  COALESCE((SELECT json_agg(b ORDER BY b.round) FROM bids b WHERE b.thread_id = t.id), '[]')
+                      AS "bids!: Json<Vec<Bid>>"
+           FROM threads t WHERE t.id = $1 AND $2 IN (t.buyer_id, t.seller_id)"#,
+        thread_id,
+        agent_id,
     )
-    .bind(thread_id)
-    .bind(agent_id)
     .fetch_optional(executor)
     .await?;
     Ok(row.map(|row| (row.thread.0, row.bids.0)))
