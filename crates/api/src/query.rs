@@ -70,13 +70,18 @@ pub fn read<T: DeserializeOwned>(query: &str) -> Result<T, QueryError> {
             return Err(QueryError::Malformed(error.to_string()));
         };
         let name = error.path().to_string();
-        // A value is read where its parameter first appears; the parameter again is a repeat.
         let (this, others): (Vec<_>, Vec<_>) =
             form_urlencoded::parse(query.as_bytes()).partition(|(key, _)| *key == name);
+        // A value is read where its parameter first appears; the parameter again is a repeat.
         if this.len() > 1 {
             return Err(QueryError::Malformed(format!("duplicate field `{name}`")));
         }
         refused.push(FieldError::new(name, message));
+        // The path names a key of the query; were it ever not to, nothing would be left out
+        // and the same refusal would come again.
+        if this.is_empty() {
+            return Err(QueryError::Refused(refused));
+        }
         query = Cow::Owned(form_urlencoded::Serializer::new(String::new()).extend_pairs(others).finish());
     }
 }
