@@ -3,8 +3,9 @@
 use std::time::Duration;
 
 use haggle_client::{
-    Client, ClientError, CounterOffer, EventQuery, ListingQuery, NewListing, OrderQuery, Placement, PolicyScope,
-    ThreadQuery,
+    AdminAgentQuery, AdminOrderQuery, AdminPageQuery, AdminThreadQuery, AdminWebhookQuery, AgentStatus, Client,
+    ClientError, CounterOffer, EventQuery, ListingQuery, NewListing, OrderQuery, PageQuery, Placement, PolicyScope,
+    StatsQuery, ThreadQuery,
 };
 use haggle_domain::strategy::{Policy, Strategy};
 use haggle_domain::{BidStatus, ListingStatus, Party, ThreadStatus, Tier};
@@ -210,6 +211,58 @@ async fn pages_follow_the_cursor_to_the_end() {
         .await
         .unwrap();
     assert!(sold.data.is_empty());
+}
+
+#[tokio::test]
+async fn the_operators_lists_take_the_same_query_types() {
+    let app = TestApp::spawn().await;
+    let (seller, buyer, _, _) = parties(&app).await;
+    let operator = Client::new(&app.base, Some(crate::support::ADMIN_TOKEN.to_owned())).unwrap();
+    let buyer_id = buyer.me().await.unwrap().id;
+    let listing = seller.create_listing(&NewListing::new("Lamp", 9_000)).await.unwrap();
+    let placed = buyer.place_bid(listing.id, &Placement::new(8_000)).await.unwrap();
+    let order = seller.accept(placed.bid.id).await.unwrap().order.expect("an accept makes an order");
+    let an_hour_ago = chrono::Utc::now() - chrono::Duration::hours(1);
+
+    let agencies = AdminAgentQuery {
+        tier: Some(Tier::Agency),
+        status: Some(AgentStatus::Active),
+        limit: Some(1),
+        ..AdminAgentQuery::default()
+    };
+    let agents = operator.admin_agents(&agencies).await.unwrap();
+    assert_eq!(agents.data.iter().map(|agent| agent.id).collect::<Vec<_>>(), vec![buyer_id]);
+    let suspended = AdminAgentQuery { status: Some(AgentStatus::Suspended), ..AdminAgentQuery::default() };
+    assert!(operator.admin_agents(&suspended).await.unwrap().data.is_empty());
+    assert_eq!(operator.admin_keys(buyer_id, &AdminPageQuery::default()).await.unwrap().data.len(), 1);
+    assert_eq!(buyer.list_keys(&PageQuery::default()).await.unwrap().data.len(), 1);
+
+    let threads = AdminThreadQuery {
+        status: Some(ThreadStatus::Accepted),
+        agent_id: Some(buyer_id),
+        since: Some(an_hour_ago),
+        ..AdminThreadQuery::default()
+    };
+    let threads = operator.admin_threads(&threads).await.unwrap();
+    assert_eq!(threads.data.iter().map(|thread| thread.id).collect::<Vec<_>>(), vec![placed.thread.id]);
+    let orders =
+        AdminOrderQuery { listing_id: Some(listing.id), since: Some(an_hour_ago), ..AdminOrderQuery::default() };
+    assert_eq!(
+        operator.admin_orders(&orders).await.unwrap().data.iter().map(|o| o.id).collect::<Vec<_>>(),
+        vec![order.id]
+    );
+    let failing = AdminWebhookQuery { failing: Some(true), ..AdminWebhookQuery::default() };
+    assert!(operator.admin_webhooks(&failing).await.unwrap().data.is_empty());
+    assert_eq!(operator.market_stats(&StatsQuery { hours: Some(2) }).await.unwrap().per_hour.len(), 2);
+
+    // Bounds the types cannot hold are the server's, and refused the same way.
+    let too_many = AdminAgentQuery { limit: Some(201), ..AdminAgentQuery::default() };
+    match operator.admin_agents(&too_many).await {
+        Err(ClientError::Api(problem)) => {
+            assert_eq!((problem.status, problem.code.as_str()), (422, "validation_failed"))
+        }
+        other => panic!("expected a validation failure, got {other:?}"),
+    }
 }
 
 #[tokio::test]

@@ -449,6 +449,75 @@ async fn malformed_requests_change_nothing() {
             "validation_failed",
         )
         .field("status"),
+        case("a negative limit", M::GET, "/v1/orders?limit=-1".into(), &buyer, Body::None, 422, "validation_failed")
+            .field("limit"),
+        case(
+            "a seller that is no id",
+            M::GET,
+            "/v1/listings?seller_id=42".into(),
+            &buyer,
+            Body::None,
+            400,
+            "malformed_request",
+        ),
+        // A value of the wrong type anywhere wins over one the parameter does not take.
+        case(
+            "an unknown status before a limit not a number",
+            M::GET,
+            "/v1/listings?status=GONE&limit=ten".into(),
+            &buyer,
+            Body::None,
+            400,
+            "malformed_request",
+        ),
+        case(
+            "a forged cursor before an unknown parameter",
+            M::GET,
+            "/v1/webhooks?cursor=abc&sort=price".into(),
+            &buyer,
+            Body::None,
+            400,
+            "malformed_request",
+        ),
+        case(
+            "an unknown role given twice",
+            M::GET,
+            "/v1/threads?role=judge&role=buyer".into(),
+            &buyer,
+            Body::None,
+            400,
+            "malformed_request",
+        ),
+        case(
+            "a forged cursor as the operator's after",
+            M::GET,
+            "/v1/admin/agents?after=abc".into(),
+            crate::support::ADMIN_TOKEN,
+            Body::None,
+            422,
+            "validation_failed",
+        )
+        .field("after"),
+        case(
+            "a failing filter neither true nor false",
+            M::GET,
+            "/v1/admin/webhooks?failing=yes".into(),
+            crate::support::ADMIN_TOKEN,
+            Body::None,
+            422,
+            "validation_failed",
+        )
+        .field("failing"),
+        case(
+            "an unknown tier in the operator's search",
+            M::GET,
+            "/v1/admin/agents?tier=GOLD".into(),
+            crate::support::ADMIN_TOKEN,
+            Body::None,
+            422,
+            "validation_failed",
+        )
+        .field("tier"),
         case("an unknown route", M::GET, "/v1/nothing".into(), &buyer, Body::None, 404, "not_found"),
         case("a wrong method", M::DELETE, "/v1/listings".into(), &buyer, Body::None, 405, "method_not_allowed"),
     ];

@@ -1,10 +1,13 @@
-//! What the operator's routes (`/v1/admin/*`) answer with and read.
+//! What the operator's routes (`/v1/admin/*`) answer with and read, their query strings among it.
+
+use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
-use haggle_domain::{Currency, Tier};
+use haggle_domain::{Currency, ThreadStatus, Tier};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::query::{choice, cursor, flag, hours, limit, moment};
 use crate::views::WebhookStatus;
 
 /// An agent as the operator sees it: its profile, when it was last active, whether it is
@@ -116,4 +119,110 @@ pub struct MarketStats {
     /// Of the threads opened in the window that have ended, the share that ended ACCEPTED;
     /// `None` when none has ended.
     pub agreement_rate: Option<f64>,
+}
+
+/// Paging for the operator's lists without filters (an agent's keys, a webhook's deliveries):
+/// as [`crate::PageQuery`], the cursor also read as `after`, as on every operator list. The
+/// operator's queries are only ever query strings, where an absent value is not written.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminPageQuery {
+    /// Page size, 1 to 200 (50 by default).
+    #[serde(deserialize_with = "limit")]
+    pub limit: Option<u32>,
+    /// The `next_cursor` of the previous page, for the next one.
+    #[serde(alias = "after", deserialize_with = "cursor")]
+    pub cursor: Option<Uuid>,
+}
+
+/// Whether an agent is suspended, as `GET /v1/admin/agents` filters on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentStatus {
+    Active,
+    Suspended,
+}
+
+impl FromStr for AgentStatus {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<AgentStatus, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "active" => Ok(AgentStatus::Active),
+            "suspended" => Ok(AgentStatus::Suspended),
+            _ => Err("must be `active` or `suspended`".to_owned()),
+        }
+    }
+}
+
+/// `GET /v1/admin/agents`: agents by name or id (`q`), tier and status.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminAgentQuery {
+    /// A part of the name (case-insensitively), or the agent's id; blank is no filter.
+    pub q: Option<String>,
+    #[serde(deserialize_with = "choice")]
+    pub tier: Option<Tier>,
+    #[serde(deserialize_with = "choice")]
+    pub status: Option<AgentStatus>,
+    #[serde(deserialize_with = "limit")]
+    pub limit: Option<u32>,
+    #[serde(alias = "after", deserialize_with = "cursor")]
+    pub cursor: Option<Uuid>,
+}
+
+/// `GET /v1/admin/threads`: any agent's threads.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminThreadQuery {
+    #[serde(deserialize_with = "choice")]
+    pub status: Option<ThreadStatus>,
+    pub listing_id: Option<Uuid>,
+    /// Threads where this agent is the buyer or the seller.
+    pub agent_id: Option<Uuid>,
+    /// Only threads opened at or after this moment.
+    #[serde(deserialize_with = "moment")]
+    pub since: Option<DateTime<Utc>>,
+    #[serde(deserialize_with = "limit")]
+    pub limit: Option<u32>,
+    #[serde(alias = "after", deserialize_with = "cursor")]
+    pub cursor: Option<Uuid>,
+}
+
+/// `GET /v1/admin/orders`: any agent's orders.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminOrderQuery {
+    /// Orders where this agent is the buyer or the seller.
+    pub agent_id: Option<Uuid>,
+    pub listing_id: Option<Uuid>,
+    /// Only orders made at or after this moment.
+    #[serde(deserialize_with = "moment")]
+    pub since: Option<DateTime<Utc>>,
+    #[serde(deserialize_with = "limit")]
+    pub limit: Option<u32>,
+    #[serde(alias = "after", deserialize_with = "cursor")]
+    pub cursor: Option<Uuid>,
+}
+
+/// `GET /v1/admin/webhooks`: every webhook, or only the failing ones.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminWebhookQuery {
+    /// Only the failing webhooks (`true`); `false`, like none, is no filter.
+    #[serde(deserialize_with = "flag")]
+    pub failing: Option<bool>,
+    #[serde(deserialize_with = "limit")]
+    pub limit: Option<u32>,
+    #[serde(alias = "after", deserialize_with = "cursor")]
+    pub cursor: Option<Uuid>,
+}
+
+/// `GET /v1/admin/stats`: the window, in hours.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StatsQuery {
+    /// 1 to 720 ([`crate::query::DEFAULT_STATS_HOURS`] by default).
+    #[serde(deserialize_with = "hours")]
+    pub hours: Option<u32>,
 }

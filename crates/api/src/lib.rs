@@ -1,6 +1,6 @@
 //! Haggle's wire: what travels between the server and its clients.
 //!
-//! Request bodies, the views the API answers with, pages, events and problem details, each
+//! Request bodies and query strings, the views the API answers with, pages, events and problem details, each
 //! declared once and shared by the server (which serializes views and reads requests) and the
 //! typed client (which does the reverse). Nothing here knows about the database: the server
 //! turns its rows into these views at its edge.
@@ -9,6 +9,7 @@ pub mod admin;
 pub mod events;
 pub mod page;
 pub mod problem;
+pub mod query;
 pub mod requests;
 pub mod signature;
 pub mod views;

@@ -1,5 +1,6 @@
 //! What clients send: request bodies, read strictly by the server (unknown fields refused) and
-//! written by the typed client, and the query strings of the list routes.
+//! written by the typed client, and the query strings of the routes that take one (read as
+//! [`crate::query`] says).
 
 use haggle_domain::bid::Proposal;
 use haggle_domain::money::RawAmount;
@@ -10,6 +11,7 @@ use uuid::Uuid;
 pub use haggle_domain::listing::{ListingPatch, NewListing};
 
 use crate::double_option;
+use crate::query::{choice, cursor, event_id, limit};
 
 /// `POST /v1/agents`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -153,17 +155,17 @@ pub struct ListingQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seller_id: Option<Uuid>,
     /// Only listings in this status.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "choice", skip_serializing_if = "Option::is_none")]
     pub status: Option<ListingStatus>,
     /// Words to find in the title or description.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub q: Option<String>,
     /// Page size, 1 to 200 (50 by default).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "limit", skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schemars", schemars(range(min = 1, max = 200)))]
     pub limit: Option<u32>,
     /// The `next_cursor` of the previous page, for the next one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "cursor", skip_serializing_if = "Option::is_none")]
     pub cursor: Option<Uuid>,
 }
 
@@ -173,20 +175,20 @@ pub struct ListingQuery {
 #[serde(deny_unknown_fields)]
 pub struct ThreadQuery {
     /// Only the threads where I am the buyer, or the seller.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "choice", skip_serializing_if = "Option::is_none")]
     pub role: Option<Party>,
     /// Only threads in this status (ACTIVE for live negotiations).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "choice", skip_serializing_if = "Option::is_none")]
     pub status: Option<ThreadStatus>,
     /// Only threads on this listing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listing_id: Option<Uuid>,
     /// Page size, 1 to 200 (50 by default).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "limit", skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schemars", schemars(range(min = 1, max = 200)))]
     pub limit: Option<u32>,
     /// The `next_cursor` of the previous page, for the next one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "cursor", skip_serializing_if = "Option::is_none")]
     pub cursor: Option<Uuid>,
 }
 
@@ -196,17 +198,17 @@ pub struct ThreadQuery {
 #[serde(deny_unknown_fields)]
 pub struct OrderQuery {
     /// Only the orders where I am the buyer, or the seller.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "choice", skip_serializing_if = "Option::is_none")]
     pub role: Option<Party>,
     /// Only orders on this listing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listing_id: Option<Uuid>,
     /// Page size, 1 to 200 (50 by default).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "limit", skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schemars", schemars(range(min = 1, max = 200)))]
     pub limit: Option<u32>,
     /// The `next_cursor` of the previous page, for the next one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "cursor", skip_serializing_if = "Option::is_none")]
     pub cursor: Option<Uuid>,
 }
 
@@ -217,11 +219,11 @@ pub struct OrderQuery {
 pub struct EventQuery {
     /// The cursor: events with a larger id come back (0, the default, reads from the start). Pass
     /// the previous answer's `next_cursor`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "event_id")]
     #[cfg_attr(feature = "schemars", schemars(range(min = 0)))]
     pub after: i64,
     /// At most this many events, 1 to 200 (50 by default).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "limit", skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schemars", schemars(range(min = 1, max = 200)))]
     pub limit: Option<u32>,
     /// With none yet, wait up to this many seconds (0 to 60) for the first one.
@@ -230,11 +232,33 @@ pub struct EventQuery {
     pub wait: Option<f64>,
 }
 
-/// Paging for the webhook lists.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+/// `GET /v1/events/stream` and `GET /v1/admin/events/stream`: where the stream starts when it
+/// does not resume with `Last-Event-ID`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamQuery {
+    /// The events after this id; without it, only those published from now on.
+    #[serde(default, deserialize_with = "haggle_domain::whole::text_option", skip_serializing_if = "Option::is_none")]
+    pub after: Option<i64>,
+}
+
+/// `GET /v1/bids/{id}`: how long to wait for the bid to change.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitQuery {
+    /// Seconds, 0 to 60 (fractions allowed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<f64>,
+}
+
+/// Paging for an agent's own lists: its keys, its webhooks and their deliveries.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PageQuery {
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Page size, 1 to 200 (50 by default).
+    #[serde(default, deserialize_with = "limit", skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The `next_cursor` of the previous page, for the next one.
+    #[serde(default, deserialize_with = "cursor", skip_serializing_if = "Option::is_none")]
     pub cursor: Option<Uuid>,
 }

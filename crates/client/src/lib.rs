@@ -240,12 +240,7 @@ impl Client {
     /// A bid. With `wait` (seconds, up to 60) a pending bid is answered as soon as it leaves
     /// `PENDING`, or when the time is up, as it then is.
     pub async fn get_bid(&self, bid: Uuid, wait: Option<f64>) -> Result<Bid, ClientError> {
-        #[derive(Serialize)]
-        struct Wait {
-            #[serde(skip_serializing_if = "Option::is_none")]
-            wait: Option<f64>,
-        }
-        self.get_waiting(&format!("/v1/bids/{bid}"), &Wait { wait }, wait).await
+        self.get_waiting(&format!("/v1/bids/{bid}"), &WaitQuery { wait }, wait).await
     }
 
     // ----- threads, orders, events -----
@@ -276,10 +271,8 @@ impl Client {
     /// server for as long as it is open.
     pub async fn event_stream(&self, after: Option<i64>) -> Result<EventStream, ClientError> {
         let url = format!("{}/v1/events/stream", self.base);
-        let mut request = self.http.get(&url).header(reqwest::header::ACCEPT, "text/event-stream");
-        if let Some(after) = after {
-            request = request.query(&[("after", after)]);
-        }
+        let mut request =
+            self.http.get(&url).header(reqwest::header::ACCEPT, "text/event-stream").query(&StreamQuery { after });
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key);
         }
@@ -307,6 +300,13 @@ impl Client {
     pub async fn delete_policy(&self, scope: PolicyScope) -> Result<(), ClientError> {
         let _: serde_json::Value = self.request(Method::DELETE, &scope.path(), &(), None::<&()>, None).await?;
         Ok(())
+    }
+
+    // ----- keys -----
+
+    /// My API keys, oldest first (never the keys themselves).
+    pub async fn list_keys(&self, query: &PageQuery) -> Result<Page<KeyRecord>, ClientError> {
+        self.get("/v1/agents/me/keys", query).await
     }
 
     // ----- webhooks -----
@@ -346,6 +346,42 @@ impl Client {
     /// admin token.
     pub async fn update_agent(&self, agent: Uuid, update: &ProfilePatch) -> Result<Agent, ClientError> {
         self.request(Method::PATCH, &format!("/v1/admin/agents/{agent}"), &(), Some(update), None).await
+    }
+
+    /// Agents, newest first, by name or id, tier and status. As every `admin_` call, it takes
+    /// the server's admin token as the client's key.
+    pub async fn admin_agents(&self, query: &AdminAgentQuery) -> Result<Page<AdminAgent>, ClientError> {
+        self.get("/v1/admin/agents", query).await
+    }
+
+    /// An agent's API keys.
+    pub async fn admin_keys(&self, agent: Uuid, query: &AdminPageQuery) -> Result<Page<KeyRecord>, ClientError> {
+        self.get(&format!("/v1/admin/agents/{agent}/keys"), query).await
+    }
+
+    /// Any agent's threads, newest first.
+    pub async fn admin_threads(&self, query: &AdminThreadQuery) -> Result<Page<Thread>, ClientError> {
+        self.get("/v1/admin/threads", query).await
+    }
+
+    /// Any agent's orders, newest first.
+    pub async fn admin_orders(&self, query: &AdminOrderQuery) -> Result<Page<Order>, ClientError> {
+        self.get("/v1/admin/orders", query).await
+    }
+
+    /// Every webhook, or only the failing ones.
+    pub async fn admin_webhooks(&self, query: &AdminWebhookQuery) -> Result<Page<AdminWebhook>, ClientError> {
+        self.get("/v1/admin/webhooks", query).await
+    }
+
+    /// Any webhook's deliveries, newest first.
+    pub async fn admin_deliveries(&self, webhook: Uuid, query: &AdminPageQuery) -> Result<Page<Delivery>, ClientError> {
+        self.get(&format!("/v1/admin/webhooks/{webhook}/deliveries"), query).await
+    }
+
+    /// The market now and over the last `query.hours` hours.
+    pub async fn market_stats(&self, query: &StatsQuery) -> Result<MarketStats, ClientError> {
+        self.get("/v1/admin/stats", query).await
     }
 
     // ----- plumbing -----

@@ -6,10 +6,12 @@ use uuid::Uuid;
 use haggle_domain::Party;
 
 pub use haggle_api::{
-    Agent, Answered, Attempt, Bid, BidAndThread, CounterOffer, Delivery, DeliveryStatus, Event, EventPage, EventQuery,
-    EventType, IssuedKey, KeyRecord, Listing, ListingPatch, ListingQuery, NewListing, NewWebhook, Order, OrderQuery,
-    OrderStatus, Page, PageQuery, Placement, PolicyLevel, ProfilePatch, Purchased, Registered, Registration,
-    StoredPolicy, Thread, ThreadQuery, ThreadWithBids, Webhook, WebhookCreated, WebhookStatus,
+    AdminAgent, AdminAgentQuery, AdminOrderQuery, AdminPageQuery, AdminThreadQuery, AdminWebhook, AdminWebhookQuery,
+    Agent, AgentStatus, Answered, Attempt, Bid, BidAndThread, CounterOffer, Delivery, DeliveryStatus, Event, EventPage,
+    EventQuery, EventType, IssuedKey, KeyRecord, Listing, ListingPatch, ListingQuery, MarketStats, NewListing,
+    NewWebhook, Order, OrderQuery, OrderStatus, Page, PageQuery, Placement, PolicyLevel, ProfilePatch, Purchased,
+    Registered, Registration, StatsQuery, StoredPolicy, StreamQuery, Thread, ThreadQuery, ThreadWithBids, WaitQuery,
+    Webhook, WebhookCreated, WebhookStatus,
 };
 
 /// Where a policy applies.

@@ -35,7 +35,8 @@ impl Visitor<'_> for WholeNumber {
     }
 }
 
-/// A whole number written as text, as a query string carries every value: `2`, or `2.0`.
+/// A whole number written as text, as a query string carries every value: `2`, or `2.0`; or,
+/// from JSON, the number itself.
 struct WholeText;
 
 impl Visitor<'_> for WholeText {
@@ -43,6 +44,18 @@ impl Visitor<'_> for WholeText {
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a whole number")
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<i64, E> {
+        WholeNumber.visit_i64(value)
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<i64, E> {
+        WholeNumber.visit_u64(value)
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<i64, E> {
+        WholeNumber.visit_f64(value)
     }
 
     fn visit_str<E: de::Error>(self, text: &str) -> Result<i64, E> {
@@ -99,7 +112,7 @@ pub fn option<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>,
 }
 
 /// For `#[serde(default, deserialize_with = "whole::text_option")]` on an `Option<i64>` of a
-/// query string.
+/// query string; the same parameters read from JSON (a tool's arguments) may be numbers.
 pub fn text_option<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
     struct Maybe;
 
@@ -114,8 +127,12 @@ pub fn text_option<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<
             Ok(None)
         }
 
+        fn visit_unit<E: de::Error>(self) -> Result<Option<i64>, E> {
+            Ok(None)
+        }
+
         fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Option<i64>, D::Error> {
-            deserializer.deserialize_str(WholeText).map(Some)
+            deserializer.deserialize_any(WholeText).map(Some)
         }
     }
 

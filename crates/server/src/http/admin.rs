@@ -10,23 +10,25 @@ use axum::extract::{FromRequest, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use futures::Stream;
-use serde::Deserialize;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::error::{ApiError, Code};
 use super::extract::{Id, IdempotencyKey, JsonBody, Operator, Params, parse_json};
-use super::{AppState, Endpoint, Page, Reply, Write, choice, paging};
+use super::{AppState, Endpoint, Page, Reply, Write, invalid_param, page_size};
 use crate::db;
 use crate::db::admin::{AgentFilter, OrderFilter, ThreadFilter};
 use crate::events::{Event, MARKET, Subscription};
 use crate::market::agents;
 use crate::secrets;
-use haggle_api::{self as api, ProfilePatch, Suspension, ThreadWithBids};
-use haggle_domain::FieldError;
+use haggle_api::query;
+use haggle_api::{
+    self as api, AdminAgentQuery, AdminOrderQuery, AdminPageQuery, AdminThreadQuery, AdminWebhookQuery, AgentStatus,
+    ProfilePatch, StatsQuery, StreamQuery, Suspension, ThreadWithBids,
+};
 
 pub fn endpoints() -> Vec<Endpoint> {
     vec![
@@ -50,54 +52,22 @@ pub fn endpoints() -> Vec<Endpoint> {
 /// Whose `Idempotency-Key`s the operator's writes are stored under: a scope no agent has.
 const OPERATOR_SCOPE: Uuid = Uuid::max();
 
-/// The longest window of `GET /v1/admin/stats`, in hours (30 days).
-pub const MAX_STATS_HOURS: i64 = 720;
-const DEFAULT_STATS_HOURS: i64 = 24;
-
-fn invalid(field: &str, message: impl Into<String>) -> ApiError {
-    ApiError::fields(Code::ValidationFailed, "some query parameters are invalid", &[FieldError::new(field, message)])
-}
-
-/// The paging parameters every list takes: `limit`, and `cursor` (also read as `after`).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PageQuery {
-    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
-    limit: Option<i64>,
-    #[serde(alias = "after")]
-    cursor: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AgentQuery {
-    q: Option<String>,
-    tier: Option<String>,
-    status: Option<String>,
-    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
-    limit: Option<i64>,
-    #[serde(alias = "after")]
-    cursor: Option<String>,
-}
-
 /// Agents, newest first: by name (a case-insensitive substring) or id (`q`), tier, and status.
 async fn list_agents(
     State(state): State<AppState>,
     _operator: Operator,
-    Params(query): Params<AgentQuery>,
+    Params(query): Params<AdminAgentQuery>,
 ) -> Result<Json<Page<api::AdminAgent>>, ApiError> {
-    let (limit, after) = paging(query.limit, query.cursor.as_deref())?;
-    let suspended = match query.status.as_deref().map(str::to_ascii_lowercase).as_deref() {
-        None => None,
-        Some("active") => Some(false),
-        Some("suspended") => Some(true),
-        Some(_) => return Err(invalid("status", "must be `active` or `suspended`")),
-    };
+    let limit = page_size(query.limit)?;
     let q = query.q.filter(|q| !q.trim().is_empty());
     if q.as_ref().is_some_and(|q| q.chars().count() > 200) {
-        return Err(invalid("q", "must be at most 200 characters"));
+        return Err(invalid_param("q", "must be at most 200 characters"));
     }
-    let filter = AgentFilter { q, tier: choice("tier", query.tier.as_deref())?, suspended, after, limit };
+    let suspended = query.status.map(|status| match status {
+        AgentStatus::Active => false,
+        AgentStatus::Suspended => true,
+    });
+    let filter = AgentFilter { q, tier: query.tier, suspended, after: query.cursor, limit };
     let page = db::admin::agents(&state.pool, &filter).await?;
     Ok(Json(page.map(api::AdminAgent::from)))
 }
@@ -197,7 +167,7 @@ async fn reinstate_agent(
     Ok(response)
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct NoFields {}
 
@@ -211,9 +181,9 @@ async fn list_keys(
     State(state): State<AppState>,
     _operator: Operator,
     Id(id): Id,
-    Params(query): Params<PageQuery>,
+    Params(query): Params<AdminPageQuery>,
 ) -> Result<Json<Page<api::KeyRecord>>, ApiError> {
-    let (limit, after) = paging(query.limit, query.cursor.as_deref())?;
+    let (limit, after) = (page_size(query.limit)?, query.cursor);
     if db::agents::get(&state.pool, id).await?.is_none() {
         return Err(ApiError::not_found("agent"));
     }
@@ -237,42 +207,18 @@ async fn revoke_key(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Reads `since` as an RFC 3339 timestamp.
-fn since_param(raw: Option<&str>) -> Result<Option<DateTime<Utc>>, ApiError> {
-    raw.map(|raw| {
-        DateTime::parse_from_rfc3339(raw)
-            .map(|at| at.with_timezone(&Utc))
-            .map_err(|_| invalid("since", "must be an RFC 3339 timestamp, such as 2026-01-31T00:00:00Z"))
-    })
-    .transpose()
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ThreadQuery {
-    status: Option<String>,
-    listing_id: Option<Uuid>,
-    agent_id: Option<Uuid>,
-    since: Option<String>,
-    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
-    limit: Option<i64>,
-    #[serde(alias = "after")]
-    cursor: Option<String>,
-}
-
 async fn list_threads(
     State(state): State<AppState>,
     _operator: Operator,
-    Params(query): Params<ThreadQuery>,
+    Params(query): Params<AdminThreadQuery>,
 ) -> Result<Json<Page<api::Thread>>, ApiError> {
-    let (limit, after) = paging(query.limit, query.cursor.as_deref())?;
     let filter = ThreadFilter {
-        status: choice("status", query.status.as_deref())?,
+        limit: page_size(query.limit)?,
+        status: query.status,
         listing_id: query.listing_id,
         agent_id: query.agent_id,
-        since: since_param(query.since.as_deref())?,
-        after,
-        limit,
+        since: query.since,
+        after: query.cursor,
     };
     let page = db::admin::threads(&state.pool, &filter).await?;
     let now = Utc::now();
@@ -291,57 +237,29 @@ async fn read_thread(
     Ok(Json(ThreadWithBids { thread: thread.at(now), bids: bids.iter().map(|bid| bid.at(now)).collect() }))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct OrderQuery {
-    agent_id: Option<Uuid>,
-    listing_id: Option<Uuid>,
-    since: Option<String>,
-    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
-    limit: Option<i64>,
-    #[serde(alias = "after")]
-    cursor: Option<String>,
-}
-
 async fn list_orders(
     State(state): State<AppState>,
     _operator: Operator,
-    Params(query): Params<OrderQuery>,
+    Params(query): Params<AdminOrderQuery>,
 ) -> Result<Json<Page<api::Order>>, ApiError> {
-    let (limit, after) = paging(query.limit, query.cursor.as_deref())?;
     let filter = OrderFilter {
+        limit: page_size(query.limit)?,
         agent_id: query.agent_id,
         listing_id: query.listing_id,
-        since: since_param(query.since.as_deref())?,
-        after,
-        limit,
+        since: query.since,
+        after: query.cursor,
     };
     let page = db::admin::orders(&state.pool, &filter).await?;
     Ok(Json(page.map(api::Order::from)))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WebhookQuery {
-    failing: Option<String>,
-    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
-    limit: Option<i64>,
-    #[serde(alias = "after")]
-    cursor: Option<String>,
-}
-
 async fn list_webhooks(
     State(state): State<AppState>,
     _operator: Operator,
-    Params(query): Params<WebhookQuery>,
+    Params(query): Params<AdminWebhookQuery>,
 ) -> Result<Json<Page<api::AdminWebhook>>, ApiError> {
-    let (limit, after) = paging(query.limit, query.cursor.as_deref())?;
-    let failing = match query.failing.as_deref() {
-        None | Some("false") => false,
-        Some("true") => true,
-        Some(_) => return Err(invalid("failing", "must be `true` or `false`")),
-    };
-    let page = db::admin::webhooks(&state.pool, failing, after, limit).await?;
+    let limit = page_size(query.limit)?;
+    let page = db::admin::webhooks(&state.pool, query.failing.unwrap_or(false), query.cursor, limit).await?;
     Ok(Json(page.map(api::AdminWebhook::from)))
 }
 
@@ -350,21 +268,14 @@ async fn list_deliveries(
     State(state): State<AppState>,
     _operator: Operator,
     Id(id): Id,
-    Params(query): Params<PageQuery>,
+    Params(query): Params<AdminPageQuery>,
 ) -> Result<Json<Page<api::Delivery>>, ApiError> {
-    let (limit, after) = paging(query.limit, query.cursor.as_deref())?;
+    let (limit, after) = (page_size(query.limit)?, query.cursor);
     if !db::admin::webhook_exists(&state.pool, id).await? {
         return Err(ApiError::not_found("webhook"));
     }
     let page = db::webhooks::deliveries(&state.pool, id, after, limit).await?;
     Ok(Json(page.map(api::Delivery::from)))
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StatsQuery {
-    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
-    hours: Option<i64>,
 }
 
 /// The market at a glance, over the current hour and the `hours - 1` before it.
@@ -373,10 +284,11 @@ async fn stats(
     _operator: Operator,
     Params(query): Params<StatsQuery>,
 ) -> Result<Json<api::MarketStats>, ApiError> {
-    let hours = query.hours.unwrap_or(DEFAULT_STATS_HOURS);
-    if !(1..=MAX_STATS_HOURS).contains(&hours) {
-        return Err(invalid("hours", format!("must be between 1 and {MAX_STATS_HOURS}")));
+    let hours = query.hours.unwrap_or(query::DEFAULT_STATS_HOURS);
+    if !(1..=query::MAX_STATS_HOURS).contains(&hours) {
+        return Err(invalid_param("hours", query::hours_range()));
     }
+    let hours = i64::from(hours);
     let pool = &state.pool;
     let (from, to) = db::admin::window(pool, hours).await?;
     let (totals, per_hour, outcomes) =
@@ -399,13 +311,6 @@ async fn stats(
         median_rounds_to_deal: outcomes.median_rounds_to_deal,
         agreement_rate: (outcomes.ended > 0).then(|| outcomes.accepted as f64 / outcomes.ended as f64),
     }))
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StreamQuery {
-    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
-    after: Option<i64>,
 }
 
 /// Events read per query by the market stream.

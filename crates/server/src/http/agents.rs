@@ -6,13 +6,12 @@ use std::net::SocketAddr;
 use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use haggle_api::{self as api, IssuedKey, Registered, Registration};
-use serde::Deserialize;
+use haggle_api::{self as api, IssuedKey, PageQuery, Registered, Registration};
 use uuid::Uuid;
 
 use super::error::{ApiError, Code};
 use super::extract::{ActionBody, Id, IdempotencyKey, JsonBody, Params};
-use super::{AppState, Endpoint, Page, Reply, Write, paging, ratelimit};
+use super::{AppState, Endpoint, Page, Reply, Write, page_size, ratelimit};
 use crate::db;
 use crate::db::agents::Caller;
 use crate::market::agents;
@@ -58,21 +57,13 @@ async fn me(State(state): State<AppState>, caller: Caller) -> Result<Json<api::A
     agent.map(|agent| Json(agent.into())).ok_or_else(|| ApiError::not_found("agent"))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PageQuery {
-    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
-    limit: Option<i64>,
-    cursor: Option<String>,
-}
-
 /// My keys, oldest first, a page at a time.
 async fn keys(
     State(state): State<AppState>,
     caller: Caller,
     Params(query): Params<PageQuery>,
 ) -> Result<Json<Page<api::KeyRecord>>, ApiError> {
-    let (limit, after) = paging(query.limit, query.cursor.as_deref())?;
+    let (limit, after) = (page_size(query.limit)?, query.cursor);
     let page = db::agents::keys_page(&state.pool, caller.id, after, limit).await?;
     Ok(Json(page.map(api::KeyRecord::from)))
 }

@@ -7,8 +7,7 @@ use axum::response::Response;
 use std::time::Duration;
 
 use chrono::Utc;
-use haggle_api::{self as api, Answered as AnswerView};
-use serde::Deserialize;
+use haggle_api::{self as api, Answered as AnswerView, WaitQuery};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -32,12 +31,6 @@ pub fn endpoints() -> Vec<Endpoint> {
     ]
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReadQuery {
-    wait: Option<f64>,
-}
-
 async fn read_now(state: &AppState, caller: Caller, id: Uuid) -> Result<api::Bid, ApiError> {
     let bid = db::threads::get_bid(&state.pool, id, caller.id).await?;
     bid.map(|bid| bid.at(Utc::now())).ok_or_else(|| ApiError::not_found("bid"))
@@ -49,7 +42,7 @@ async fn read(
     State(state): State<AppState>,
     caller: Caller,
     Id(id): Id,
-    Params(query): Params<ReadQuery>,
+    Params(query): Params<WaitQuery>,
 ) -> Result<Json<api::Bid>, ApiError> {
     let Some(wait) = wait_param(query.wait)? else {
         return read_now(&state, caller, id).await.map(Json);

@@ -13,7 +13,8 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures::Stream;
-use serde::{Deserialize, Serialize};
+use haggle_api::{EventQuery, StreamQuery};
+use serde::Serialize;
 use sqlx::PgPool;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -21,7 +22,7 @@ use uuid::Uuid;
 
 use super::error::{ApiError, Code};
 use super::extract::{Params, api_key_digest};
-use super::{AppState, DEFAULT_LIMIT, Endpoint, MAX_LIMIT, MAX_WAIT};
+use super::{AppState, Endpoint, MAX_WAIT, invalid_param, page_size};
 use crate::db;
 use crate::db::agents::Caller;
 use crate::events::{Crowded, Event, Subscription};
@@ -38,10 +39,6 @@ const REAUTHENTICATE: Duration = Duration::from_secs(10);
 /// Events read per query by a stream.
 const STREAM_BATCH: i64 = 100;
 
-fn invalid(field: &str, message: impl Into<String>) -> ApiError {
-    ApiError::fields(Code::ValidationFailed, "some query parameters are invalid", &[FieldError::new(field, message)])
-}
-
 /// Validates a `wait` parameter in seconds: 0 to 60, fractions allowed.
 pub fn wait_param(wait: Option<f64>) -> Result<Option<Duration>, ApiError> {
     match wait {
@@ -49,26 +46,15 @@ pub fn wait_param(wait: Option<f64>) -> Result<Option<Duration>, ApiError> {
         Some(seconds) if seconds.is_finite() && (0.0..=MAX_WAIT.as_secs_f64()).contains(&seconds) => {
             Ok(Some(Duration::from_secs_f64(seconds)))
         }
-        Some(_) => Err(invalid("wait", format!("must be a number of seconds from 0 to {}", MAX_WAIT.as_secs()))),
+        Some(_) => Err(invalid_param("wait", format!("must be a number of seconds from 0 to {}", MAX_WAIT.as_secs()))),
     }
 }
 
-fn after_param(after: Option<i64>) -> Result<i64, ApiError> {
-    match after {
-        None => Ok(0),
-        Some(after) if after >= 0 => Ok(after),
-        Some(_) => Err(invalid("after", "must be an event id (0 or more)")),
+fn after_param(after: i64) -> Result<i64, ApiError> {
+    if after < 0 {
+        return Err(invalid_param("after", "must be an event id (0 or more)"));
     }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ListQuery {
-    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
-    after: Option<i64>,
-    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
-    limit: Option<i64>,
-    wait: Option<f64>,
+    Ok(after)
 }
 
 /// A page of events. `next_cursor` is where to resume (pass it as `after`): the last event's
@@ -83,13 +69,10 @@ struct EventPage {
 async fn list(
     State(state): State<AppState>,
     caller: Caller,
-    Params(query): Params<ListQuery>,
+    Params(query): Params<EventQuery>,
 ) -> Result<Json<EventPage>, ApiError> {
     let after = after_param(query.after)?;
-    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
-    if !(1..=MAX_LIMIT).contains(&limit) {
-        return Err(invalid("limit", format!("must be between 1 and {MAX_LIMIT}")));
-    }
+    let limit = page_size(query.limit)?;
     let wait = wait_param(query.wait)?.unwrap_or(Duration::ZERO);
     let deadline = Instant::now() + wait;
     let mut subscription = subscribe(&state, caller.id)?;
@@ -140,18 +123,11 @@ pub async fn wake_or_stop(subscription: &mut Subscription, timeout: Duration, sh
     }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StreamQuery {
-    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
-    after: Option<i64>,
-}
-
 /// Where a stream starts: after `Last-Event-ID` when reconnecting, else after `?after=`, else
 /// after the newest event (only what happens from now on). A reconnecting client sends the URL
 /// it first used, so `after` comes with `Last-Event-ID`: it is checked, and the header wins.
 pub async fn stream_start(pool: &PgPool, headers: &HeaderMap, after: Option<i64>) -> Result<i64, ApiError> {
-    let after = after.map(|after| after_param(Some(after))).transpose()?;
+    let after = after.map(after_param).transpose()?;
     if let Some(value) = headers.get("last-event-id") {
         return value
             .to_str()

@@ -1,7 +1,7 @@
 //! Extractors that turn every malformed input into a problem+json answer.
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use serde::de::DeserializeOwned;
@@ -13,6 +13,7 @@ use super::{AppState, console};
 use crate::db;
 use crate::db::agents::Caller;
 use crate::secrets;
+use haggle_api::query::{self, QueryError};
 use haggle_domain::FieldError;
 
 /// The longest `Idempotency-Key` accepted.
@@ -137,17 +138,22 @@ impl<S: Send + Sync> FromRequestParts<S> for Id {
     }
 }
 
-/// Query parameters; unknown parameters and unreadable values are malformed requests.
+/// Query parameters, read with [`query::read`]: unknown parameters and unreadable values are
+/// malformed requests (400); values their parameters do not take fail validation (422).
 pub struct Params<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        Query::<T>::from_request_parts(parts, state)
-            .await
-            .map(|Query(value)| Params(value))
-            .map_err(|rejection| ApiError::malformed(rejection.body_text()))
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        query::read(parts.uri.query().unwrap_or_default()).map(Params).map_err(|error| match error {
+            QueryError::Malformed(reason) => {
+                ApiError::malformed(format!("Failed to deserialize query string: {reason}"))
+            }
+            QueryError::Refused(fields) => {
+                ApiError::fields(Code::ValidationFailed, "some query parameters are invalid", &fields)
+            }
+        })
     }
 }
 

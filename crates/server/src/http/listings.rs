@@ -5,13 +5,11 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use chrono::Utc;
-use haggle_api::{self as api, BidAndThread, ListingPatch, NewListing, Purchased};
-use serde::Deserialize;
-use uuid::Uuid;
+use haggle_api::{self as api, BidAndThread, ListingPatch, ListingQuery, NewListing, Purchased};
 
 use super::error::ApiError;
 use super::extract::{ActionBody, Id, IdempotencyKey, JsonBody, Params};
-use super::{AppState, Endpoint, Page, Reply, Write, choice, paging};
+use super::{AppState, Endpoint, Page, Reply, Write, invalid_param, page_size};
 use crate::db;
 use crate::db::agents::Caller;
 use crate::db::listings::ListingFilter;
@@ -41,29 +39,17 @@ async fn create(
     Ok(command.finish(outcome.map(|listing| Reply::json(StatusCode::CREATED, &api::Listing::from(listing)))).await)
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ListQuery {
-    seller_id: Option<Uuid>,
-    status: Option<String>,
-    q: Option<String>,
-    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
-    limit: Option<i64>,
-    cursor: Option<String>,
-}
-
 async fn list(
     State(state): State<AppState>,
     _caller: Caller,
-    Params(query): Params<ListQuery>,
+    Params(query): Params<ListingQuery>,
 ) -> Result<Json<Page<api::Listing>>, ApiError> {
-    let (limit, after) = paging(query.limit, query.cursor.as_deref())?;
     let filter = ListingFilter {
+        limit: page_size(query.limit)?,
         seller_id: query.seller_id,
-        status: choice("status", query.status.as_deref())?,
+        status: query.status,
         q: search_text(query.q)?,
-        after,
-        limit,
+        after: query.cursor,
     };
     let page = db::listings::list(&state.pool, &filter).await?;
     Ok(Json(page.map(api::Listing::from)))
@@ -74,13 +60,7 @@ async fn list(
 /// other characters sent.
 fn search_text(q: Option<String>) -> Result<Option<String>, ApiError> {
     let Some(q) = q else { return Ok(None) };
-    let q = haggle_domain::rejection::text(&q, false, 200).map_err(|message| {
-        ApiError::fields(
-            super::error::Code::ValidationFailed,
-            "some query parameters are invalid",
-            &[haggle_domain::FieldError::new("q", message)],
-        )
-    })?;
+    let q = haggle_domain::rejection::text(&q, false, 200).map_err(|message| invalid_param("q", message))?;
     Ok(Some(q).filter(|q| !q.trim().is_empty()))
 }
 

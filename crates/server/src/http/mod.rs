@@ -12,7 +12,9 @@ use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
-use uuid::Uuid;
+
+use haggle_api::query;
+use haggle_domain::FieldError;
 
 mod admin;
 mod agents;
@@ -195,46 +197,19 @@ async fn problem_for_bare_errors(response: Response) -> Response {
     error.into_response()
 }
 
-/// The smallest, default and largest page sizes.
-pub const DEFAULT_LIMIT: i64 = 50;
-pub const MAX_LIMIT: i64 = 200;
-
-/// Validates `limit` and `cursor` query parameters.
-pub fn paging(limit: Option<i64>, cursor: Option<&str>) -> Result<(i64, Option<Uuid>), ApiError> {
-    let mut errors = Vec::new();
-    let limit = limit.unwrap_or(DEFAULT_LIMIT);
-    if !(1..=MAX_LIMIT).contains(&limit) {
-        errors.push(haggle_domain::FieldError::new("limit", format!("must be between 1 and {MAX_LIMIT}")));
-    }
-    let cursor = match cursor {
-        None => None,
-        Some(raw) => match Uuid::parse_str(raw) {
-            Ok(id) => Some(id),
-            Err(_) => {
-                errors.push(haggle_domain::FieldError::new("cursor", "must be a next_cursor from a previous page"));
-                None
-            }
-        },
-    };
-    if errors.is_empty() {
-        Ok((limit, cursor))
-    } else {
-        Err(ApiError::fields(Code::ValidationFailed, "some query parameters are invalid", &errors))
-    }
+/// A validation failure of one query parameter.
+pub fn invalid_param(field: &str, message: impl Into<String>) -> ApiError {
+    ApiError::fields(Code::ValidationFailed, "some query parameters are invalid", &[FieldError::new(field, message)])
 }
 
-/// Parses an optional query parameter naming one of a fixed set of values.
-pub fn choice<T: std::str::FromStr<Err = String>>(field: &str, raw: Option<&str>) -> Result<Option<T>, ApiError> {
-    raw.map(|raw| {
-        raw.parse().map_err(|message: String| {
-            ApiError::fields(
-                Code::ValidationFailed,
-                "some query parameters are invalid",
-                &[haggle_domain::FieldError::new(field, message)],
-            )
-        })
-    })
-    .transpose()
+/// The page size a list's `limit` asks for: 1 to [`query::MAX_LIMIT`], [`query::DEFAULT_LIMIT`]
+/// by default.
+pub fn page_size(limit: Option<u32>) -> Result<i64, ApiError> {
+    let limit = limit.unwrap_or(query::DEFAULT_LIMIT);
+    if !(1..=query::MAX_LIMIT).contains(&limit) {
+        return Err(invalid_param("limit", query::limit_range()));
+    }
+    Ok(i64::from(limit))
 }
 
 #[cfg(test)]

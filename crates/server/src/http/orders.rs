@@ -2,39 +2,30 @@
 
 use axum::Json;
 use axum::extract::State;
-use serde::Deserialize;
-use uuid::Uuid;
 
 use super::error::ApiError;
 use super::extract::{Id, Params};
-use super::{AppState, Endpoint, Page, choice, paging};
+use super::{AppState, Endpoint, Page, page_size};
 use crate::db;
 use crate::db::agents::Caller;
 use crate::db::orders::OrderFilter;
-use haggle_api as api;
+use haggle_api::{self as api, OrderQuery};
 
 pub fn endpoints() -> Vec<Endpoint> {
     vec![Endpoint::get("/v1/orders", list), Endpoint::get("/v1/orders/{id}", read)]
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ListQuery {
-    role: Option<String>,
-    listing_id: Option<Uuid>,
-    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
-    limit: Option<i64>,
-    cursor: Option<String>,
-}
-
 async fn list(
     State(state): State<AppState>,
     caller: Caller,
-    Params(query): Params<ListQuery>,
+    Params(query): Params<OrderQuery>,
 ) -> Result<Json<Page<api::Order>>, ApiError> {
-    let (limit, after) = paging(query.limit, query.cursor.as_deref())?;
-    let filter =
-        OrderFilter { role: choice("role", query.role.as_deref())?, listing_id: query.listing_id, after, limit };
+    let filter = OrderFilter {
+        limit: page_size(query.limit)?,
+        role: query.role,
+        listing_id: query.listing_id,
+        after: query.cursor,
+    };
     let page = db::orders::list(&state.pool, caller.id, &filter).await?;
     Ok(Json(page.map(api::Order::from)))
 }

@@ -3,13 +3,11 @@
 use axum::Json;
 use axum::extract::State;
 use chrono::Utc;
-use haggle_api::{self as api, ThreadWithBids};
-use serde::Deserialize;
-use uuid::Uuid;
+use haggle_api::{self as api, ThreadQuery, ThreadWithBids};
 
 use super::error::ApiError;
 use super::extract::{ActionBody, Id, IdempotencyKey, Params};
-use super::{AppState, Endpoint, Page, Reply, Write, choice, paging};
+use super::{AppState, Endpoint, Page, Reply, Write, page_size};
 use crate::db;
 use crate::db::agents::Caller;
 use crate::db::threads::ThreadFilter;
@@ -50,29 +48,17 @@ async fn settle(
         .await)
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ListQuery {
-    role: Option<String>,
-    status: Option<String>,
-    listing_id: Option<Uuid>,
-    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
-    limit: Option<i64>,
-    cursor: Option<String>,
-}
-
 async fn list(
     State(state): State<AppState>,
     caller: Caller,
-    Params(query): Params<ListQuery>,
+    Params(query): Params<ThreadQuery>,
 ) -> Result<Json<Page<api::Thread>>, ApiError> {
-    let (limit, after) = paging(query.limit, query.cursor.as_deref())?;
     let filter = ThreadFilter {
-        role: choice("role", query.role.as_deref())?,
-        status: choice("status", query.status.as_deref())?,
+        limit: page_size(query.limit)?,
+        role: query.role,
+        status: query.status,
         listing_id: query.listing_id,
-        after,
-        limit,
+        after: query.cursor,
     };
     let page = db::threads::list_threads(&state.pool, caller.id, &filter).await?;
     let now = Utc::now();

@@ -6,15 +6,14 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
 
 use super::error::ApiError;
 use super::extract::{ActionBody, Id, IdempotencyKey, JsonBody, Params};
-use super::{AppState, Endpoint, Page, Reply, Write, paging};
+use super::{AppState, Endpoint, Page, Reply, Write, page_size};
 use crate::db;
 use crate::db::agents::Caller;
 use crate::market::webhooks as registry;
-use haggle_api::{self as api, NewWebhook as WebhookRequest};
+use haggle_api::{self as api, NewWebhook as WebhookRequest, PageQuery};
 
 pub fn endpoints() -> Vec<Endpoint> {
     vec![
@@ -48,20 +47,12 @@ async fn create(
     Ok(command.finish(outcome.map(|created| Reply::json(StatusCode::CREATED, &created).with_secret())).await)
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PageQuery {
-    #[serde(default, deserialize_with = "haggle_domain::whole::text_option")]
-    limit: Option<i64>,
-    cursor: Option<String>,
-}
-
 async fn list(
     State(state): State<AppState>,
     caller: Caller,
     Params(query): Params<PageQuery>,
 ) -> Result<Json<Page<api::Webhook>>, ApiError> {
-    let (limit, after) = paging(query.limit, query.cursor.as_deref())?;
+    let (limit, after) = (page_size(query.limit)?, query.cursor);
     let page = db::webhooks::list(&state.pool, caller.id, after, limit).await?;
     Ok(Json(page.map(api::Webhook::from)))
 }
@@ -87,7 +78,7 @@ async fn deliveries(
     Id(id): Id,
     Params(query): Params<PageQuery>,
 ) -> Result<Json<Page<api::Delivery>>, ApiError> {
-    let (limit, after) = paging(query.limit, query.cursor.as_deref())?;
+    let (limit, after) = (page_size(query.limit)?, query.cursor);
     if db::webhooks::get(&state.pool, id, caller.id).await?.is_none() {
         return Err(ApiError::not_found("webhook"));
     }
