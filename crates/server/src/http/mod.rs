@@ -13,9 +13,6 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
 
-use haggle_api::query;
-use haggle_domain::FieldError;
-
 mod admin;
 mod agents;
 pub mod bids;
@@ -30,6 +27,7 @@ mod listings;
 pub mod mcp;
 pub mod observe;
 mod orders;
+mod params;
 mod policies;
 pub mod ratelimit;
 mod retry;
@@ -41,6 +39,7 @@ mod write;
 pub use endpoint::Endpoint;
 use error::{ApiError, Code};
 pub use haggle_api::Page;
+pub use params::{MAX_WAIT, invalid_param, page_size};
 pub use retry::RetryReads;
 pub use state::{AppState, Settings};
 pub use write::{Reply, Write};
@@ -179,9 +178,6 @@ fn requested_wait(query: Option<&str>) -> Duration {
     Duration::from_secs_f64(seconds.clamp(0.0, MAX_WAIT.as_secs_f64()))
 }
 
-/// The longest a request may ask to wait for a change.
-pub const MAX_WAIT: Duration = Duration::from_secs(60);
-
 /// Gives error answers made outside the handlers (timeouts and the like) a problem document.
 async fn problem_for_bare_errors(response: Response) -> Response {
     let status = response.status();
@@ -195,21 +191,6 @@ async fn problem_for_bare_errors(response: Response) -> Response {
         _ => ApiError::new(code, status.canonical_reason().unwrap_or("error")),
     };
     error.into_response()
-}
-
-/// A validation failure of one query parameter.
-pub fn invalid_param(field: &str, message: impl Into<String>) -> ApiError {
-    ApiError::fields(Code::ValidationFailed, "some query parameters are invalid", &[FieldError::new(field, message)])
-}
-
-/// The page size a list's `limit` asks for: 1 to [`query::MAX_LIMIT`], [`query::DEFAULT_LIMIT`]
-/// by default.
-pub fn page_size(limit: Option<u32>) -> Result<i64, ApiError> {
-    let limit = limit.unwrap_or(query::DEFAULT_LIMIT);
-    if !(1..=query::MAX_LIMIT).contains(&limit) {
-        return Err(invalid_param("limit", query::limit_range()));
-    }
-    Ok(i64::from(limit))
 }
 
 #[cfg(test)]
