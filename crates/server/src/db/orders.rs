@@ -7,6 +7,7 @@ use sqlx::types::Json;
 use sqlx::{FromRow, PgConnection, PgExecutor, Postgres, QueryBuilder};
 use uuid::Uuid;
 
+use super::text::Text;
 use super::{Listing, Page};
 use haggle_domain::{Currency, Party};
 
@@ -32,7 +33,7 @@ pub struct Order {
 const ORDER_COLUMNS: &str =
     "id, listing_id, thread_id, bid_id, buyer_id, seller_id, amount, currency, terms, status, created_at, updated_at";
 
-#[derive(Debug, FromRow)]
+#[derive(Debug)]
 struct PurchasedRow {
     order: Json<Order>,
     listing: Json<Listing>,
@@ -46,7 +47,8 @@ pub async fn purchase(
     listing_id: Uuid,
     buyer_id: Uuid,
 ) -> Result<(Order, Listing), sqlx::Error> {
-    let row: PurchasedRow = sqlx::query_as(
+    let row = sqlx::query_as!(
+        PurchasedRow,
         r#"WITH listing AS (
              UPDATE listings SET quantity_available = quantity_available - 1,
                     status = CASE WHEN quantity_available = 1 THEN 'SOLD' ELSE status END,
@@ -58,11 +60,12 @@ pub async fn purchase(
              SELECT $1, listing.id, $3, listing.seller_id, listing.ask_amount, listing.currency, 'CONFIRMED' FROM listing
              RETURNING *
          )
-         SELECT row_to_json(ordered) AS "order", row_to_json(listing) AS listing FROM ordered, listing"#,
+         SELECT row_to_json(ordered) AS "order!: Json<Order>", row_to_json(listing) AS "listing!: Json<Listing>"
+         FROM ordered, listing"#,
+        order_id,
+        listing_id,
+        buyer_id,
     )
-    .bind(order_id)
-    .bind(listing_id)
-    .bind(buyer_id)
     .fetch_one(conn)
     .await?;
     Ok((row.order.0, row.listing.0))
@@ -70,11 +73,16 @@ pub async fn purchase(
 
 /// An order, if the agent is its buyer or seller.
 pub async fn get(executor: impl PgExecutor<'_>, id: Uuid, agent_id: Uuid) -> Result<Option<Order>, sqlx::Error> {
-    sqlx::query_as(&format!("SELECT {ORDER_COLUMNS} FROM orders WHERE id = $1 AND $2 IN (buyer_id, seller_id)"))
-        .bind(id)
-        .bind(agent_id)
-        .fetch_optional(executor)
-        .await
+    sqlx::query_as!(
+        Order,
+        r#"SELECT id, listing_id, thread_id, bid_id, buyer_id, seller_id, amount, currency AS "currency: Text<Currency>",
+                  terms, status AS "status: Text<OrderStatus>", created_at, updated_at
+           FROM orders WHERE id = $1 AND $2 IN (buyer_id, seller_id)"#,
+        id,
+        agent_id,
+    )
+    .fetch_optional(executor)
+    .await
 }
 
 #[derive(Debug, Default)]
