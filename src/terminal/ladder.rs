@@ -15,8 +15,7 @@ use std::ops::RangeInclusive;
 
 use haggle_client::Bid;
 use haggle_domain::Party;
-
-use super::money::Money;
+use haggle_domain::money::Price;
 
 /// Cells in the bar.
 pub const WIDTH: usize = 40;
@@ -101,7 +100,7 @@ impl Ladder {
 
     /// One bid's line: its round, who made it, its amount, and the bar after it.
     pub fn line(&self, bid: &Bid, after: Positions) -> String {
-        let amount = Money::new(bid.amount, bid.currency);
+        let amount = Price::new(bid.amount, bid.currency);
         format!("round {:<2} {:<6} {amount:>16}  {}", bid.round, bid.author.as_str(), self.bar(after))
     }
 }

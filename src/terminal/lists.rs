@@ -1,10 +1,10 @@
 //! `haggle listings` and `haggle threads`: a page of either as a table, or as the API's JSON.
 
 use haggle_client::{ListingQuery, ThreadQuery};
+use haggle_domain::money::Price;
 use haggle_domain::{ListingStatus, Party, ThreadStatus};
 use uuid::Uuid;
 
-use super::money::Money;
 use super::{ServerArgs, agent_id, cursor, listing_id, parse_party};
 
 /// Paging and output, shared by `haggle listings` and `haggle threads`.
@@ -78,7 +78,7 @@ pub async fn listings(args: ListingsArgs) -> anyhow::Result<()> {
             vec![
                 listing.id.to_string(),
                 truncate(&listing.title, 32),
-                Money::new(listing.ask_amount, listing.currency).to_string(),
+                Price::new(listing.ask_amount, listing.currency).to_string(),
                 listing.status.as_str().to_owned(),
                 if listing.negotiable { "yes" } else { "no" }.to_owned(),
                 listing.seller_id.to_string(),
@@ -120,7 +120,7 @@ pub async fn threads(args: ThreadsArgs) -> anyhow::Result<()> {
             role.as_str().to_owned(),
             thread.status.as_str().to_owned(),
             thread.rounds.to_string(),
-            Money::new(last.amount, last.currency).to_string(),
+            Price::new(last.amount, last.currency).to_string(),
             format!("{}{}", last.author.as_str(), if last.is_final { " (final)" } else { "" }),
             turn.to_owned(),
         ]);

@@ -2,12 +2,12 @@
 //! from a terminal through the typed client.
 //!
 //! Results go to standard output, progress and errors to standard error. Every amount is
-//! printed as a person reads a price, in major units with its currency (`1,250.00 USD`), even
-//! where the server's own words would give minor units (see `refusal`).
+//! printed as a person reads a price (`haggle_domain::money::Price`: major units with the
+//! currency, `1,250.00 USD`), even where the server's own words give minor units (see
+//! `refusal`).
 
 mod ladder;
 mod lists;
-mod money;
 mod negotiate;
 mod refusal;
 

@@ -10,7 +10,7 @@ use clap::ValueEnum;
 use haggle_client::{
     Client, ClientError, CounterOffer, EventQuery, EventType, OrderQuery, Placement, ThreadQuery, ThreadWithBids,
 };
-use haggle_domain::money::Currency;
+use haggle_domain::money::{Currency, Price};
 use haggle_domain::strategy::model::{BAYES_OPENING, BayesBuyer};
 use haggle_domain::strategy::{
     Adaptive, Competitive, Decision, MAX_AUTO_ROUNDS, NegotiationState, Policy, Profile, SimpleThreshold, Strategy,
@@ -20,7 +20,6 @@ use haggle_domain::{Party, ThreadStatus};
 use uuid::Uuid;
 
 use super::ladder::{Glyphs, Ladder, Positions};
-use super::money::Money;
 use super::{ServerArgs, listing_id, parse_party, refusal};
 
 /// The buyer's strategies (see `haggle_domain::strategy::buyer` and `model`).
@@ -199,7 +198,7 @@ impl Buyer {
 
     /// What the strategy will do, under its own name, with the amounts in `currency`.
     fn describe(&self, currency: Currency) -> String {
-        let money = |minor| Money::new(minor, currency);
+        let money = |minor| Price::new(minor, currency);
         let (strategy, target, max, step, rounds) = match self {
             Buyer::Threshold(strategy, s) => (*strategy, s.target, s.max, s.step, s.max_rounds),
             Buyer::Adaptive(s) => (BuyerStrategy::Adaptive, s.target, s.max, s.step, s.max_rounds),
@@ -348,7 +347,7 @@ impl Session {
         eprintln!(
             "negotiating as buyer on \"{}\" (ask {}), {}",
             listing.title,
-            Money::new(listing.ask_amount, listing.currency),
+            Price::new(listing.ask_amount, listing.currency),
             buyer.describe(listing.currency)
         );
         let live = self
@@ -466,7 +465,7 @@ impl Session {
                             .await?;
                         let order = orders.data.iter().find(|order| order.thread_id == Some(thread.thread.id));
                         let order = order.map(|order| format!(" (order {})", order.id)).unwrap_or_default();
-                        println!("ACCEPTED at {}{order}", Money::new(last.amount, last.currency));
+                        println!("ACCEPTED at {}{order}", Price::new(last.amount, last.currency));
                     }
                     ThreadStatus::Rejected => {
                         let by = match reason {
@@ -497,7 +496,7 @@ impl Session {
         if listing.seller_id != me.id {
             bail!("listing {} is not mine: only its seller can answer its bids", listing.id);
         }
-        let money = |minor| Money::new(minor, listing.currency);
+        let money = |minor| Price::new(minor, listing.currency);
         if floor > listing.ask_amount {
             bail!("--floor ({}) is above the ask ({})", money(floor), money(listing.ask_amount));
         }

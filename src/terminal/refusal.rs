@@ -7,13 +7,12 @@
 
 use haggle_client::{Client, ClientError, Listing, Problem};
 use haggle_domain::Code;
-
-use super::money::Money;
+use haggle_domain::money::Price;
 
 /// `error`, from a move on `listing` by the agent of `client`, as the terminal reports it.
 pub async fn explain(client: &Client, listing: &Listing, error: ClientError) -> anyhow::Error {
     let ClientError::Api(problem) = &error else { return error.into() };
-    let money = |minor: i64| Money::new(minor, listing.currency);
+    let money = |minor: i64| Price::new(minor, listing.currency);
     let said = match problem.known_code() {
         Some(Code::NegotiationNotAllowed) => {
             let ask = money(member(problem, "ask_amount").unwrap_or(listing.ask_amount));
