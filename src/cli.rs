@@ -1,4 +1,4 @@
-//! The `haggle` command line: each crate's subcommands, composed.
+//! The `haggle` command line: each crate's subcommands, and the terminal client's, composed.
 
 use std::time::Duration;
 
@@ -36,11 +36,11 @@ pub enum Command {
     /// throwaway PostgreSQL, under load, while instances are killed and PostgreSQL restarted.
     Chaos(haggle_chaos::ChaosArgs),
     /// Negotiate on a listing against a running server, showing each round as it comes.
-    Negotiate(haggle_client::cli::NegotiateArgs),
+    Negotiate(crate::terminal::NegotiateArgs),
     /// List listings on a running server.
-    Listings(haggle_client::cli::ListingsArgs),
+    Listings(crate::terminal::ListingsArgs),
     /// List my negotiations on a running server.
-    Threads(haggle_client::cli::ThreadsArgs),
+    Threads(crate::terminal::ThreadsArgs),
     /// Run a market of buyer and seller agents with private reservation prices and report how
     /// their strategies fare.
     Sim(haggle_sim::SimArgs),
@@ -57,9 +57,9 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Healthcheck { url } => healthcheck(&url).await,
         Command::Bench(args) => haggle_bench::run(args).await,
         Command::Chaos(args) => haggle_chaos::run(args).await,
-        Command::Negotiate(args) => haggle_client::cli::negotiate(args).await,
-        Command::Listings(args) => haggle_client::cli::listings(args).await,
-        Command::Threads(args) => haggle_client::cli::threads(args).await,
+        Command::Negotiate(args) => crate::terminal::negotiate(args).await,
+        Command::Listings(args) => crate::terminal::listings(args).await,
+        Command::Threads(args) => crate::terminal::threads(args).await,
         Command::Sim(args) => haggle_sim::run(args).await,
         Command::Mcp(args) => haggle_mcp::stdio::run(args).await,
     }

@@ -3,6 +3,7 @@
 use clap::Parser;
 
 mod cli;
+mod terminal;
 
 /// jemalloc rather than the system's allocator. With glibc's, a server holding thousands of
 /// idle connections grew its resident memory for as long as it ran: the heap it had once

@@ -87,6 +87,16 @@ fn crates_depend_only_downwards() {
 }
 
 #[test]
+fn the_typed_client_has_no_command_line() {
+    // The terminal commands live in the binary (`src/terminal/`), so the client library, which
+    // the MCP server and the simulator build on, does not bring a command-line parser with it.
+    let client = crate_dependencies("client");
+    assert!(!client.contains("clap"), "haggle-client must not depend on clap: {client:?}");
+    assert!(!root().join("crates/client/src/cli.rs").exists());
+    assert!(root().join("src/terminal/mod.rs").exists(), "the terminal client is the binary's");
+}
+
+#[test]
 fn the_dockerfile_copies_every_crate() {
     let dockerfile = std::fs::read_to_string(root().join("Dockerfile")).unwrap();
     for entry in std::fs::read_dir(root().join("crates")).unwrap() {
@@ -180,8 +190,9 @@ fn find_circle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>
 
 #[test]
 fn no_module_imports_a_module_that_imports_it_back() {
-    for entry in std::fs::read_dir(root().join("crates")).unwrap() {
-        let src = entry.unwrap().path().join("src");
+    let crates = std::fs::read_dir(root().join("crates")).unwrap().map(|entry| entry.unwrap().path().join("src"));
+    // The binary's own modules too (`src/`: the command line and the terminal client).
+    for src in crates.chain([root().join("src")]) {
         let mut files = Vec::new();
         rust_files(&src, &mut files);
         let modules: BTreeSet<String> = files.iter().filter_map(|file| module_of(&src, file)).collect();

@@ -1,9 +1,16 @@
-//! The operator's commands, run as the real binary against a test database.
+//! The binary's commands, run as the real binary: the operator's against a test database, the
+//! bench and the terminal client against a live server.
 
 use std::process::Command;
+use std::time::Duration;
 
+use haggle_client::{Client, NewListing, PolicyScope, ThreadQuery};
+use haggle_domain::strategy::{Policy, Strategy};
+use haggle_domain::{Party, ThreadStatus};
 use serde_json::Value;
+use uuid::Uuid;
 
+use crate::client::parties;
 use crate::support::{ADMIN_TOKEN, TestApp, TestDb, haggle_bin};
 
 fn haggle(db: &TestDb, args: &[&str]) -> std::process::Output {
@@ -200,4 +207,303 @@ async fn the_bench_measures_negotiations_through_mcp_beside_rest() {
     }
     // Two REST phases and two MCP ones: 24 negotiations measured and 8 warm-ups, each an order.
     assert_eq!(app.count("SELECT count(*) FROM orders").await, 32);
+}
+
+/// Runs `haggle <args>` against the app as the agent with `key`, and returns its stdout.
+async fn haggle_as(app: &TestApp, key: &str, args: &[&str]) -> String {
+    let (succeeded, stdout, stderr) = haggle_as_output(app, key, args).await;
+    assert!(succeeded, "haggle {args:?} failed:\n{stdout}\n{stderr}");
+    stdout
+}
+
+/// Runs `haggle <args>` against the app as the agent with `key` (none when empty), and returns
+/// whether it succeeded, its stdout and its stderr.
+async fn haggle_as_output(app: &TestApp, key: &str, args: &[&str]) -> (bool, String, String) {
+    let output = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new(haggle_bin())
+            .args(args)
+            .env("HAGGLE_URL", &app.base)
+            .env("HAGGLE_API_KEY", key)
+            .env("RUST_LOG", "warn")
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("haggle finishes")
+    .expect("haggle runs");
+    let text = |bytes: Vec<u8>| String::from_utf8_lossy(&bytes).into_owned();
+    (output.status.success(), text(output.stdout), text(output.stderr))
+}
+
+#[tokio::test]
+async fn the_commands_say_what_is_wrong_in_their_own_terms() {
+    let app = TestApp::spawn().await;
+    let (seller, _, _, buyer_key) = parties(&app).await;
+
+    // Every agent command names the CLI's way to give a key, not the server's header.
+    for command in [&["listings"][..], &["threads"], &["negotiate", "--listing", &Uuid::nil().to_string()]] {
+        let (ok, _, stderr) = haggle_as_output(&app, "", command).await;
+        assert!(!ok && stderr.contains("--api-key or HAGGLE_API_KEY"), "{command:?}: {stderr}");
+        assert!(!stderr.contains("Authorization"), "{command:?}: {stderr}");
+    }
+
+    // A budget is refused by the flags that set it.
+    let listing = seller.create_listing(&NewListing::new("Desk lamp", 3_800)).await.unwrap();
+    let id = listing.id.to_string();
+    let (ok, _, stderr) = haggle_as_output(&app, &buyer_key, &["negotiate", "--listing", &id, "--rounds", "0"]).await;
+    assert!(!ok && stderr.contains("--rounds: must be between 1 and"), "{stderr}");
+
+    // A seller that never answers (no policy, nobody watching) is a failure, not a result.
+    let line = ["negotiate", "--listing", &id, "--wait", "1", "--timeout", "1"];
+    let (ok, stdout, stderr) = haggle_as_output(&app, &buyer_key, &line).await;
+    assert!(!ok, "{stdout}\n{stderr}");
+    assert!(stdout.starts_with("round 1  buyer"), "{stdout}");
+    assert!(stderr.contains("the seller did not answer within --timeout (1 s)"), "{stderr}");
+
+    // The health check goes through the client's readiness call, given the readiness URL or the base.
+    for url in [format!("{}/readyz", app.base), app.base.clone()] {
+        let (ok, _, stderr) = haggle_as_output(&app, "", &["healthcheck", "--url", &url]).await;
+        assert!(ok, "{url}: {stderr}");
+    }
+    let (ok, _, stderr) = haggle_as_output(&app, "", &["healthcheck", "--url", "http://127.0.0.1:1/readyz"]).await;
+    assert!(!ok && stderr.contains("cannot reach a Haggle server at http://127.0.0.1:1"), "{stderr}");
+}
+
+#[tokio::test]
+async fn the_negotiate_command_plays_a_profile_against_a_seller_policy() {
+    let app = TestApp::spawn().await;
+    let (seller, buyer, _, buyer_key) = parties(&app).await;
+    // The balanced profile opens at 20.00 and pays up to 30.00; the listing asks 38.00.
+    let listing = seller.create_listing(&NewListing::new("Desk lamp", 3_800)).await.unwrap();
+    seller.set_policy(PolicyScope::Listing(listing.id), &Policy::new(2_500, Strategy::Tier {})).await.unwrap();
+
+    let id = listing.id.to_string();
+    let out = haggle_as(&app, &buyer_key, &["negotiate", "--listing", &id, "--strategy", "balanced", "--cpm"]).await;
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("round 1  buyer") && lines[0].contains("20.00"), "{out}");
+    assert!(lines[1].starts_with("round 2  seller"), "{out}");
+    assert!(lines.iter().all(|line| line.is_ascii()), "not a terminal, so ASCII:\n{out}");
+
+    // The result is what the server recorded.
+    let threads = buyer.list_threads(&ThreadQuery::default()).await.unwrap();
+    let thread = buyer.get_thread(threads.data[0].id).await.unwrap();
+    assert_eq!(lines.len(), thread.bids.len() + 1, "{out}");
+    let outcome = lines.last().unwrap();
+    let last = thread.bids.last().unwrap();
+    match thread.thread.status {
+        ThreadStatus::Accepted => assert!(outcome.starts_with(&format!("ACCEPTED at {}", price(last.amount))), "{out}"),
+        ThreadStatus::Rejected => assert!(outcome.starts_with("REJECTED"), "{out}"),
+        other => panic!("the negotiation ended {other:?}:\n{out}"),
+    }
+    // No buyer offer ever went past the profile's 30.00.
+    assert!(thread.bids.iter().filter(|bid| bid.author == Party::Buyer).all(|bid| bid.amount <= 3_000), "{out}");
+}
+
+#[tokio::test]
+async fn a_newcomers_profile_fits_the_listing_and_bayes_bargains_with_bayes() {
+    let app = TestApp::spawn().await;
+    let (seller, buyer, _, buyer_key) = parties(&app).await;
+    // A 350.00 lamp: balanced, scaled to the ask, opens at 233.33 and never pays more than 350.00.
+    let lamp = seller.create_listing(&NewListing::new("Brass lamp", 35_000)).await.unwrap();
+    let bayes = Policy { max_auto_rounds: 20, ..Policy::new(25_000, Strategy::Bayes { e: 0.5 }) };
+    seller.set_policy(PolicyScope::Listing(lamp.id), &bayes).await.unwrap();
+    let id = lamp.id.to_string();
+    let line = ["negotiate", "--listing", &id, "--strategy", "balanced"];
+    let out = haggle_as(&app, &buyer_key, &line).await;
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("round 1  buyer") && lines[0].contains("233.33"), "{out}");
+    let thread = buyer.get_thread(buyer.list_threads(&ThreadQuery::default()).await.unwrap().data[0].id).await.unwrap();
+    assert_eq!(thread.thread.status, ThreadStatus::Accepted, "{out}");
+    assert!(thread.bids.iter().filter(|b| b.author == Party::Buyer).all(|b| b.amount <= 35_000), "{out}");
+    assert!(thread.bids.iter().filter(|b| b.author == Party::Seller).all(|b| b.amount >= 25_000), "{out}");
+
+    // The bayes buyer on a second lamp: opens at 35% of the ask, pays at most its budget.
+    let second = seller.create_listing(&NewListing::new("Brass lamp, pair", 35_000)).await.unwrap();
+    seller.set_policy(PolicyScope::Listing(second.id), &bayes).await.unwrap();
+    let id = second.id.to_string();
+    let out =
+        haggle_as(&app, &buyer_key, &["negotiate", "--listing", &id, "--strategy", "bayes", "--budget", "32000"]).await;
+    assert!(out.lines().next().unwrap().contains("122.50"), "{out}");
+    let threads =
+        buyer.list_threads(&ThreadQuery { listing_id: Some(second.id), ..ThreadQuery::default() }).await.unwrap();
+    let thread = buyer.get_thread(threads.data[0].id).await.unwrap();
+    assert!(thread.bids.iter().filter(|b| b.author == Party::Buyer).all(|b| b.amount <= 32_000), "{out}");
+    assert!(thread.bids.iter().filter(|b| b.author == Party::Seller).all(|b| b.amount >= 25_000), "{out}");
+    assert!(matches!(thread.thread.status, ThreadStatus::Accepted | ThreadStatus::Rejected), "{out}");
+}
+
+fn price(minor: i64) -> String {
+    format!("{}.{:02}", minor / 100, minor % 100)
+}
+
+#[tokio::test]
+async fn a_buyer_command_and_a_seller_command_negotiate_with_each_other() {
+    let app = TestApp::spawn().await;
+    let (seller, _, seller_key, buyer_key) = parties(&app).await;
+    let listing = seller.create_listing(&NewListing::new("Desk lamp", 3_800)).await.unwrap();
+    let id = listing.id.to_string();
+
+    // The seller answers with the midpoint, never below 26.00: 20.00 → 29.00, which the
+    // balanced buyer (up to 30.00) takes.
+    let seller_side = {
+        let app_base = app.base.clone();
+        let id = id.clone();
+        let seller_key = seller_key.clone();
+        tokio::spawn(async move {
+            tokio::process::Command::new(haggle_bin())
+                .args(["negotiate", "--as", "seller", "--listing", &id, "--floor", "2600", "--wait", "5"])
+                .env("HAGGLE_URL", app_base)
+                .env("HAGGLE_API_KEY", seller_key)
+                .kill_on_drop(true)
+                .output()
+                .await
+                .unwrap()
+        })
+    };
+    let bought = haggle_as(&app, &buyer_key, &["negotiate", "--listing", &id, "--strategy", "balanced", "--cpm"]).await;
+    let sold = tokio::time::timeout(Duration::from_secs(60), seller_side).await.expect("the seller finishes").unwrap();
+    let sold_out = String::from_utf8(sold.stdout).unwrap();
+    assert!(sold.status.success(), "{sold_out}\n{}", String::from_utf8_lossy(&sold.stderr));
+
+    for out in [&bought, &sold_out] {
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 3, "{out}");
+        assert!(lines[0].starts_with("round 1  buyer") && lines[0].contains("20.00"), "{out}");
+        assert!(lines[1].starts_with("round 2  seller") && lines[1].contains("29.00"), "{out}");
+        assert!(lines[2].starts_with("ACCEPTED at 29.00 USD (order "), "{out}");
+    }
+
+    // The listings and threads commands show what happened.
+    let me = seller.me().await.unwrap();
+    let listings = haggle_as(&app, &seller_key, &["listings", "--seller", &me.id.to_string()]).await;
+    assert!(listings.starts_with("ID"), "{listings}");
+    assert!(listings.contains(&id) && listings.contains("38.00 USD") && listings.contains("SOLD"), "{listings}");
+    let json = haggle_as(&app, &buyer_key, &["listings", "--status", "SOLD", "--json"]).await;
+    let page: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(page["data"][0]["id"], id.as_str());
+
+    let threads = haggle_as(&app, &buyer_key, &["threads", "--role", "buyer"]).await;
+    let thread = seller.list_threads(&ThreadQuery::default()).await.unwrap().data[0].id.to_string();
+    assert!(threads.contains(&thread) && threads.contains("ACCEPTED") && threads.contains("29.00"), "{threads}");
+    let json = haggle_as(&app, &buyer_key, &["threads", "--status", "accepted", "--json"]).await;
+    let page: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(page["data"][0]["id"], thread.as_str());
+    assert!(haggle_as(&app, &buyer_key, &["threads", "--role", "seller"]).await.lines().count() == 1);
+}
+
+#[tokio::test]
+async fn the_default_buyer_bargains_and_says_which_strategy_it_plays() {
+    let app = TestApp::spawn().await;
+    let (seller, buyer, _, buyer_key) = parties(&app).await;
+    // A 350.00 lamp whose seller would go down to 280.00, and counters a first bid at 299.25
+    // (which the balanced profile up to the ask, the former default, took).
+    let seller_policy = Policy { max_auto_rounds: 20, ..Policy::new(28_000, Strategy::Tier {}) };
+    let lamp = seller.create_listing(&NewListing::new("Brass lamp", 35_000)).await.unwrap();
+    seller.set_policy(PolicyScope::Listing(lamp.id), &seller_policy).await.unwrap();
+
+    // The help says what the defaults are and why.
+    let help = haggle_as(&app, "", &["negotiate", "--help"]).await;
+    assert!(help.contains("[default: bayes]"), "{help}");
+    assert!(help.contains("As buyer, by default: --strategy bayes, paying at most --budget"), "{help}");
+    assert!(help.contains("Defaults to the listing's ask, which bayes bargains down from"), "{help}");
+    assert!(help.contains("give them a budget below the ask"), "{help}");
+
+    // No strategy and no budget: bayes, up to the ask, and it says so by name.
+    let id = lamp.id.to_string();
+    let (ok, out, stderr) = haggle_as_output(&app, &buyer_key, &["negotiate", "--listing", &id]).await;
+    assert!(ok, "{out}\n{stderr}");
+    assert!(
+        stderr.contains(
+            "(ask 350.00 USD), bayes: open at 35% of the ask, model the seller's floor, pay up to 350.00 USD"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("threshold"), "{stderr}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("round 1  buyer") && lines[0].contains(" 122.50 USD "), "{out}");
+    assert!(lines.iter().filter(|line| line.starts_with("round")).all(|line| line.contains(" USD ")), "{out}");
+
+    // It bargained: more than one offer, and a price below the seller's first counter.
+    let thread = buyer.get_thread(buyer.list_threads(&ThreadQuery::default()).await.unwrap().data[0].id).await.unwrap();
+    assert_eq!(thread.thread.status, ThreadStatus::Accepted, "{out}");
+    let first_counter = thread.bids.iter().find(|bid| bid.author == Party::Seller).unwrap().amount;
+    assert_eq!(first_counter, 29_925, "{out}");
+    let paid = thread.bids.last().unwrap().amount;
+    assert!(thread.bids.iter().filter(|bid| bid.author == Party::Buyer).count() > 1, "{out}");
+    assert!(paid < first_counter && (28_000..35_000).contains(&paid), "paid {paid}:\n{out}");
+    assert!(out.lines().last().unwrap().starts_with(&format!("ACCEPTED at {} USD", price(paid))), "{out}");
+
+    // A guide profile is named as the user named it.
+    let second = seller.create_listing(&NewListing::new("Brass lamp, pair", 35_000)).await.unwrap();
+    seller.set_policy(PolicyScope::Listing(second.id), &seller_policy).await.unwrap();
+    let id = second.id.to_string();
+    let line = ["negotiate", "--listing", &id, "--strategy", "balanced", "--budget", "30000"];
+    let (ok, out, stderr) = haggle_as_output(&app, &buyer_key, &line).await;
+    assert!(ok, "{out}\n{stderr}");
+    assert!(
+        stderr.contains("balanced: open at 200.00 USD, pay up to 300.00 USD, step 20.00 USD, 5 offers"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn a_refusal_gives_its_amounts_in_major_units_with_the_currency() {
+    let app = TestApp::spawn().await;
+    let (seller, _, seller_key, _) = parties(&app).await;
+    // A PUBLIC agent, below the AGENCY tier listings negotiate with by default.
+    let public = Client::new(&app.base, None).unwrap().register("newcomer").await.unwrap().api_key;
+    let lamp = seller.create_listing(&NewListing::new("Brass lamp", 35_000)).await.unwrap();
+    let id = lamp.id.to_string();
+    let (ok, _, stderr) = haggle_as_output(&app, &public, &["negotiate", "--listing", &id]).await;
+    assert!(!ok, "{stderr}");
+    assert!(stderr.contains("(ask 350.00 USD)"), "{stderr}");
+    assert!(
+        stderr.contains(
+            "403 negotiation_not_allowed: negotiating on this listing takes tier AGENCY or above and yours is \
+             PUBLIC; any tier may buy it at the ask of 350.00 USD with POST /v1/listings/"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("35000"), "{stderr}");
+
+    let fixed = NewListing { negotiable: Some(false), ..NewListing::new("Fixed-price lamp", 123_456) };
+    let fixed = seller.create_listing(&fixed).await.unwrap();
+    let id = fixed.id.to_string();
+    let (ok, _, stderr) = haggle_as_output(&app, &public, &["negotiate", "--listing", &id]).await;
+    assert!(!ok, "{stderr}");
+    assert!(
+        stderr.contains("this listing is not negotiable; buy it at the ask of 1,234.56 USD with POST /v1/listings/"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("123456"), "{stderr}");
+
+    // The seller's side names its floor and the ask the same way.
+    let mine = seller.create_listing(&NewListing::new("Desk lamp", 3_800)).await.unwrap();
+    let id = mine.id.to_string();
+    let line = ["negotiate", "--as", "seller", "--listing", &id, "--floor", "4000"];
+    let (ok, _, stderr) = haggle_as_output(&app, &seller_key, &line).await;
+    assert!(!ok && stderr.contains("--floor (40.00 USD) is above the ask (38.00 USD)"), "{stderr}");
+}
+
+#[tokio::test]
+async fn an_id_that_is_not_one_is_refused_with_what_was_expected() {
+    let app = TestApp::spawn().await;
+    let (_, _, _, buyer_key) = parties(&app).await;
+    for (line, flag, expected) in [
+        (&["negotiate", "--listing", "not-a-uuid"][..], "--listing", "expected a listing id"),
+        (&["threads", "--listing", "not-a-uuid"], "--listing", "expected a listing id"),
+        (&["listings", "--seller", "not-a-uuid"], "--seller", "expected an agent id"),
+        (&["listings", "--cursor", "not-a-uuid"], "--cursor", "expected a cursor"),
+        (&["threads", "--cursor", "not-a-uuid"], "--cursor", "expected a cursor"),
+    ] {
+        let (ok, _, stderr) = haggle_as_output(&app, &buyer_key, line).await;
+        assert!(!ok, "{line:?}");
+        assert!(
+            stderr.contains(flag) && stderr.contains("not-a-uuid") && stderr.contains(expected),
+            "{line:?}: {stderr}"
+        );
+        assert!(stderr.contains("a UUID such as 0192f5a8-1b2c-7d3e-8f40-5a6b7c8d9e0f"), "{line:?}: {stderr}");
+        assert!(!stderr.contains("invalid character"), "{line:?}: {stderr}");
+    }
 }

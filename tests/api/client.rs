@@ -1,6 +1,4 @@
-//! The typed client against a live server, and the commands built on it run as the real binary.
-
-use std::time::Duration;
+//! The typed client against a live server.
 
 use haggle_client::{
     AdminAgentQuery, AdminOrderQuery, AdminPageQuery, AdminThreadQuery, AdminWebhookQuery, AgentStatus, Client,
@@ -9,13 +7,12 @@ use haggle_client::{
 };
 use haggle_domain::strategy::{Policy, Strategy};
 use haggle_domain::{BidStatus, ListingStatus, Party, ThreadStatus, Tier};
-use serde_json::Value;
 use uuid::Uuid;
 
-use crate::support::{TestApp, haggle_bin};
+use crate::support::TestApp;
 
 /// A seller client, an AGENCY buyer client, and their keys.
-async fn parties(app: &TestApp) -> (Client, Client, String, String) {
+pub(crate) async fn parties(app: &TestApp) -> (Client, Client, String, String) {
     let anonymous = Client::new(&app.base, None).unwrap();
     let seller = anonymous.register("desk-seller").await.unwrap();
     assert_eq!(seller.agent.tier, Tier::Public);
@@ -302,185 +299,4 @@ async fn policies_are_set_read_and_deleted_per_scope() {
     buyer.delete_policy(PolicyScope::Agent(Party::Buyer)).await.unwrap();
     let gone = buyer.get_policy(PolicyScope::Agent(Party::Buyer)).await.unwrap_err();
     assert_eq!(gone.code(), Some("not_found"));
-}
-
-/// Runs `haggle <args>` against the app as the agent with `key`, and returns its stdout.
-async fn haggle(app: &TestApp, key: &str, args: &[&str]) -> String {
-    let (succeeded, stdout, stderr) = haggle_output(app, key, args).await;
-    assert!(succeeded, "haggle {args:?} failed:\n{stdout}\n{stderr}");
-    stdout
-}
-
-/// Runs `haggle <args>` against the app as the agent with `key` (none when empty), and returns
-/// whether it succeeded, its stdout and its stderr.
-async fn haggle_output(app: &TestApp, key: &str, args: &[&str]) -> (bool, String, String) {
-    let output = tokio::time::timeout(
-        Duration::from_secs(120),
-        tokio::process::Command::new(haggle_bin())
-            .args(args)
-            .env("HAGGLE_URL", &app.base)
-            .env("HAGGLE_API_KEY", key)
-            .env("RUST_LOG", "warn")
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("haggle finishes")
-    .expect("haggle runs");
-    let text = |bytes: Vec<u8>| String::from_utf8_lossy(&bytes).into_owned();
-    (output.status.success(), text(output.stdout), text(output.stderr))
-}
-
-#[tokio::test]
-async fn the_commands_say_what_is_wrong_in_their_own_terms() {
-    let app = TestApp::spawn().await;
-    let (seller, _, _, buyer_key) = parties(&app).await;
-
-    // Every agent command names the CLI's way to give a key, not the server's header.
-    for command in [&["listings"][..], &["threads"], &["negotiate", "--listing", &Uuid::nil().to_string()]] {
-        let (ok, _, stderr) = haggle_output(&app, "", command).await;
-        assert!(!ok && stderr.contains("--api-key or HAGGLE_API_KEY"), "{command:?}: {stderr}");
-        assert!(!stderr.contains("Authorization"), "{command:?}: {stderr}");
-    }
-
-    // A budget is refused by the flags that set it.
-    let listing = seller.create_listing(&NewListing::new("Desk lamp", 3_800)).await.unwrap();
-    let id = listing.id.to_string();
-    let (ok, _, stderr) = haggle_output(&app, &buyer_key, &["negotiate", "--listing", &id, "--rounds", "0"]).await;
-    assert!(!ok && stderr.contains("--rounds: must be between 1 and"), "{stderr}");
-
-    // A seller that never answers (no policy, nobody watching) is a failure, not a result.
-    let line = ["negotiate", "--listing", &id, "--wait", "1", "--timeout", "1"];
-    let (ok, stdout, stderr) = haggle_output(&app, &buyer_key, &line).await;
-    assert!(!ok, "{stdout}\n{stderr}");
-    assert!(stdout.starts_with("round 1  buyer"), "{stdout}");
-    assert!(stderr.contains("the seller did not answer within --timeout (1 s)"), "{stderr}");
-
-    // The health check goes through the client's readiness call, given the readiness URL or the base.
-    for url in [format!("{}/readyz", app.base), app.base.clone()] {
-        let (ok, _, stderr) = haggle_output(&app, "", &["healthcheck", "--url", &url]).await;
-        assert!(ok, "{url}: {stderr}");
-    }
-    let (ok, _, stderr) = haggle_output(&app, "", &["healthcheck", "--url", "http://127.0.0.1:1/readyz"]).await;
-    assert!(!ok && stderr.contains("cannot reach a Haggle server at http://127.0.0.1:1"), "{stderr}");
-}
-
-#[tokio::test]
-async fn the_negotiate_command_plays_a_profile_against_a_seller_policy() {
-    let app = TestApp::spawn().await;
-    let (seller, buyer, _, buyer_key) = parties(&app).await;
-    // The balanced profile opens at 20.00 and pays up to 30.00; the listing asks 38.00.
-    let listing = seller.create_listing(&NewListing::new("Desk lamp", 3_800)).await.unwrap();
-    seller.set_policy(PolicyScope::Listing(listing.id), &Policy::new(2_500, Strategy::Tier {})).await.unwrap();
-
-    let id = listing.id.to_string();
-    let out = haggle(&app, &buyer_key, &["negotiate", "--listing", &id, "--strategy", "balanced", "--cpm"]).await;
-    let lines: Vec<&str> = out.lines().collect();
-    assert!(lines[0].starts_with("round 1  buyer") && lines[0].contains("20.00"), "{out}");
-    assert!(lines[1].starts_with("round 2  seller"), "{out}");
-    assert!(lines.iter().all(|line| line.is_ascii()), "not a terminal, so ASCII:\n{out}");
-
-    // The result is what the server recorded.
-    let threads = buyer.list_threads(&ThreadQuery::default()).await.unwrap();
-    let thread = buyer.get_thread(threads.data[0].id).await.unwrap();
-    assert_eq!(lines.len(), thread.bids.len() + 1, "{out}");
-    let outcome = lines.last().unwrap();
-    let last = thread.bids.last().unwrap();
-    match thread.thread.status {
-        ThreadStatus::Accepted => assert!(outcome.starts_with(&format!("ACCEPTED at {}", price(last.amount))), "{out}"),
-        ThreadStatus::Rejected => assert!(outcome.starts_with("REJECTED"), "{out}"),
-        other => panic!("the negotiation ended {other:?}:\n{out}"),
-    }
-    // No buyer offer ever went past the profile's 30.00.
-    assert!(thread.bids.iter().filter(|bid| bid.author == Party::Buyer).all(|bid| bid.amount <= 3_000), "{out}");
-}
-
-#[tokio::test]
-async fn a_newcomers_profile_fits_the_listing_and_bayes_bargains_with_bayes() {
-    let app = TestApp::spawn().await;
-    let (seller, buyer, _, buyer_key) = parties(&app).await;
-    // A 350.00 lamp: balanced, scaled to the ask, opens at 233.33 and never pays more than 350.00.
-    let lamp = seller.create_listing(&NewListing::new("Brass lamp", 35_000)).await.unwrap();
-    let bayes = Policy { max_auto_rounds: 20, ..Policy::new(25_000, Strategy::Bayes { e: 0.5 }) };
-    seller.set_policy(PolicyScope::Listing(lamp.id), &bayes).await.unwrap();
-    let out = haggle(&app, &buyer_key, &["negotiate", "--listing", &lamp.id.to_string()]).await;
-    let lines: Vec<&str> = out.lines().collect();
-    assert!(lines[0].starts_with("round 1  buyer") && lines[0].contains("233.33"), "{out}");
-    let thread = buyer.get_thread(buyer.list_threads(&ThreadQuery::default()).await.unwrap().data[0].id).await.unwrap();
-    assert_eq!(thread.thread.status, ThreadStatus::Accepted, "{out}");
-    assert!(thread.bids.iter().filter(|b| b.author == Party::Buyer).all(|b| b.amount <= 35_000), "{out}");
-    assert!(thread.bids.iter().filter(|b| b.author == Party::Seller).all(|b| b.amount >= 25_000), "{out}");
-
-    // The bayes buyer on a second lamp: opens at 35% of the ask, pays at most its budget.
-    let second = seller.create_listing(&NewListing::new("Brass lamp, pair", 35_000)).await.unwrap();
-    seller.set_policy(PolicyScope::Listing(second.id), &bayes).await.unwrap();
-    let id = second.id.to_string();
-    let out =
-        haggle(&app, &buyer_key, &["negotiate", "--listing", &id, "--strategy", "bayes", "--budget", "32000"]).await;
-    assert!(out.lines().next().unwrap().contains("122.50"), "{out}");
-    let threads =
-        buyer.list_threads(&ThreadQuery { listing_id: Some(second.id), ..ThreadQuery::default() }).await.unwrap();
-    let thread = buyer.get_thread(threads.data[0].id).await.unwrap();
-    assert!(thread.bids.iter().filter(|b| b.author == Party::Buyer).all(|b| b.amount <= 32_000), "{out}");
-    assert!(thread.bids.iter().filter(|b| b.author == Party::Seller).all(|b| b.amount >= 25_000), "{out}");
-    assert!(matches!(thread.thread.status, ThreadStatus::Accepted | ThreadStatus::Rejected), "{out}");
-}
-
-fn price(minor: i64) -> String {
-    format!("{}.{:02}", minor / 100, minor % 100)
-}
-
-#[tokio::test]
-async fn a_buyer_command_and_a_seller_command_negotiate_with_each_other() {
-    let app = TestApp::spawn().await;
-    let (seller, _, seller_key, buyer_key) = parties(&app).await;
-    let listing = seller.create_listing(&NewListing::new("Desk lamp", 3_800)).await.unwrap();
-    let id = listing.id.to_string();
-
-    // The seller answers with the midpoint, never below 26.00: 20.00 → 29.00, which the
-    // balanced buyer (up to 30.00) takes.
-    let seller_side = {
-        let app_base = app.base.clone();
-        let id = id.clone();
-        let seller_key = seller_key.clone();
-        tokio::spawn(async move {
-            tokio::process::Command::new(haggle_bin())
-                .args(["negotiate", "--as", "seller", "--listing", &id, "--floor", "2600", "--wait", "5"])
-                .env("HAGGLE_URL", app_base)
-                .env("HAGGLE_API_KEY", seller_key)
-                .kill_on_drop(true)
-                .output()
-                .await
-                .unwrap()
-        })
-    };
-    let bought = haggle(&app, &buyer_key, &["negotiate", "--listing", &id, "--strategy", "balanced", "--cpm"]).await;
-    let sold = tokio::time::timeout(Duration::from_secs(60), seller_side).await.expect("the seller finishes").unwrap();
-    let sold_out = String::from_utf8(sold.stdout).unwrap();
-    assert!(sold.status.success(), "{sold_out}\n{}", String::from_utf8_lossy(&sold.stderr));
-
-    for out in [&bought, &sold_out] {
-        let lines: Vec<&str> = out.lines().collect();
-        assert_eq!(lines.len(), 3, "{out}");
-        assert!(lines[0].starts_with("round 1  buyer") && lines[0].contains("20.00"), "{out}");
-        assert!(lines[1].starts_with("round 2  seller") && lines[1].contains("29.00"), "{out}");
-        assert!(lines[2].starts_with("ACCEPTED at 29.00 USD (order "), "{out}");
-    }
-
-    // The listings and threads commands show what happened.
-    let me = seller.me().await.unwrap();
-    let listings = haggle(&app, &seller_key, &["listings", "--seller", &me.id.to_string()]).await;
-    assert!(listings.starts_with("ID"), "{listings}");
-    assert!(listings.contains(&id) && listings.contains("38.00 USD") && listings.contains("SOLD"), "{listings}");
-    let json = haggle(&app, &buyer_key, &["listings", "--status", "SOLD", "--json"]).await;
-    let page: Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(page["data"][0]["id"], id.as_str());
-
-    let threads = haggle(&app, &buyer_key, &["threads", "--role", "buyer"]).await;
-    let thread = seller.list_threads(&ThreadQuery::default()).await.unwrap().data[0].id.to_string();
-    assert!(threads.contains(&thread) && threads.contains("ACCEPTED") && threads.contains("29.00"), "{threads}");
-    let json = haggle(&app, &buyer_key, &["threads", "--status", "accepted", "--json"]).await;
-    let page: Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(page["data"][0]["id"], thread.as_str());
-    assert!(haggle(&app, &buyer_key, &["threads", "--role", "seller"]).await.lines().count() == 1);
 }

@@ -18,19 +18,19 @@
 //! outcomes.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use uuid::Uuid;
 
+use super::BenchArgs;
 use super::api::{self, CallFailed};
+use super::driver::{self, Deal, Measured, PhaseWorker, Record, Unit, share};
 use super::report::LevelReport;
 use super::stats::Call;
 use super::stats::{AutoFigures, Latency};
 use super::stats::{Recorder, percentile};
 use super::workload::Workload;
-use super::{BenchArgs, Progress};
 use haggle_api::EventType;
 use haggle_client::{Client, ClientError, EventQuery, NewListing, Placement, PolicyScope};
 use haggle_domain::Party;
@@ -123,7 +123,8 @@ async fn negotiate(worker: &mut Worker, recorder: &mut Recorder) -> Result<Outco
     Ok(Outcome { status: read.thread.status.as_str(), rounds: read.bids.len(), db_ms, observed_ms })
 }
 
-/// What one worker recorded in one phase.
+/// What one worker recorded in one phase: its opening bids' calls, and each negotiation's
+/// outcome or why it was lost.
 #[derive(Default)]
 struct Phase {
     recorder: Recorder,
@@ -131,7 +132,11 @@ struct Phase {
     lost: Vec<String>,
 }
 
-impl Phase {
+impl Record for Phase {
+    fn calls(&mut self) -> &mut Recorder {
+        &mut self.recorder
+    }
+
     fn merge(&mut self, other: Phase) {
         self.recorder.merge(other.recorder);
         self.outcomes.extend(other.outcomes);
@@ -139,46 +144,22 @@ impl Phase {
     }
 }
 
-/// Worker `index`'s share of `total` negotiations.
-fn share(total: u64, concurrency: usize, index: usize) -> u64 {
-    let concurrency = concurrency as u64;
-    total / concurrency + u64::from((index as u64) < total % concurrency)
-}
+impl PhaseWorker for Worker {
+    type Record = Phase;
 
-/// Runs each worker's share of `total` negotiations, and gives the workers back with what they
-/// recorded.
-async fn run_phase(workers: Vec<Worker>, total: u64, progress: Option<Arc<Progress>>) -> (Vec<Worker>, Phase) {
-    let concurrency = workers.len();
-    let runs = workers.into_iter().enumerate().map(|(index, mut worker)| {
-        let progress = progress.clone();
-        async move {
-            let mut phase = Phase::default();
-            for _ in 0..share(total, concurrency, index) {
-                match negotiate(&mut worker, &mut phase.recorder).await {
-                    Ok(outcome) => {
-                        phase.recorder.completed += 1;
-                        phase.outcomes.push(outcome);
-                    }
-                    Err(Unfinished::Refused) => phase.recorder.failed += 1,
-                    Err(Unfinished::Lost(why)) => {
-                        phase.recorder.failed += 1;
-                        phase.lost.push(why);
-                    }
-                }
-                if let Some(progress) = &progress {
-                    progress.tick();
-                }
+    async fn run_unit(&mut self, phase: &mut Phase) -> Unit {
+        match negotiate(self, &mut phase.recorder).await {
+            Ok(outcome) => {
+                phase.outcomes.push(outcome);
+                Unit::Completed
             }
-            (worker, phase)
+            Err(Unfinished::Refused) => Unit::Failed,
+            Err(Unfinished::Lost(why)) => {
+                phase.lost.push(why);
+                Unit::Failed
+            }
         }
-    });
-    let mut workers = Vec::with_capacity(concurrency);
-    let mut phase = Phase::default();
-    for (worker, recorded) in futures::future::join_all(runs).await {
-        workers.push(worker);
-        phase.merge(recorded);
     }
-    (workers, phase)
 }
 
 /// Runs one concurrency level: setup, warm-up, and the measured negotiations.
@@ -205,25 +186,9 @@ pub async fn run_level(
     .context("setting up the bench's agents, policies and listings")?;
     eprintln!("{label} setup done in {:.1} s", started.elapsed().as_secs_f64());
 
-    let workers = if warmup > 0 {
-        let started = Instant::now();
-        let (workers, phase) = run_phase(workers, warmup, None).await;
-        eprintln!(
-            "{label} warm-up: {} completed in {:.1} s, {} failed",
-            phase.outcomes.len(),
-            started.elapsed().as_secs_f64(),
-            phase.recorder.failed
-        );
-        workers
-    } else {
-        workers
-    };
-
-    let date = chrono::Utc::now();
-    let progress = Arc::new(Progress::new(label, "negotiations", negotiations));
-    let started = Instant::now();
-    let (_, phase) = run_phase(workers, negotiations, Some(progress)).await;
-    let wall = started.elapsed();
+    // Each worker has exactly the listings of its shares: the units are dealt in shares.
+    let Measured { record: phase, date, wall, .. } =
+        driver::warm_up_and_measure(&label, Workload::W3.unit(), Deal::Shares, workers, warmup, negotiations).await?;
     let conditions = super::conditions(client, args, concurrency, date, warmup + negotiations, 0);
     let auto = AutoFigures::of(&phase.outcomes, phase.lost);
     let figures = phase.recorder.summarize(Workload::W3.calls(), wall);

@@ -10,6 +10,7 @@
 
 mod api;
 mod auto;
+mod driver;
 mod flood;
 mod idle;
 mod mcp;
@@ -24,15 +25,15 @@ mod workload;
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::future::Future;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use uuid::Uuid;
 
 use self::api::CallFailed;
+use self::driver::{Deal, Measured, PhaseWorker, Unit};
 use self::report::{BenchReport, Conditions, LevelReport};
 use self::stats::Recorder;
 pub use self::workload::Workload;
@@ -349,32 +350,33 @@ async fn run_level(
     let workload = args.workload;
     let label = format!("[{} c={concurrency}]", workload.name());
     let (workers, listings_per_worker) = set_up_workers(client, admin, args, run_id, concurrency).await?;
+    let workers = workers.into_iter().map(|worker| Making { worker, moves: workload }).collect();
+    let (_, level) = measure_level(client, args, &label, workload, listings_per_worker, workers).await?;
+    Ok(level)
+}
 
-    let workers = if args.warmup() > 0 {
-        let started = Instant::now();
-        let (workers, warmup) = run_phase(workload, workers, args.warmup(), None).await?;
-        eprintln!(
-            "{label} warm-up: {} completed in {:.1} s, {}{}",
-            report::count(warmup.completed, workload.unit().0),
-            started.elapsed().as_secs_f64(),
-            report::count(warmup.error_count(), "error"),
-            warmup.first_problem().map(|problem| format!(" (first: {problem})")).unwrap_or_default()
-        );
-        workers
-    } else {
-        workers
-    };
-
-    let date = chrono::Utc::now();
-    let progress = Arc::new(Progress::new(label, workload.unit().1, args.negotiations));
-    let started = Instant::now();
-    let (workers, recorder) = run_phase(workload, workers, args.negotiations, Some(progress)).await?;
-    let wall = started.elapsed();
+/// Warms up and measures a level of `workload`'s units made by `workers`, each with
+/// `listings_per_worker` listings to begin with, and gives the workers back with the level's
+/// report.
+async fn measure_level<M: Moves>(
+    client: &Client,
+    args: &BenchArgs,
+    label: &str,
+    workload: Workload,
+    listings_per_worker: u64,
+    workers: Vec<Making<M>>,
+) -> anyhow::Result<(Vec<Worker>, LevelReport)> {
+    let concurrency = workers.len();
+    let Measured { workers, record, date, wall } =
+        driver::warm_up_and_measure(label, workload.unit(), Deal::Pool, workers, args.warmup(), args.negotiations)
+            .await?;
+    let workers: Vec<Worker> = workers.into_iter().map(|making| making.worker).collect();
     let created_mid_run: u64 = workers.iter().map(|worker| worker.listings_created_on_demand).sum();
-
     let listings = listings_per_worker * concurrency as u64 + created_mid_run;
     let conditions = conditions(client, args, concurrency, date, listings, created_mid_run);
-    Ok(LevelReport { conditions, figures: recorder.summarize(workload.calls(), wall), pgbench: None, auto: None })
+    let level =
+        LevelReport { conditions, figures: record.summarize(workload.calls(), wall), pgbench: None, auto: None };
+    Ok((workers, level))
 }
 
 /// Sets up a level's workers (untimed): one seller and one AGENCY buyer each, with the listings
@@ -441,54 +443,53 @@ fn conditions(
 /// Threads a buyer may open on one bench listing: the most a listing allows.
 const THREADS_PER_LISTING: u64 = MAX_THREADS_PER_BUYER as u64;
 
-/// Runs `units` units of `workload` on the workers, which take them from a common pool until it
-/// is empty, and gives the workers back with what they recorded.
-async fn run_phase(
-    workload: Workload,
-    workers: Vec<Worker>,
-    units: u64,
-    progress: Option<Arc<Progress>>,
-) -> anyhow::Result<(Vec<Worker>, Recorder)> {
-    let tickets = Arc::new(AtomicU64::new(0));
-    let tasks: Vec<_> = workers
-        .into_iter()
-        .map(|mut worker| {
-            let tickets = Arc::clone(&tickets);
-            let progress = progress.clone();
-            tokio::spawn(async move {
-                let mut recorder = Recorder::default();
-                while tickets.fetch_add(1, Ordering::Relaxed) < units {
-                    match worker.next_listing().await {
-                        Ok(listing) => match workload.run_once(&worker.parties, listing, &mut recorder).await {
-                            Ok(()) => recorder.completed += 1,
-                            Err(CallFailed) => {
-                                // The failure may have left an active thread there.
-                                recorder.failed += 1;
-                                worker.abandon_listing();
-                            }
-                        },
-                        Err(error) => {
-                            recorder.failed += 1;
-                            recorder.stopped.push(format!("worker {} stopped: {error:#}", worker.index));
-                            break;
-                        }
-                    }
-                    if let Some(progress) = &progress {
-                        progress.tick();
-                    }
-                }
-                (worker, recorder)
-            })
-        })
-        .collect();
-    let mut workers = Vec::with_capacity(tasks.len());
-    let mut recorder = Recorder::default();
-    for task in tasks {
-        let (worker, recorded) = task.await.context("a bench worker failed")?;
-        workers.push(worker);
-        recorder.merge(recorded);
+/// How a worker makes one unit of work on a listing of its own: w1's or w2's calls over REST
+/// (the workload's), or w1's through the MCP tools.
+trait Moves: Send + Sync + 'static {
+    /// Makes the unit's moves on `listing`, on which the buyer has no active thread, timing
+    /// each call into `recorder`; the first failure ends the unit.
+    fn make(
+        &self,
+        parties: &Parties,
+        listing: Uuid,
+        recorder: &mut Recorder,
+    ) -> impl Future<Output = Result<(), CallFailed>> + Send;
+}
+
+impl Moves for Workload {
+    fn make(
+        &self,
+        parties: &Parties,
+        listing: Uuid,
+        recorder: &mut Recorder,
+    ) -> impl Future<Output = Result<(), CallFailed>> + Send {
+        self.run_once(parties, listing, recorder)
     }
-    Ok((workers, recorder))
+}
+
+/// A worker with the way it makes its units.
+struct Making<M> {
+    worker: Worker,
+    moves: M,
+}
+
+impl<M: Moves> PhaseWorker for Making<M> {
+    type Record = Recorder;
+
+    async fn run_unit(&mut self, recorder: &mut Recorder) -> Unit {
+        let listing = match self.worker.next_listing().await {
+            Ok(listing) => listing,
+            Err(error) => return Unit::Stopped(format!("{error:#}")),
+        };
+        match self.moves.make(&self.worker.parties, listing, recorder).await {
+            Ok(()) => Unit::Completed,
+            Err(CallFailed) => {
+                // The failure may have left an active thread there.
+                self.worker.abandon_listing();
+                Unit::Failed
+            }
+        }
+    }
 }
 
 /// One concurrent worker: its own seller and buyer, and the seller's listings it bids on.
@@ -564,36 +565,6 @@ impl Worker {
     /// Leaves the current listing, where a failed unit may have left the buyer an active thread.
     fn abandon_listing(&mut self) {
         self.listings.pop_front();
-    }
-}
-
-/// A line on stderr each tenth of a measured phase.
-struct Progress {
-    label: String,
-    unit: &'static str,
-    total: u64,
-    done: AtomicU64,
-    started: Instant,
-}
-
-impl Progress {
-    fn new(label: String, unit: &'static str, total: u64) -> Progress {
-        Progress { label, unit, total, done: AtomicU64::new(0), started: Instant::now() }
-    }
-
-    fn tick(&self) {
-        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
-        if done * 10 / self.total != (done - 1) * 10 / self.total {
-            let seconds = self.started.elapsed().as_secs_f64();
-            eprintln!(
-                "{} {:>3}%  {done}/{} {} in {seconds:.1} s ({:.1}/s)",
-                self.label,
-                done * 100 / self.total,
-                self.total,
-                self.unit,
-                done as f64 / seconds.max(f64::EPSILON)
-            );
-        }
     }
 }
 

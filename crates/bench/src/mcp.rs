@@ -11,8 +11,8 @@
 //! by side.
 
 use std::fmt::Write as _;
+use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use anyhow::Context;
@@ -27,8 +27,8 @@ use uuid::Uuid;
 use super::api::CallFailed;
 use super::report::{self, LevelReport};
 use super::stats::{Call, Failure, Recorder};
-use super::workload::{BUYER_COUNTER, OPENING_BID, SELLER_COUNTER, Workload};
-use super::{BenchArgs, Progress, Worker, conditions, run_phase, set_up_workers};
+use super::workload::{BUYER_COUNTER, OPENING_BID, Parties, SELLER_COUNTER, Workload};
+use super::{BenchArgs, Making, Moves, measure_level, set_up_workers};
 
 /// How a phase reaches the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +70,18 @@ type Session = RunningService<RoleClient, ()>;
 struct Sessions {
     seller: Session,
     buyer: Session,
+}
+
+/// w1's moves through the worker's sessions rather than its REST clients.
+impl Moves for Arc<Sessions> {
+    fn make(
+        &self,
+        _: &Parties,
+        listing: Uuid,
+        recorder: &mut Recorder,
+    ) -> impl Future<Output = Result<(), CallFailed>> + Send {
+        negotiate(self, listing, recorder)
+    }
 }
 
 async fn open(url: &str, key: &str, stateless: bool) -> anyhow::Result<Session> {
@@ -118,44 +130,20 @@ pub async fn run(
                 Some(opened)
             }
         };
-        let phase = |workers, units, progress| {
-            let sessions = sessions.clone();
-            async move {
-                match sessions {
-                    None => run_phase(Workload::W1, workers, units, progress).await,
-                    Some(sessions) => run_mcp_phase(workers, sessions, units, progress).await,
-                }
+        let (back, mut level) = match &sessions {
+            None => {
+                let workers = workers.into_iter().map(|worker| Making { worker, moves: Workload::W1 }).collect();
+                measure_level(client, args, &label, Workload::W1, listings_per_worker, workers).await?
+            }
+            Some(sessions) => {
+                let workers =
+                    workers.into_iter().zip(sessions.iter().cloned()).map(|(worker, moves)| Making { worker, moves });
+                measure_level(client, args, &label, Workload::W1, listings_per_worker, workers.collect()).await?
             }
         };
-        if args.warmup() > 0 {
-            let started = Instant::now();
-            let (back, warmup) = phase(workers, args.warmup(), None).await?;
-            workers = back;
-            eprintln!(
-                "{label} warm-up: {} completed in {:.1} s, {}{}",
-                report::count(warmup.completed, "negotiation"),
-                started.elapsed().as_secs_f64(),
-                report::count(warmup.error_count(), "error"),
-                warmup.first_problem().map(|problem| format!(" (first: {problem})")).unwrap_or_default()
-            );
-        }
-        let date = chrono::Utc::now();
-        let progress = Arc::new(Progress::new(label, "negotiations", args.negotiations));
-        let started = Instant::now();
-        let (back, recorder) = phase(workers, args.negotiations, Some(progress)).await?;
-        let wall = started.elapsed();
         workers = back;
-        let created_mid_run: u64 = workers.iter().map(|worker| worker.listings_created_on_demand).sum();
-        let listings = listings_per_worker * concurrency as u64 + created_mid_run;
-        let mut conditions = conditions(client, args, concurrency, date, listings, created_mid_run);
-        conditions.workload = transport.name();
-        conditions.idempotency_keys = !matches!(transport, Transport::Rest { keys: false });
-        let level = LevelReport {
-            conditions,
-            figures: recorder.summarize(Workload::W1.calls(), wall),
-            pgbench: None,
-            auto: None,
-        };
+        level.conditions.workload = transport.name();
+        level.conditions.idempotency_keys = !matches!(transport, Transport::Rest { keys: false });
         print!("{}", report::level_table(&level, Workload::Mcp));
         levels.push(level);
         if let Some(sessions) = sessions {
@@ -206,55 +194,6 @@ fn side_by_side(levels: &[LevelReport]) -> String {
         let _ = writeln!(out, "  {:<18} {}", transport.name(), transport.describe());
     }
     out
-}
-
-/// Runs `units` negotiations over MCP, as [`run_phase`] runs them over REST.
-async fn run_mcp_phase(
-    workers: Vec<Worker>,
-    sessions: Vec<Arc<Sessions>>,
-    units: u64,
-    progress: Option<Arc<Progress>>,
-) -> anyhow::Result<(Vec<Worker>, Recorder)> {
-    let tickets = Arc::new(AtomicU64::new(0));
-    let tasks: Vec<_> = workers
-        .into_iter()
-        .zip(sessions)
-        .map(|(mut worker, sessions)| {
-            let tickets = Arc::clone(&tickets);
-            let progress = progress.clone();
-            tokio::spawn(async move {
-                let mut recorder = Recorder::default();
-                while tickets.fetch_add(1, Ordering::Relaxed) < units {
-                    match worker.next_listing().await {
-                        Ok(listing) => match negotiate(&sessions, listing, &mut recorder).await {
-                            Ok(()) => recorder.completed += 1,
-                            Err(CallFailed) => {
-                                recorder.failed += 1;
-                                worker.abandon_listing();
-                            }
-                        },
-                        Err(error) => {
-                            recorder.failed += 1;
-                            recorder.stopped.push(format!("worker {} stopped: {error:#}", worker.index));
-                            break;
-                        }
-                    }
-                    if let Some(progress) = &progress {
-                        progress.tick();
-                    }
-                }
-                (worker, recorder)
-            })
-        })
-        .collect();
-    let mut workers = Vec::with_capacity(tasks.len());
-    let mut recorder = Recorder::default();
-    for task in tasks {
-        let (worker, recorded) = task.await.context("a bench worker failed")?;
-        workers.push(worker);
-        recorder.merge(recorded);
-    }
-    Ok((workers, recorder))
 }
 
 /// w1's negotiation through the tools.

@@ -9,7 +9,6 @@
 //! made, the deliveries were the bottleneck and their rate is the worker's capacity.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -17,9 +16,12 @@ use anyhow::{Context, bail};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
+use uuid::Uuid;
 
 use super::api;
+use super::driver::{self, Deal, PhaseWorker, Unit};
 use super::report::yes_no;
+use super::stats::Recorder;
 use haggle_client::{Client, NewListing, NewWebhook, Placement};
 
 /// Threads a buyer may open on one listing before the bench gives it a new one.
@@ -52,13 +54,52 @@ async fn receive(State(receiver): State<Receiver>, headers: HeaderMap, body: Byt
     StatusCode::NO_CONTENT
 }
 
-async fn new_listing(seller: &Client) -> anyhow::Result<uuid::Uuid> {
+async fn new_listing(seller: &Client) -> anyhow::Result<Uuid> {
     let listing = NewListing {
         quantity: Some(1000),
         max_threads_per_buyer: Some(THREADS_PER_LISTING),
         ..NewListing::new("webhook bench", 100_000)
     };
     Ok(seller.create_listing(&listing).await?.id)
+}
+
+/// A buyer making two events for the seller a unit: a placement and its withdrawal, on the
+/// seller's listing it has, or a new one when that one has taken all its threads.
+struct EventMaker {
+    buyer: Client,
+    seller: Client,
+    listing: Option<Uuid>,
+    threads: i64,
+}
+
+impl EventMaker {
+    async fn make_two_events(&mut self) -> anyhow::Result<()> {
+        let listing = match self.listing {
+            Some(listing) if self.threads < THREADS_PER_LISTING => listing,
+            _ => {
+                let listing = new_listing(&self.seller).await?;
+                self.listing = Some(listing);
+                self.threads = 0;
+                listing
+            }
+        };
+        let placed = self.buyer.place_bid(listing, &Placement::new(50_000)).await?;
+        self.threads += 1;
+        self.buyer.withdraw(placed.bid.id).await?;
+        Ok(())
+    }
+}
+
+impl PhaseWorker for EventMaker {
+    type Record = Recorder;
+
+    /// The events are what is measured, not the calls: any failure ends the run.
+    async fn run_unit(&mut self, _: &mut Recorder) -> Unit {
+        match self.make_two_events().await {
+            Ok(()) => Unit::Completed,
+            Err(error) => Unit::Stopped(format!("{error:#}")),
+        }
+    }
 }
 
 pub async fn run(
@@ -90,27 +131,14 @@ pub async fn run(
     let units = deliveries.div_ceil(2);
     eprintln!("[webhooks] {concurrency} buyers make {} events for one seller's webhook at {address}", units * 2);
 
-    let next = Arc::new(AtomicU64::new(0));
+    let makers = buyers
+        .into_iter()
+        .map(|buyer| EventMaker { buyer, seller: seller.clone(), listing: None, threads: 0 })
+        .collect();
     let started = Instant::now();
-    let workers = buyers.into_iter().map(|buyer| {
-        let (next, seller) = (next.clone(), seller.clone());
-        tokio::spawn(async move {
-            let mut listing = new_listing(&seller).await?;
-            let mut threads = 0;
-            while next.fetch_add(1, Ordering::Relaxed) < units {
-                if threads == THREADS_PER_LISTING {
-                    listing = new_listing(&seller).await?;
-                    threads = 0;
-                }
-                let placed = buyer.place_bid(listing, &Placement::new(50_000)).await?;
-                threads += 1;
-                buyer.withdraw(placed.bid.id).await?;
-            }
-            anyhow::Ok(())
-        })
-    });
-    for worker in futures::future::join_all(workers).await {
-        worker.context("a bench worker")??;
+    let (_, recorded) = driver::run_phase(Deal::Pool, makers, units, None).await?;
+    if let Some(stopped) = recorded.stopped.first() {
+        bail!("{stopped}");
     }
     let made = started.elapsed();
     // The listings the workers created are events of the seller's too (none: listing creation

@@ -130,7 +130,7 @@ impl Workload {
                 timed(recorder, Call::Withdraw, buyer.withdraw(placed.bid.id)).await?;
             }
             Workload::Wake | Workload::Webhooks | Workload::W3 | Workload::Flood | Workload::Mcp => {
-                unreachable!("the wake, webhooks, w3, flood and mcp workloads have their own drivers")
+                unreachable!("the wake, webhooks, w3, flood and mcp workloads make their units themselves")
             }
         }
         Ok(())

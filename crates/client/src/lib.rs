@@ -17,9 +17,7 @@
 //! its answer is the first attempt's. `GET`, `PUT` and `DELETE` are retried the same way, being
 //! safe to repeat. Other errors are returned at once.
 
-pub mod cli;
 mod error;
-pub mod ladder;
 mod stream;
 mod types;
 

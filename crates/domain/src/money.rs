@@ -222,6 +222,38 @@ pub fn price_text(minor: i64) -> String {
     format!("{sign}{}.{:02}", minor / per_unit, minor % per_unit)
 }
 
+/// An amount as a person reads it: currency units with thousands separators and the
+/// currency's code, `1,250.00 USD` for 125000 minor units of USD. Width and alignment apply to
+/// the whole (`{:>16}`). For people only: the wire gives minor units, or [`price_text`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Price {
+    pub minor: i64,
+    pub currency: Currency,
+}
+
+impl Price {
+    pub fn new(minor: i64, currency: Currency) -> Price {
+        Price { minor, currency }
+    }
+}
+
+impl fmt::Display for Price {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let per_unit = MINOR_PER_UNIT.unsigned_abs();
+        let digits = (self.minor.unsigned_abs() / per_unit).to_string();
+        let mut grouped = String::new();
+        for (i, digit) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i).is_multiple_of(3) {
+                grouped.push(',');
+            }
+            grouped.push(digit);
+        }
+        let sign = if self.minor < 0 { "-" } else { "" };
+        let cents = self.minor.unsigned_abs() % per_unit;
+        f.pad(&format!("{sign}{grouped}.{cents:02} {}", self.currency))
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum PriceError {
     /// Not a decimal number.
@@ -350,6 +382,20 @@ const ISO_4217: &[&str] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_price_reads_in_currency_units_grouped_by_thousands_with_its_currency() {
+        let usd = |minor| Price::new(minor, Currency::USD).to_string();
+        assert_eq!(usd(0), "0.00 USD");
+        assert_eq!(usd(2010), "20.10 USD");
+        assert_eq!(usd(125_000), "1,250.00 USD");
+        assert_eq!(usd(13_800_000), "138,000.00 USD");
+        assert_eq!(usd(100_000_000_000), "1,000,000,000.00 USD");
+        assert_eq!(usd(-5), "-0.05 USD");
+        assert_eq!(usd(-123_456), "-1,234.56 USD");
+        assert_eq!(Price::new(35_000, Currency::parse("EUR").unwrap()).to_string(), "350.00 EUR");
+        assert_eq!(format!("{:>12}", Price::new(2_000, Currency::USD)), "   20.00 USD");
+    }
 
     fn raw(json: &str) -> RawAmount {
         serde_json::from_str(json).unwrap()

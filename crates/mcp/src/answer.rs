@@ -18,16 +18,7 @@ use serde_json::{Value, json};
 /// An amount for a sentence: the minor units the tools take, and what they are worth
 /// (`120000 (1,200.00 USD)`).
 pub(crate) fn money(amount: i64, currency: haggle_domain::Currency) -> String {
-    let units = (amount / 100).abs().to_string();
-    let mut grouped = String::new();
-    for (index, digit) in units.chars().enumerate() {
-        if index > 0 && (units.len() - index).is_multiple_of(3) {
-            grouped.push(',');
-        }
-        grouped.push(digit);
-    }
-    let sign = if amount < 0 { "-" } else { "" };
-    format!("{amount} ({sign}{grouped}.{:02} {currency})", (amount % 100).abs())
+    format!("{amount} ({})", haggle_domain::money::Price::new(amount, currency))
 }
 
 /// A successful call: the summary first, then the JSON, which is also the structured content.

@@ -1,6 +1,5 @@
-//! `haggle negotiate`, `haggle listings` and `haggle threads`: the API from the terminal.
-//!
-//! Results go to standard output, progress and errors to standard error.
+//! `haggle negotiate`: one side of a negotiation played from the terminal, each round drawn on
+//! the price ladder as it comes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::IsTerminal;
@@ -8,43 +7,20 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::ValueEnum;
-use uuid::Uuid;
-
-use super::ladder::{Glyphs, Ladder, money};
-use super::{
-    Bid, Client, ClientError, CounterOffer, DEFAULT_URL, EventQuery, EventType, ListingQuery, Placement, ThreadQuery,
-    ThreadWithBids,
+use haggle_client::{
+    Client, ClientError, CounterOffer, EventQuery, EventType, OrderQuery, Placement, ThreadQuery, ThreadWithBids,
 };
+use haggle_domain::money::{Currency, Price};
 use haggle_domain::strategy::model::{BAYES_OPENING, BayesBuyer};
 use haggle_domain::strategy::{
     Adaptive, Competitive, Decision, MAX_AUTO_ROUNDS, NegotiationState, Policy, Profile, SimpleThreshold, Strategy,
     decide,
 };
-use haggle_domain::{ListingStatus, Party, ThreadStatus};
+use haggle_domain::{Party, ThreadStatus};
+use uuid::Uuid;
 
-/// Where the server is and who I am there.
-#[derive(Debug, clap::Args)]
-pub struct ServerArgs {
-    /// The server's base URL.
-    #[arg(long, env = "HAGGLE_URL", default_value = DEFAULT_URL)]
-    pub url: String,
-    /// My API key.
-    #[arg(long, env = "HAGGLE_API_KEY", hide_env_values = true)]
-    pub api_key: Option<String>,
-}
-
-impl ServerArgs {
-    fn client(&self) -> anyhow::Result<Client> {
-        Ok(Client::new(&self.url, self.api_key.clone())?)
-    }
-
-    fn keyed_client(&self, command: &str) -> anyhow::Result<Client> {
-        if self.api_key.as_deref().is_none_or(str::is_empty) {
-            bail!("haggle {command} acts as an agent: give its API key with --api-key or HAGGLE_API_KEY");
-        }
-        self.client()
-    }
-}
+use super::ladder::{Glyphs, Ladder, Positions};
+use super::{ServerArgs, listing_id, parse_party, refusal};
 
 /// The buyer's strategies (see `haggle_domain::strategy::buyer` and `model`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -59,36 +35,44 @@ pub enum BuyerStrategy {
     Adaptive,
     /// The balanced budget, capped by --elsewhere, a standing offer held on another listing.
     Competitive,
-    /// Opponent modelling: opens at 35% of the ask, models the seller's floor from its moves,
-    /// and concedes late toward the price of most expected surplus, never above the budget.
+    /// Opponent modelling (the default): opens at 35% of the ask, models the seller's floor
+    /// from its moves, and concedes late toward the price of most expected surplus, never above
+    /// the budget.
     Bayes,
 }
 
-/// `haggle negotiate` options.
-///
-/// As buyer, the strategy's profile gives the opening bid (`target`), the most it pays (`max`),
-/// how much each offer adds (`step`) and how many offers it makes (`rounds`). By default the
-/// profile is scaled to the buyer's budget, `--budget` or else the listing's ask, in the
-/// ad-buyer guide's proportions (balanced opens at 2/3 of it and pays up to all of it). With
-/// `--cpm` the profiles are the guide's absolute CPM figures (balanced: 20.00 to 30.00), which
-/// `--scale` multiplies (`--scale 46` makes balanced 920.00 to 1,380.00). `--target`, `--max`
-/// and `--step` (minor units) set the amounts outright.
+impl BuyerStrategy {
+    /// The strategy's name, as `--strategy` takes it.
+    fn name(self) -> &'static str {
+        match self {
+            BuyerStrategy::Conservative => "conservative",
+            BuyerStrategy::Balanced => "balanced",
+            BuyerStrategy::Aggressive => "aggressive",
+            BuyerStrategy::Adaptive => "adaptive",
+            BuyerStrategy::Competitive => "competitive",
+            BuyerStrategy::Bayes => "bayes",
+        }
+    }
+}
+
+/// `haggle negotiate` options. How the buyer bargains by default, and why, is `--help`'s to say
+/// (`NEGOTIATE_HELP`), as the struct's own documentation does not reach it.
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = NEGOTIATE_EXIT_CODES)]
+#[command(after_long_help = NEGOTIATE_HELP)]
 pub struct NegotiateArgs {
     #[command(flatten)]
     pub server: ServerArgs,
     /// The listing to negotiate on.
-    #[arg(long)]
+    #[arg(long, value_name = "LISTING_ID", value_parser = listing_id)]
     pub listing: Uuid,
     /// Which side I am: `buyer` bids on the listing, `seller` answers the bids on my listing.
     #[arg(long = "as", default_value = "buyer", value_parser = parse_party)]
     pub side: Party,
     /// The buyer's strategy.
-    #[arg(long, value_enum, default_value_t = BuyerStrategy::Balanced)]
+    #[arg(long, value_enum, default_value_t = BuyerStrategy::Bayes)]
     pub strategy: BuyerStrategy,
-    /// The most the buyer will pay, in minor units: the profile is scaled to it. Defaults to the
-    /// listing's ask.
+    /// The most the buyer will pay, in minor units (a guide profile is scaled to it). Defaults
+    /// to the listing's ask, which bayes bargains down from; give the guide's profiles less.
     #[arg(long, conflicts_with = "cpm")]
     pub budget: Option<i64>,
     /// Use the guide's absolute CPM profiles (balanced: 20.00 to 30.00) instead of scaling them
@@ -131,16 +115,28 @@ pub struct NegotiateArgs {
     pub ascii: bool,
 }
 
-const NEGOTIATE_EXIT_CODES: &str = "\
+const NEGOTIATE_HELP: &str = "\
+As buyer, by default: --strategy bayes, paying at most --budget, which is by default the
+listing's ask, since buying at the ask takes no negotiation. bayes opens at 35% of the ask,
+learns the seller's floor from the seller's counters, and bargains toward it rather than toward
+the budget; of the buyer strategies it earns the most in the simulator's tournament
+(STRATEGIES.md). It concedes toward the budget, though, so a --budget of what the listing is
+worth to you, below the ask, makes it hold out for less.
+
+The ad-buyer guide's profiles (conservative, balanced, aggressive; adaptive and competitive
+start from balanced's) open at --target, add --step an offer for --rounds offers, and take any
+price up to --max. They are scaled to the budget in the guide's proportions (balanced opens at
+2/3 of it and pays up to all of it), so with the ask as the budget they take the seller's first
+counter below it: give them a budget below the ask. With --cpm they are the guide's absolute CPM
+figures (balanced: 20.00 to 30.00), which --scale multiplies (--scale 46 makes balanced 920.00
+to 1,380.00); --target, --max and --step set the amounts outright. Amounts given are minor units
+(35000 is 350.00); amounts printed are major units with the currency.
+
 Exit status:
   0  the negotiation ended (accepted, rejected, expired or closed), or my own strategy stopped
      (it walked away, or ran out of rounds), or the listing was sold or withdrawn
   1  an error, or the other side did not answer before --timeout (the negotiation is left as
      it stands)";
-
-fn parse_party(text: &str) -> Result<Party, String> {
-    text.to_ascii_lowercase().parse()
-}
 
 /// The flag of `haggle negotiate` that sets a field of the buyer's budget.
 fn budget_flag(field: &str) -> &str {
@@ -156,175 +152,6 @@ fn budget_flag(field: &str) -> &str {
 fn parse_counter(text: &str) -> Result<Strategy, String> {
     serde_json::from_str(text).map_err(|error| format!("not a counter strategy: {error}"))
 }
-
-/// Paging and output, shared by `haggle listings` and `haggle threads`.
-#[derive(Debug, clap::Args)]
-pub struct PageArgs {
-    /// How many to show (1 to 200).
-    #[arg(long, default_value_t = 50)]
-    pub limit: u32,
-    /// The page after this cursor (printed after a full page).
-    #[arg(long)]
-    pub cursor: Option<Uuid>,
-    /// Print the page as the API's JSON.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// `haggle listings` options.
-#[derive(Debug, clap::Args)]
-pub struct ListingsArgs {
-    #[command(flatten)]
-    pub server: ServerArgs,
-    /// Only listings in this status (ACTIVE, SOLD, WITHDRAWN).
-    #[arg(long)]
-    pub status: Option<ListingStatus>,
-    /// Only listings whose title or description contains this text.
-    #[arg(long)]
-    pub q: Option<String>,
-    /// Only this seller's listings.
-    #[arg(long)]
-    pub seller: Option<Uuid>,
-    #[command(flatten)]
-    pub page: PageArgs,
-}
-
-/// `haggle threads` options.
-#[derive(Debug, clap::Args)]
-pub struct ThreadsArgs {
-    #[command(flatten)]
-    pub server: ServerArgs,
-    /// Only threads where I am the buyer, or the seller.
-    #[arg(long, value_parser = parse_party)]
-    pub role: Option<Party>,
-    /// Only threads in this status (ACTIVE, ACCEPTED, REJECTED, EXPIRED, CLOSED).
-    #[arg(long)]
-    pub status: Option<ThreadStatus>,
-    /// Only threads on this listing.
-    #[arg(long)]
-    pub listing: Option<Uuid>,
-    #[command(flatten)]
-    pub page: PageArgs,
-}
-
-// ----- listings and threads -----
-
-pub async fn listings(args: ListingsArgs) -> anyhow::Result<()> {
-    let client = args.server.keyed_client("listings")?;
-    let query = ListingQuery {
-        seller_id: args.seller,
-        status: args.status,
-        q: args.q.clone(),
-        limit: Some(args.page.limit),
-        cursor: args.page.cursor,
-    };
-    let page = client.list_listings(&query).await?;
-    if args.page.json {
-        println!("{}", serde_json::to_string_pretty(&page)?);
-        return Ok(());
-    }
-    let rows = page
-        .data
-        .iter()
-        .map(|listing| {
-            vec![
-                listing.id.to_string(),
-                truncate(&listing.title, 32),
-                format!("{} {}", money(listing.ask_amount), listing.currency.as_str()),
-                listing.status.as_str().to_owned(),
-                if listing.negotiable { "yes" } else { "no" }.to_owned(),
-                listing.seller_id.to_string(),
-            ]
-        })
-        .collect::<Vec<_>>();
-    print!("{}", table(&["ID", "TITLE", "ASK", "STATUS", "NEGOTIABLE", "SELLER"], &rows, &[2]));
-    more(page.next_cursor);
-    Ok(())
-}
-
-pub async fn threads(args: ThreadsArgs) -> anyhow::Result<()> {
-    let client = args.server.keyed_client("threads")?;
-    let query = ThreadQuery {
-        role: args.role,
-        status: args.status,
-        listing_id: args.listing,
-        limit: Some(args.page.limit),
-        cursor: args.page.cursor,
-    };
-    let page = client.list_threads(&query).await?;
-    if args.page.json {
-        println!("{}", serde_json::to_string_pretty(&page)?);
-        return Ok(());
-    }
-    let me = client.me().await?;
-    let mut rows = Vec::with_capacity(page.data.len());
-    for thread in &page.data {
-        let last = client.get_bid(thread.last_bid_id, None).await?;
-        let role = if thread.buyer_id == me.id { Party::Buyer } else { Party::Seller };
-        let turn = match thread.turn {
-            Some(party) if party == role => "me",
-            Some(_) => "them",
-            None => "-",
-        };
-        rows.push(vec![
-            thread.id.to_string(),
-            thread.listing_id.to_string(),
-            role.as_str().to_owned(),
-            thread.status.as_str().to_owned(),
-            thread.rounds.to_string(),
-            format!("{} {}", money(last.amount), last.currency.as_str()),
-            format!("{}{}", last.author.as_str(), if last.is_final { " (final)" } else { "" }),
-            turn.to_owned(),
-        ]);
-    }
-    print!("{}", table(&["ID", "LISTING", "ROLE", "STATUS", "ROUNDS", "LAST", "BY", "TO MOVE"], &rows, &[4, 5]));
-    more(page.next_cursor);
-    Ok(())
-}
-
-fn more(next: Option<Uuid>) {
-    if let Some(cursor) = next {
-        eprintln!("more: --cursor {cursor}");
-    }
-}
-
-fn truncate(text: &str, max: usize) -> String {
-    let clean: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
-    if clean.chars().count() <= max {
-        clean
-    } else {
-        clean.chars().take(max - 1).chain(std::iter::once('…')).collect()
-    }
-}
-
-/// A plain table: a header line and one line per row, columns padded to their widest cell;
-/// the columns in `right` are aligned right.
-fn table(headers: &[&str], rows: &[Vec<String>], right: &[usize]) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let padded: Vec<String> = cells
-            .iter()
-            .enumerate()
-            .map(|(i, cell)| {
-                let pad = " ".repeat(widths[i].saturating_sub(cell.chars().count()));
-                if right.contains(&i) { format!("{pad}{cell}") } else { format!("{cell}{pad}") }
-            })
-            .collect();
-        format!("{}\n", padded.join("  ").trim_end())
-    };
-    let mut out = line(headers.to_vec());
-    for row in rows {
-        out.push_str(&line(row.iter().map(String::as_str).collect()));
-    }
-    out
-}
-
-// ----- negotiate -----
 
 pub async fn negotiate(args: NegotiateArgs) -> anyhow::Result<()> {
     let client = args.server.keyed_client("negotiate")?;
@@ -352,7 +179,8 @@ pub async fn negotiate(args: NegotiateArgs) -> anyhow::Result<()> {
 /// The buyer's strategy with the profile scaled and overridden as asked.
 #[derive(Debug, Clone)]
 enum Buyer {
-    Threshold(SimpleThreshold),
+    /// One of the guide's profiles (which one, for its name).
+    Threshold(BuyerStrategy, SimpleThreshold),
     Adaptive(Adaptive),
     Competitive(Competitive),
     Bayes(BayesBuyer),
@@ -361,18 +189,20 @@ enum Buyer {
 impl Buyer {
     fn next(&self, state: &NegotiationState) -> Decision {
         match self {
-            Buyer::Threshold(strategy) => strategy.next(state),
+            Buyer::Threshold(_, strategy) => strategy.next(state),
             Buyer::Adaptive(strategy) => strategy.next(state),
             Buyer::Competitive(strategy) => strategy.next(state),
             Buyer::Bayes(strategy) => haggle_domain::strategy::Negotiator::next(strategy, state),
         }
     }
 
-    fn describe(&self) -> String {
-        let (name, target, max, step, rounds) = match self {
-            Buyer::Threshold(s) => ("threshold", s.target, s.max, s.step, s.max_rounds),
-            Buyer::Adaptive(s) => ("adaptive", s.target, s.max, s.step, s.max_rounds),
-            Buyer::Competitive(s) => ("competitive", s.target, s.cap(), s.step, s.max_rounds),
+    /// What the strategy will do, under its own name, with the amounts in `currency`.
+    fn describe(&self, currency: Currency) -> String {
+        let money = |minor| Price::new(minor, currency);
+        let (strategy, target, max, step, rounds) = match self {
+            Buyer::Threshold(strategy, s) => (*strategy, s.target, s.max, s.step, s.max_rounds),
+            Buyer::Adaptive(s) => (BuyerStrategy::Adaptive, s.target, s.max, s.step, s.max_rounds),
+            Buyer::Competitive(s) => (BuyerStrategy::Competitive, s.target, s.cap(), s.step, s.max_rounds),
             Buyer::Bayes(s) => {
                 return format!(
                     "bayes: open at {:.0}% of the ask, model the seller's floor, pay up to {}",
@@ -381,7 +211,13 @@ impl Buyer {
                 );
             }
         };
-        format!("{name}: open at {}, pay up to {}, step {}, {rounds} offers", money(target), money(max), money(step))
+        format!(
+            "{}: open at {}, pay up to {}, step {}, {rounds} offers",
+            strategy.name(),
+            money(target),
+            money(max),
+            money(step)
+        )
     }
 }
 
@@ -433,8 +269,8 @@ fn budget(args: &NegotiateArgs, ask: i64) -> anyhow::Result<Buyer> {
             Buyer::Competitive(Competitive { best_elsewhere: args.elsewhere, ..Competitive::from(threshold) })
         }
         BuyerStrategy::Bayes => Buyer::Bayes(BayesBuyer::new(threshold.max)),
-        BuyerStrategy::Conservative | BuyerStrategy::Balanced | BuyerStrategy::Aggressive => {
-            Buyer::Threshold(threshold)
+        strategy @ (BuyerStrategy::Conservative | BuyerStrategy::Balanced | BuyerStrategy::Aggressive) => {
+            Buyer::Threshold(strategy, threshold)
         }
     })
 }
@@ -479,19 +315,12 @@ impl Shown {
     /// Prints the thread's bids not printed yet. The scale runs from the opening bid to the ask.
     fn print_new(&mut self, thread: &ThreadWithBids, ask: i64, glyphs: Glyphs) {
         let Some(opening) = thread.bids.first() else { return };
-        let ladder = *self.ladder.get_or_insert_with(|| Ladder::new(opening.amount, ask, glyphs));
+        let ladder = *self.ladder.get_or_insert_with(|| Ladder::new(opening.amount..=ask, glyphs));
         for (i, bid) in thread.bids.iter().enumerate().skip(self.printed) {
-            let (buyer, seller) = positions(&thread.bids[..=i], ask);
-            println!("{}", ladder.line(bid.round, bid.author, bid.amount, buyer, Some(seller)));
+            println!("{}", ladder.line(bid, Positions::after(&thread.bids[..=i], ask)));
         }
         self.printed = self.printed.max(thread.bids.len());
     }
-}
-
-/// Each side's latest amount among `bids`; the seller stands at the ask before it counters.
-fn positions(bids: &[Bid], ask: i64) -> (Option<i64>, i64) {
-    let latest = |party| bids.iter().rev().find(|bid| bid.author == party).map(|bid| bid.amount);
-    (latest(Party::Buyer), latest(Party::Seller).unwrap_or(ask))
 }
 
 impl Session {
@@ -516,11 +345,10 @@ impl Session {
         let listing = self.client.get_listing(self.listing).await?;
         let buyer = &budget(args, listing.ask_amount)?;
         eprintln!(
-            "negotiating as buyer on \"{}\" (ask {} {}), {}",
+            "negotiating as buyer on \"{}\" (ask {}), {}",
             listing.title,
-            money(listing.ask_amount),
-            listing.currency.as_str(),
-            buyer.describe()
+            Price::new(listing.ask_amount, listing.currency),
+            buyer.describe(listing.currency)
         );
         let live = self
             .client
@@ -549,7 +377,10 @@ impl Session {
                 };
                 match buyer.next(&empty) {
                     Decision::Counter { amount, .. } => {
-                        self.client.place_bid(self.listing, &Placement::new(amount)).await?.thread.id
+                        match self.client.place_bid(self.listing, &Placement::new(amount)).await {
+                            Ok(placed) => placed.thread.id,
+                            Err(error) => return Err(refusal::explain(&self.client, &listing, error).await),
+                        }
                     }
                     Decision::Accept { rationale } | Decision::Reject { rationale } | Decision::Stop { rationale } => {
                         println!("stopped: {}", rationale.describe());
@@ -585,7 +416,7 @@ impl Session {
                             refusals += 1;
                             eprintln!("refused: {error}");
                         }
-                        Err(error) => return Err(error.into()),
+                        Err(error) => return Err(refusal::explain(&self.client, &listing, error).await),
                     }
                 }
             }
@@ -625,7 +456,7 @@ impl Session {
                     ThreadStatus::Accepted => {
                         let orders = self
                             .client
-                            .list_orders(&super::OrderQuery {
+                            .list_orders(&OrderQuery {
                                 role: Some(me),
                                 listing_id: Some(thread.thread.listing_id),
                                 limit: Some(200),
@@ -634,7 +465,7 @@ impl Session {
                             .await?;
                         let order = orders.data.iter().find(|order| order.thread_id == Some(thread.thread.id));
                         let order = order.map(|order| format!(" (order {})", order.id)).unwrap_or_default();
-                        println!("ACCEPTED at {} {}{order}", money(last.amount), last.currency.as_str());
+                        println!("ACCEPTED at {}{order}", Price::new(last.amount, last.currency));
                     }
                     ThreadStatus::Rejected => {
                         let by = match reason {
@@ -665,15 +496,15 @@ impl Session {
         if listing.seller_id != me.id {
             bail!("listing {} is not mine: only its seller can answer its bids", listing.id);
         }
+        let money = |minor| Price::new(minor, listing.currency);
         if floor > listing.ask_amount {
             bail!("--floor ({}) is above the ask ({})", money(floor), money(listing.ask_amount));
         }
         let policy = Policy { max_auto_rounds: MAX_AUTO_ROUNDS, ..Policy::new(floor, counter) };
         eprintln!(
-            "answering bids on \"{}\" (ask {} {}) as seller, floor {}",
+            "answering bids on \"{}\" (ask {}) as seller, floor {}",
             listing.title,
             money(listing.ask_amount),
-            listing.currency.as_str(),
             money(floor)
         );
 
@@ -727,7 +558,7 @@ impl Session {
                             refusals += 1;
                             eprintln!("refused: {error}");
                         }
-                        Err(error) => return Err(error.into()),
+                        Err(error) => return Err(refusal::explain(&self.client, &listing, error).await),
                     }
                 }
             }
@@ -771,14 +602,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tables_pad_columns_and_align_amounts_right() {
-        let rows = vec![vec!["a".to_owned(), "1.00".to_owned()], vec!["bbb".to_owned(), "1,000.00".to_owned()]];
-        let text = table(&["ID", "ASK"], &rows, &[1]);
-        assert_eq!(text, "ID        ASK\na        1.00\nbbb  1,000.00\n");
-        assert_eq!(truncate("a\nlong title", 6), "a lon…");
-    }
-
-    #[test]
     fn the_profile_scales_and_gives_way_to_explicit_amounts() {
         use clap::Parser;
         #[derive(Parser)]
@@ -793,22 +616,35 @@ mod tests {
             budget(&Cli::parse_from(argv).args, 35_000).unwrap()
         };
         let threshold = |buyer: Buyer| match buyer {
-            Buyer::Threshold(s) => s,
+            Buyer::Threshold(_, s) => s,
             other => panic!("not a threshold: {other:?}"),
         };
-        // By default the profile is scaled to the ask (350.00): balanced opens at 2/3 of it.
-        let lamp = threshold(parse(&[]));
+        // By default, bayes up to the ask (350.00).
+        assert!(matches!(parse(&[]), Buyer::Bayes(BayesBuyer { max: 35_000, .. })));
+        assert_eq!(
+            parse(&[]).describe(Currency::USD),
+            "bayes: open at 35% of the ask, model the seller's floor, pay up to 350.00 USD"
+        );
+        // A profile is scaled to the ask: balanced opens at 2/3 of it, and says so by its name.
+        let balanced = parse(&["--strategy", "balanced"]);
+        assert_eq!(
+            balanced.describe(Currency::USD),
+            "balanced: open at 233.33 USD, pay up to 350.00 USD, step 23.33 USD, 5 offers"
+        );
+        let lamp = threshold(balanced);
         assert_eq!((lamp.target, lamp.max, lamp.step, lamp.max_rounds), (23_333, 35_000, 2_333, 5));
         let own = threshold(parse(&["--strategy", "conservative", "--budget", "30000"]));
         assert_eq!((own.target, own.max, own.step, own.max_rounds), (22_500, 30_000, 1_500, 3));
         // The guide's CPM figures on request.
-        assert_eq!(threshold(parse(&["--cpm"])), SimpleThreshold::profile(Profile::Balanced));
-        let scaled = threshold(parse(&["--scale", "46"]));
+        let cpm = parse(&["--cpm", "--strategy", "balanced"]);
+        assert_eq!(threshold(cpm), SimpleThreshold::profile(Profile::Balanced));
+        let scaled = threshold(parse(&["--scale", "46", "--strategy", "balanced"]));
         assert_eq!((scaled.target, scaled.max, scaled.step, scaled.max_rounds), (92_000, 138_000, 9_200, 5));
         let set = threshold(parse(&["--cpm", "--strategy", "aggressive", "--target", "100000", "--max", "130000"]));
         assert_eq!((set.target, set.max, set.step, set.max_rounds), (100_000, 130_000, 500, 10));
         assert!(matches!(parse(&["--strategy", "adaptive"]), Buyer::Adaptive(_)));
-        assert!(matches!(parse(&["--strategy", "bayes"]), Buyer::Bayes(BayesBuyer { max: 35_000, .. })));
+        assert!(matches!(parse(&["--budget", "32000"]), Buyer::Bayes(BayesBuyer { max: 32_000, .. })));
+        assert!(parse(&["--strategy", "aggressive"]).describe(Currency::USD).starts_with("aggressive: "));
         let Buyer::Competitive(competitive) = parse(&["--strategy", "competitive", "--elsewhere", "30000"]) else {
             panic!("not competitive");
         };

@@ -1,0 +1,186 @@
+//! `haggle listings` and `haggle threads`: a page of either as a table, or as the API's JSON.
+
+use haggle_client::{ListingQuery, ThreadQuery};
+use haggle_domain::money::Price;
+use haggle_domain::{ListingStatus, Party, ThreadStatus};
+use uuid::Uuid;
+
+use super::{ServerArgs, agent_id, cursor, listing_id, parse_party};
+
+/// Paging and output, shared by `haggle listings` and `haggle threads`.
+#[derive(Debug, clap::Args)]
+pub struct PageArgs {
+    /// How many to show (1 to 200).
+    #[arg(long, default_value_t = 50)]
+    pub limit: u32,
+    /// The page after this cursor (printed after a full page).
+    #[arg(long, value_parser = cursor)]
+    pub cursor: Option<Uuid>,
+    /// Print the page as the API's JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `haggle listings` options.
+#[derive(Debug, clap::Args)]
+pub struct ListingsArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// Only listings in this status (ACTIVE, SOLD, WITHDRAWN).
+    #[arg(long)]
+    pub status: Option<ListingStatus>,
+    /// Only listings whose title or description contains this text.
+    #[arg(long)]
+    pub q: Option<String>,
+    /// Only this seller's listings (its agent id).
+    #[arg(long, value_name = "AGENT_ID", value_parser = agent_id)]
+    pub seller: Option<Uuid>,
+    #[command(flatten)]
+    pub page: PageArgs,
+}
+
+/// `haggle threads` options.
+#[derive(Debug, clap::Args)]
+pub struct ThreadsArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// Only threads where I am the buyer, or the seller.
+    #[arg(long, value_parser = parse_party)]
+    pub role: Option<Party>,
+    /// Only threads in this status (ACTIVE, ACCEPTED, REJECTED, EXPIRED, CLOSED).
+    #[arg(long)]
+    pub status: Option<ThreadStatus>,
+    /// Only threads on this listing.
+    #[arg(long, value_name = "LISTING_ID", value_parser = listing_id)]
+    pub listing: Option<Uuid>,
+    #[command(flatten)]
+    pub page: PageArgs,
+}
+
+pub async fn listings(args: ListingsArgs) -> anyhow::Result<()> {
+    let client = args.server.keyed_client("listings")?;
+    let query = ListingQuery {
+        seller_id: args.seller,
+        status: args.status,
+        q: args.q.clone(),
+        limit: Some(args.page.limit),
+        cursor: args.page.cursor,
+    };
+    let page = client.list_listings(&query).await?;
+    if args.page.json {
+        println!("{}", serde_json::to_string_pretty(&page)?);
+        return Ok(());
+    }
+    let rows = page
+        .data
+        .iter()
+        .map(|listing| {
+            vec![
+                listing.id.to_string(),
+                truncate(&listing.title, 32),
+                Price::new(listing.ask_amount, listing.currency).to_string(),
+                listing.status.as_str().to_owned(),
+                if listing.negotiable { "yes" } else { "no" }.to_owned(),
+                listing.seller_id.to_string(),
+            ]
+        })
+        .collect::<Vec<_>>();
+    print!("{}", table(&["ID", "TITLE", "ASK", "STATUS", "NEGOTIABLE", "SELLER"], &rows, &[2]));
+    more(page.next_cursor);
+    Ok(())
+}
+
+pub async fn threads(args: ThreadsArgs) -> anyhow::Result<()> {
+    let client = args.server.keyed_client("threads")?;
+    let query = ThreadQuery {
+        role: args.role,
+        status: args.status,
+        listing_id: args.listing,
+        limit: Some(args.page.limit),
+        cursor: args.page.cursor,
+    };
+    let page = client.list_threads(&query).await?;
+    if args.page.json {
+        println!("{}", serde_json::to_string_pretty(&page)?);
+        return Ok(());
+    }
+    let me = client.me().await?;
+    let mut rows = Vec::with_capacity(page.data.len());
+    for thread in &page.data {
+        let last = client.get_bid(thread.last_bid_id, None).await?;
+        let role = if thread.buyer_id == me.id { Party::Buyer } else { Party::Seller };
+        let turn = match thread.turn {
+            Some(party) if party == role => "me",
+            Some(_) => "them",
+            None => "-",
+        };
+        rows.push(vec![
+            thread.id.to_string(),
+            thread.listing_id.to_string(),
+            role.as_str().to_owned(),
+            thread.status.as_str().to_owned(),
+            thread.rounds.to_string(),
+            Price::new(last.amount, last.currency).to_string(),
+            format!("{}{}", last.author.as_str(), if last.is_final { " (final)" } else { "" }),
+            turn.to_owned(),
+        ]);
+    }
+    print!("{}", table(&["ID", "LISTING", "ROLE", "STATUS", "ROUNDS", "LAST", "BY", "TO MOVE"], &rows, &[4, 5]));
+    more(page.next_cursor);
+    Ok(())
+}
+
+fn more(next: Option<Uuid>) {
+    if let Some(cursor) = next {
+        eprintln!("more: --cursor {cursor}");
+    }
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    let clean: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    if clean.chars().count() <= max {
+        clean
+    } else {
+        clean.chars().take(max - 1).chain(std::iter::once('…')).collect()
+    }
+}
+
+/// A plain table: a header line and one line per row, columns padded to their widest cell;
+/// the columns in `right` are aligned right.
+fn table(headers: &[&str], rows: &[Vec<String>], right: &[usize]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, cell)| {
+                let pad = " ".repeat(widths[i].saturating_sub(cell.chars().count()));
+                if right.contains(&i) { format!("{pad}{cell}") } else { format!("{cell}{pad}") }
+            })
+            .collect();
+        format!("{}\n", padded.join("  ").trim_end())
+    };
+    let mut out = line(headers.to_vec());
+    for row in rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_pad_columns_and_align_amounts_right() {
+        let rows = vec![vec!["a".to_owned(), "1.00".to_owned()], vec!["bbb".to_owned(), "1,000.00".to_owned()]];
+        let text = table(&["ID", "ASK"], &rows, &[1]);
+        assert_eq!(text, "ID        ASK\na        1.00\nbbb  1,000.00\n");
+        assert_eq!(truncate("a\nlong title", 6), "a lon…");
+    }
+}
