@@ -189,7 +189,7 @@ pub async fn run_level(
     // Each worker has exactly the listings of its shares: the units are dealt in shares.
     let Measured { record: phase, date, wall, .. } =
         driver::warm_up_and_measure(&label, Workload::W3.unit(), Deal::Shares, workers, warmup, negotiations).await?;
-    let conditions = super::conditions(client, args, concurrency, date, warmup + negotiations, 0);
+    let conditions = super::level::conditions(client, args, concurrency, date, warmup + negotiations, 0);
     let auto = AutoFigures::of(&phase.outcomes, phase.lost);
     let figures = phase.recorder.summarize(Workload::W3.calls(), wall);
     Ok(LevelReport { conditions, figures, pgbench: None, auto: Some(auto) })

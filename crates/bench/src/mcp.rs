@@ -25,10 +25,11 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::api::CallFailed;
+use super::args::BenchArgs;
+use super::level::{Making, Moves, measure_level, set_up_workers};
 use super::report::{self, LevelReport};
 use super::stats::{Call, Failure, Recorder};
 use super::workload::{BUYER_COUNTER, OPENING_BID, Parties, SELLER_COUNTER, Workload};
-use super::{BenchArgs, Making, Moves, measure_level, set_up_workers};
 
 /// How a phase reaches the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
