@@ -83,7 +83,34 @@ pub struct TestApp {
 impl Drop for TestApp {
     fn drop(&mut self) {
         self.shutdown.cancel();
+        if !std::thread::panicking() {
+            let panics = std::mem::take(&mut *TASK_PANICS.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+            assert!(panics.is_empty(), "a background task panicked during the test:\n{}", panics.join("\n"));
+        }
     }
+}
+
+/// Panics inside tasks the runtime spawned: the server's workers and connections, and a test's
+/// own background tasks. The runtime catches them, so a dead worker would otherwise only leave a
+/// line in the log while the test passed; every `TestApp` fails its test when it is dropped if
+/// one was recorded. (A process that runs several tests at once may blame another test's.)
+static TASK_PANICS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Installs, once, the panic hook that records panics inside spawned tasks, before the usual
+/// report on standard error.
+fn record_task_panics() {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let report = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if let Some(task) = tokio::task::try_id() {
+                let thread = std::thread::current();
+                let panic = format!("task {task} on thread {}: {info}", thread.name().unwrap_or("unnamed"));
+                TASK_PANICS.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(panic);
+            }
+            report(info);
+        }));
+    });
 }
 
 pub fn test_config() -> AppConfig {
@@ -184,6 +211,7 @@ impl TestApp {
     /// The app on a database of the caller's, over a pool of the caller's (one that reaches the
     /// database some other way than directly, say); the database must be migrated.
     pub async fn spawn_on(db: std::sync::Arc<TestDb>, pool: PgPool, configure: impl FnOnce(&mut AppConfig)) -> TestApp {
+        record_task_panics();
         let mut config = test_config();
         configure(&mut config);
         let app = App::build(pool.clone(), "127.0.0.1:0", config).await.expect("bind");
