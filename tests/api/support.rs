@@ -78,6 +78,7 @@ pub struct TestApp {
     pub client: reqwest::Client,
     shutdown: CancellationToken,
     db: std::sync::Arc<TestDb>,
+    hub: std::sync::Arc<OnceLock<haggle_server::events::Hub>>,
 }
 
 impl Drop for TestApp {
@@ -144,6 +145,16 @@ pub fn test_config() -> AppConfig {
         metrics: Default::default(),
     }
 }
+
+/// An instance that remembers API keys for an hour, longer than any test: a change to a key or
+/// an agent that another such instance sees within a test reached it by its notification.
+pub fn remember_keys_for_an_hour(config: &mut AppConfig) {
+    config.settings.key_cache_ttl = Duration::from_secs(3600);
+}
+
+/// How long a notification may take to reach another instance before a test gives up; far
+/// below the hour `remember_keys_for_an_hour` keeps keys.
+pub const NOTIFIED_WITHIN: Duration = Duration::from_secs(30);
 
 /// A registered agent and its API key.
 #[derive(Debug, Clone)]
@@ -216,10 +227,11 @@ impl TestApp {
         configure(&mut config);
         let app = App::build(pool.clone(), "127.0.0.1:0", config).await.expect("bind");
         let base = format!("http://{}", app.local_addr());
+        let hub = app.hub();
         let shutdown = CancellationToken::new();
         tokio::spawn(app.run_until_stopped(shutdown.clone()));
         let client = reqwest::Client::builder().pool_max_idle_per_host(64).build().expect("client");
-        TestApp { base, pool, client, shutdown, db }
+        TestApp { base, pool, client, shutdown, db, hub }
     }
 
     /// A second server instance on the same database, with its own pool, listener and workers.
@@ -241,6 +253,20 @@ impl TestApp {
 
     pub fn database_url(&self) -> &str {
         &self.db.url
+    }
+
+    /// The waiters this instance holds now.
+    pub fn waiters(&self) -> usize {
+        self.hub.get().map_or(0, |hub| hub.waiters())
+    }
+
+    /// Waits until this instance holds `count` waiters (long polls, bid waits, streams, the
+    /// operator's market stream): each has subscribed, so it will hear of any event from now on.
+    pub async fn until_waiting(&self, count: usize) {
+        eventually(&format!("{count} waiters on the instance"), || async {
+            (self.hub.get().is_some() && self.waiters() == count).then_some(())
+        })
+        .await;
     }
 
     /// Stops this instance's server and workers.

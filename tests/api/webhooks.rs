@@ -287,7 +287,17 @@ async fn a_schedule_that_runs_out_disables_the_webhook_and_tells_its_owner() {
     .await;
     assert_eq!(waiting["status"], "PENDING");
     assert_eq!(logged_statuses(&waiting), [json!(503)]);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Unscheduled (its webhook disabled) and with no attempt in flight: nothing can deliver it.
+    eventually("the waiting delivery to be unscheduled", || async {
+        let scheduled = app
+            .count(format!(
+                "SELECT count(*) FROM webhook_deliveries WHERE webhook_id = '{webhook}' \
+                 AND (next_attempt_at IS NOT NULL OR claimed_at IS NOT NULL)"
+            ))
+            .await;
+        (scheduled == 0).then_some(())
+    })
+    .await;
     assert_eq!(receiver.arrivals().len(), 4, "nothing is delivered to a disabled webhook");
 
     // Enabled again, it resumes the waiting delivery.
