@@ -10,7 +10,7 @@ use sqlx::Connection;
 use crate::support::{Agent, Deal, TestApp};
 
 /// The agent's events after `after`, long-polling up to `wait` seconds.
-async fn events_after(app: &TestApp, agent: &Agent, after: i64, wait: u64) -> Vec<Value> {
+pub(crate) async fn events_after(app: &TestApp, agent: &Agent, after: i64, wait: u64) -> Vec<Value> {
     let resp = app.get(format!("/v1/events?after={after}&wait={wait}&limit=200"), &agent.key).await.expect(200);
     resp.body["data"].as_array().unwrap().clone()
 }
@@ -27,7 +27,7 @@ async fn at_least(app: &TestApp, agent: &Agent, count: usize) -> Vec<Value> {
 }
 
 /// Sends a GET in the background (a waiter), answering how long it took and its JSON body.
-fn spawn_get(app: &TestApp, key: &str, path: String) -> tokio::task::JoinHandle<(Duration, Value)> {
+pub(crate) fn spawn_get(app: &TestApp, key: &str, path: String) -> tokio::task::JoinHandle<(Duration, Value)> {
     let (base, key, client) = (app.base.clone(), key.to_owned(), app.client.clone());
     tokio::spawn(async move {
         let started = Instant::now();
@@ -36,7 +36,7 @@ fn spawn_get(app: &TestApp, key: &str, path: String) -> tokio::task::JoinHandle<
     })
 }
 
-fn types(events: &[Value]) -> Vec<&str> {
+pub(crate) fn types(events: &[Value]) -> Vec<&str> {
     events.iter().map(|event| event["type"].as_str().unwrap()).collect()
 }
 
@@ -45,7 +45,7 @@ fn ids(events: &[Value]) -> Vec<i64> {
 }
 
 /// A Server-Sent Events client that parses frames off a real streaming response.
-struct SseClient {
+pub(crate) struct SseClient {
     body: futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
     buffer: String,
 }
@@ -59,7 +59,7 @@ struct Frame {
 }
 
 impl SseClient {
-    async fn connect(app: &TestApp, agent: &Agent, query: &str, last_event_id: Option<&str>) -> SseClient {
+    pub(crate) async fn connect(app: &TestApp, agent: &Agent, query: &str, last_event_id: Option<&str>) -> SseClient {
         let mut request = app.client.get(format!("{}/v1/events/stream{query}", app.base)).bearer_auth(&agent.key);
         if let Some(id) = last_event_id {
             request = request.header("last-event-id", id);
@@ -96,7 +96,7 @@ impl SseClient {
     }
 
     /// The next event, skipping heartbeats; `None` if none comes within `timeout`.
-    async fn event(&mut self, timeout: Duration) -> Option<Value> {
+    pub(crate) async fn event(&mut self, timeout: Duration) -> Option<Value> {
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
