@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::support::{ADMIN_TOKEN, Agent, Body, Deal, TestApp};
+use crate::support::{ADMIN_TOKEN, Agent, Body, Deal, NOTIFIED_WITHIN, TestApp, remember_keys_for_an_hour};
 
 /// Every operator route, with its path's ids filled in by unknown ids.
 fn admin_routes() -> Vec<(Method, String)> {
@@ -217,14 +217,14 @@ async fn a_suspended_agents_policies_stop_acting() {
 
 #[tokio::test]
 async fn another_instance_refuses_a_suspended_agents_cached_key_within_moments() {
-    let first = TestApp::spawn().await;
-    let second = first.another_instance().await;
+    let first = TestApp::spawn_with(remember_keys_for_an_hour).await;
+    let second = first.another_instance_with(remember_keys_for_an_hour).await;
     let agent = first.register("cached").await;
     second.get("/v1/agents/me", &agent.key).await.expect(200);
     first.post_empty(format!("/v1/admin/agents/{}/suspend", agent.id), ADMIN_TOKEN).await.expect(200);
     let started = Instant::now();
     while second.get("/v1/agents/me", &agent.key).await.status != 403 {
-        assert!(started.elapsed() < Duration::from_secs(3), "the second instance still takes the suspended key");
+        assert!(started.elapsed() < NOTIFIED_WITHIN, "the second instance still takes the suspended key");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     second.get("/v1/agents/me", &agent.key).await.expect_problem(403, "agent_suspended");

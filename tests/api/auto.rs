@@ -649,11 +649,26 @@ async fn a_decision_cut_short_by_a_crash_is_made_after_restart() {
         (waiting == 1).then_some(())
     })
     .await;
+    let executor: Vec<i32> = sqlx::query_scalar(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
     second.kill();
     blocker.rollback().await.unwrap();
 
-    // Nothing was decided, and the task is still queued.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Nothing was decided, and the task is still queued, once the killed executor's session has
+    // ended (and with it its transaction).
+    eventually("the killed executor's session to end", || async {
+        let alive: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)")
+            .bind(&executor)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        (alive == 0).then_some(())
+    })
+    .await;
     let decided: i64 = sqlx::query_scalar("SELECT count(*) FROM auto_decisions").fetch_one(&pool).await.unwrap();
     assert_eq!(decided, 0);
     let status: String =

@@ -117,6 +117,13 @@ fn from_memory(before: &Metrics, after: &Metrics, kind: &str) -> f64 {
     reads(before, after, kind, "memory")
 }
 
+/// How many unlocked moves of `kind` the instance made again under locks since `before`, their
+/// compare-and-set having failed or their decision from memory been a refusal.
+fn retried(before: &Metrics, after: &Metrics, kind: &str) -> f64 {
+    let labels = [("kind", kind), ("outcome", "retried")];
+    after.value("haggle_moves_total", &labels) - before.value("haggle_moves_total", &labels)
+}
+
 #[tokio::test]
 async fn a_move_on_a_bid_the_other_instance_answered_first_is_refused() {
     let market = Market::open(json!({})).await;
@@ -141,6 +148,9 @@ async fn a_move_on_a_bid_the_other_instance_answered_first_is_refused() {
     let after = market.a.scrape().await;
     assert_eq!(from_memory(&before, &after, "counters"), 1.0, "the counter was decided from memory");
     assert_eq!(from_memory(&before, &after, "acceptances"), 1.0, "the acceptance was decided from memory");
+    // Refused because the move was made again under locks, not because memory said so.
+    assert_eq!(retried(&before, &after, "counters"), 1.0, "the counter was made again under locks");
+    assert_eq!(retried(&before, &after, "acceptances"), 1.0, "the acceptance was made again under locks");
     assert_eq!(market.count("SELECT count(*) FROM orders").await, 0);
     assert_eq!(market.count("SELECT count(*) FROM bids").await, 3, "two openings and one counter");
     assert_eq!(market.count("SELECT count(*) FROM bids WHERE status = 'PENDING'").await, 0);
@@ -186,9 +196,8 @@ async fn a_counter_decided_on_listing_terms_changed_through_the_other_instance_f
 
     let after = market.a.scrape().await;
     assert_eq!(from_memory(&before, &after, "counters"), 3.0, "each counter was decided from memory first");
-    let retried = [("kind", "counters"), ("outcome", "retried")];
     assert_eq!(
-        after.value("haggle_moves_total", &retried) - before.value("haggle_moves_total", &retried),
+        retried(&before, &after, "counters"),
         3.0,
         "each was refused by its compare-and-set and made again under locks"
     );
@@ -233,6 +242,7 @@ async fn a_placement_on_a_listing_changed_through_the_other_instance_follows_the
     let after = market.a.scrape().await;
     let read = |source| reads(&before, &after, "placements", source);
     assert_eq!((read("memory"), read("database")), (2.0, 2.0), "the first and the third were decided from memory");
+    assert_eq!(retried(&before, &after, "placements"), 1.0, "a placement was made again under locks");
     assert_eq!(market.count("SELECT count(*) FROM threads").await, 2);
 }
 
@@ -287,6 +297,10 @@ async fn counters_accepts_and_withdrawals_racing_through_two_instances_have_one_
     let after = market.a.scrape().await;
     let remembered = ["counters", "acceptances"].iter().map(|kind| from_memory(&before, &after, kind)).sum::<f64>();
     assert!(remembered >= 8.0, "A decided moves from memory: {remembered}");
+    // Every round A decided from a memory the other instance had made stale (the lifetime,
+    // the bid's status), so some of those moves were made again under locks.
+    let again = ["counters", "acceptances"].iter().map(|kind| retried(&before, &after, kind)).sum::<f64>();
+    assert!(again >= 1.0, "no move decided from A's stale memory was made again under locks");
     assert_eq!(market.count("SELECT count(*) FROM orders").await, winners.get("accept").copied().unwrap_or(0) as i64);
     assert_eq!(market.count("SELECT count(*) FROM threads WHERE status = 'ACTIVE'").await, 0);
 }

@@ -163,9 +163,11 @@ async fn negotiate(app: &TestApp, seller: &Session, buyer: &Session) -> String {
     let pending = id(&standing["pending_bid"]["id"]);
 
     // The buyer waits without polling while the seller counters; the wait ends with its turn.
+    let idle = app.waiters();
     let (waited, countered) =
         tokio::join!(call(buyer, "wait_for_turn", json!({ "thread_id": thread, "timeout_seconds": 30 })), async {
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            // The counter comes once the buyer's wait is waiting on the instance.
+            app.until_waiting(idle + 1).await;
             call(seller, "counter_bid", json!({ "bid_id": pending, "amount": 135000, "message": "1,350 is my floor" }))
                 .await
         },);

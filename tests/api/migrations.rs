@@ -1,5 +1,7 @@
 //! Migrations are frozen once committed: a database that applied one records its checksum, and a
-//! changed file would stop that database from starting. A change is a new numbered file.
+//! changed file would stop that database from starting. A change is a new numbered file. The
+//! checksums below catch an edit made alone; the repository's history catches one committed
+//! together with a new checksum.
 
 use std::collections::BTreeMap;
 
@@ -97,4 +99,63 @@ fn the_server_embeds_the_committed_migrations() {
         .map(|(name, checksum)| (name.split('_').next().unwrap().parse().unwrap(), checksum.to_string()))
         .collect();
     assert_eq!(embedded, committed, "the binary applies exactly the committed migrations");
+}
+
+/// Runs git in the repository; `None` if it fails (no git, or not a checkout).
+fn git(args: &[&str]) -> Option<Vec<u8>> {
+    let output =
+        std::process::Command::new("git").arg("-C").arg(env!("CARGO_MANIFEST_DIR")).args(args).output().ok()?;
+    output.status.success().then_some(output.stdout)
+}
+
+fn git_text(args: &[&str]) -> String {
+    String::from_utf8(git(args).unwrap_or_else(|| panic!("git {}", args.join(" ")))).expect("git speaks UTF-8")
+}
+
+#[test]
+fn no_committed_migration_was_ever_edited() {
+    // Without the history there is nothing to compare with: a source archive, or a shallow clone
+    // (CI refuses those before it runs the tests).
+    match git(&["rev-parse", "--is-shallow-repository"]).map(|out| String::from_utf8_lossy(&out).trim().to_owned()) {
+        Some(shallow) if shallow == "false" => {}
+        Some(_) => {
+            eprintln!("not checked: a shallow clone lacks the migrations' history (git fetch --unshallow)");
+            return;
+        }
+        None => {
+            eprintln!(
+                "not checked: no git history here (not a git checkout, or no git) to compare the migrations with"
+            );
+            return;
+        }
+    }
+    let files = files();
+    for (name, sql) in &files {
+        let path = format!("migrations/{name}");
+        // The commit that added the file as it stands (a file removed and added again starts over).
+        let added = git_text(&["log", "--no-renames", "--diff-filter=A", "--format=%H", "-1", "--", &path]);
+        let added = added.trim();
+        if added.is_empty() {
+            continue; // not committed yet; the checksum test asks for its line
+        }
+        let edits = git_text(&[
+            "log",
+            "--no-renames",
+            "--diff-filter=M",
+            "--format=%h %s",
+            &format!("{added}..HEAD"),
+            "--",
+            &path,
+        ]);
+        assert!(
+            edits.trim().is_empty(),
+            "{name} was edited after the commit that added it ({added}), by:\n{edits}\
+             A committed migration is never changed, even with its checksum: put the change in a new migration"
+        );
+        let committed = git(&["show", &format!("{added}:{path}")]).expect("the committed migration");
+        assert!(
+            committed == *sql,
+            "{name} differs from the version its commit ({added}) added; put the change in a new migration"
+        );
+    }
 }

@@ -1,5 +1,7 @@
 //! Racing actions through real concurrent HTTP requests: exactly one winner, 409 for the rest,
-//! never a 500 and never a second order.
+//! never a 500 and never a second order. Each race runs on a single-threaded runtime, on a
+//! multi-threaded one, and with two move workers in the instance, whose statements then run
+//! side by side.
 
 use std::collections::BTreeMap;
 
@@ -7,6 +9,40 @@ use futures::future::join_all;
 use serde_json::json;
 
 use crate::support::{Deal, Resp, TestApp};
+
+/// Where a race runs: the runtime's worker threads (one: the current thread) and the instance's
+/// move workers (`HAGGLE_MOVE_WORKERS`).
+#[derive(Debug, Clone, Copy)]
+struct Setting {
+    threads: usize,
+    move_workers: usize,
+}
+
+const SETTINGS: [Setting; 3] = [
+    Setting { threads: 1, move_workers: 1 },
+    Setting { threads: 4, move_workers: 1 },
+    Setting { threads: 4, move_workers: 2 },
+];
+
+/// Runs the race in each setting, each on a fresh app and database.
+fn in_every_setting<F: std::future::Future<Output = ()>>(race: impl Fn(TestApp) -> F) {
+    for setting in SETTINGS {
+        // Shown with a failure's output, to say which setting lost the race.
+        println!("the race with {setting:?}");
+        let mut runtime = match setting.threads {
+            1 => tokio::runtime::Builder::new_current_thread(),
+            threads => {
+                let mut builder = tokio::runtime::Builder::new_multi_thread();
+                builder.worker_threads(threads);
+                builder
+            }
+        };
+        runtime.enable_all().build().expect("a runtime").block_on(async {
+            let app = TestApp::spawn_with(|config| config.settings.move_workers = setting.move_workers).await;
+            race(app).await;
+        });
+    }
+}
 
 fn tally(responses: &[Resp]) -> BTreeMap<(u16, String), usize> {
     let mut counts = BTreeMap::new();
@@ -16,9 +52,12 @@ fn tally(responses: &[Resp]) -> BTreeMap<(u16, String), usize> {
     counts
 }
 
-#[tokio::test]
-async fn fifty_accepts_of_one_bid_make_one_order() {
-    let app = TestApp::spawn().await;
+#[test]
+fn fifty_accepts_of_one_bid_make_one_order() {
+    in_every_setting(fifty_accepts_of_one_bid_make_one_order_race);
+}
+
+async fn fifty_accepts_of_one_bid_make_one_order_race(app: TestApp) {
     let deal = Deal::new(&app, json!({ "quantity": 10 })).await;
     let bid = app.place(&deal.buyer, &deal.listing, 90000).await;
     let path = format!("/v1/bids/{bid}/accept");
@@ -30,9 +69,12 @@ async fn fifty_accepts_of_one_bid_make_one_order() {
     assert_eq!(app.count("SELECT quantity_available::bigint FROM listings").await, 9);
 }
 
-#[tokio::test]
-async fn thirty_counters_of_one_bid_leave_one_pending_bid() {
-    let app = TestApp::spawn().await;
+#[test]
+fn thirty_counters_of_one_bid_leave_one_pending_bid() {
+    in_every_setting(thirty_counters_of_one_bid_leave_one_pending_bid_race);
+}
+
+async fn thirty_counters_of_one_bid_leave_one_pending_bid_race(app: TestApp) {
     let deal = Deal::new(&app, json!({})).await;
     let bid = app.place(&deal.buyer, &deal.listing, 80000).await;
     let path = format!("/v1/bids/{bid}/counter");
@@ -45,9 +87,12 @@ async fn thirty_counters_of_one_bid_leave_one_pending_bid() {
     assert_eq!(app.count("SELECT rounds::bigint FROM threads").await, 2);
 }
 
-#[tokio::test]
-async fn accept_racing_withdraw_has_one_winner() {
-    let app = TestApp::spawn().await;
+#[test]
+fn accept_racing_withdraw_has_one_winner() {
+    in_every_setting(accept_racing_withdraw_has_one_winner_race);
+}
+
+async fn accept_racing_withdraw_has_one_winner_race(app: TestApp) {
     let seller = app.register("seller").await;
     let buyer = app.buyer("buyer").await;
     let listing = app.listing(&seller, json!({ "quantity": 100, "max_threads_per_buyer": 100 })).await;
@@ -67,9 +112,12 @@ async fn accept_racing_withdraw_has_one_winner() {
     assert_eq!(app.count("SELECT count(*) FROM orders").await, accepted as i64);
 }
 
-#[tokio::test]
-async fn two_buyers_racing_for_the_last_unit() {
-    let app = TestApp::spawn().await;
+#[test]
+fn two_buyers_racing_for_the_last_unit() {
+    in_every_setting(two_buyers_racing_for_the_last_unit_race);
+}
+
+async fn two_buyers_racing_for_the_last_unit_race(app: TestApp) {
     for _ in 0..5 {
         let seller = app.register("seller").await;
         let listing = app.listing(&seller, json!({ "quantity": 1 })).await;
@@ -96,9 +144,12 @@ async fn two_buyers_racing_for_the_last_unit() {
     }
 }
 
-#[tokio::test]
-async fn concurrent_placements_by_one_buyer_open_one_thread() {
-    let app = TestApp::spawn().await;
+#[test]
+fn concurrent_placements_by_one_buyer_open_one_thread() {
+    in_every_setting(concurrent_placements_by_one_buyer_open_one_thread_race);
+}
+
+async fn concurrent_placements_by_one_buyer_open_one_thread_race(app: TestApp) {
     let deal = Deal::new(&app, json!({ "max_threads_per_buyer": 10 })).await;
     let path = format!("/v1/listings/{}/bids", deal.listing);
     // Each with its own Idempotency-Key: the losers' answers are stored like any refusal.
@@ -115,9 +166,12 @@ async fn concurrent_placements_by_one_buyer_open_one_thread() {
     assert_eq!(app.count("SELECT count(*) FROM threads").await, 1);
 }
 
-#[tokio::test]
-async fn purchases_never_oversell() {
-    let app = TestApp::spawn().await;
+#[test]
+fn purchases_never_oversell() {
+    in_every_setting(purchases_never_oversell_race);
+}
+
+async fn purchases_never_oversell_race(app: TestApp) {
     let seller = app.register("seller").await;
     let listing = app.listing(&seller, json!({ "quantity": 3 })).await;
     let mut shoppers = Vec::new();

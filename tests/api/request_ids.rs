@@ -92,6 +92,9 @@ async fn every_kind_of_error_answer_carries_the_request_id() {
     assert_eq!(envelope.header("x-request-id"), Some("tagged-request-1"));
 }
 
+/// What the server logs at start when it exports spans.
+const EXPORTING: &str = "exporting spans over OTLP/HTTP";
+
 /// A collector of OTLP/HTTP traces: the bodies posted to `/v1/traces`.
 async fn collector() -> (String, Arc<Mutex<Vec<Bytes>>>) {
     let received = Arc::new(Mutex::new(Vec::new()));
@@ -120,6 +123,8 @@ async fn spans_are_exported_over_otlp_with_the_request_id() {
         ("HAGGLE_OTLP_ENDPOINT", endpoint.as_str()),
         ("OTEL_BSP_SCHEDULE_DELAY", "100"),
     ]);
+    // Logged before the server listens, so already in the log.
+    assert!(server.log().contains(EXPORTING), "{}", server.log());
     let sent = "otlp-traced-request-42";
     let (header, _) = refused(&server, Some(sent)).await;
     assert_eq!(header, sent);
@@ -136,5 +141,8 @@ async fn spans_are_exported_over_otlp_with_the_request_id() {
 async fn without_an_endpoint_nothing_is_exported() {
     let db = TestDb::create().await;
     let server = ServerProcess::spawn(&[("DATABASE_URL", db.url.as_str())]);
+    // The start's lines are there (the exporter's would come before the listener's), and the
+    // exporter's is not among them.
+    assert!(server.log().contains("listening on"), "{}", server.log());
     assert!(!server.log().contains("exporting spans"), "{}", server.log());
 }

@@ -31,25 +31,47 @@ async fn two_instances_share_an_agents_request_rate() {
     until_counted(&b, 2).await;
     // Twenty requests spread over both: each instance grants its half of the ten a second
     // (and what refills meanwhile), not ten of its own.
-    let mut granted = 0;
-    let started = Instant::now();
-    for i in 0..20 {
-        let app = if i % 2 == 0 { &a } else { &b };
-        let resp = app.get("/v1/agents/me", &agent.key).await;
-        match resp.status {
-            200 => granted += 1,
-            _ => assert_eq!(resp.expect_problem(429, "rate_limited").header("retry-after"), Some("1")),
+    let (granted, took) = quick_round(|| async {
+        let mut granted = 0;
+        for i in 0..20 {
+            let app = if i % 2 == 0 { &a } else { &b };
+            let resp = app.get("/v1/agents/me", &agent.key).await;
+            match resp.status {
+                200 => granted += 1,
+                _ => assert_eq!(resp.expect_problem(429, "rate_limited").header("retry-after"), Some("1")),
+            }
         }
-    }
-    let refilled = (started.elapsed().as_secs_f64() * 10.0).ceil() as i32;
+        granted
+    })
+    .await;
+    let refilled = (took.as_secs_f64() * 10.0).ceil() as usize;
     assert!(granted >= 10 && granted <= 10 + refilled, "granted {granted} of 20 (refilled up to {refilled})");
 
-    // When one instance stops, the other takes the whole rate again.
+    // When one instance stops, the other takes the whole rate again: ten at once, where its
+    // half would have granted five and what refilled in less than a second.
     drop(b);
     until_counted(&a, 1).await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let granted = granted_of(&a, &agent.key, 10).await;
+    let (granted, _) = quick_round(|| granted_of(&a, &agent.key, 10)).await;
     assert_eq!(granted, 10);
+}
+
+/// Runs a round of requests until one takes less than the `QUICK` that lets its grants tell a
+/// share of the rate from the whole: the buckets refill while a round runs, and one that took
+/// a second would refill enough to grant everything, proving nothing. Between rounds the
+/// buckets fill again.
+async fn quick_round<F: std::future::Future<Output = usize>>(mut round: impl FnMut() -> F) -> (usize, Duration) {
+    const QUICK: Duration = Duration::from_millis(900);
+    for _ in 0..5 {
+        let started = Instant::now();
+        let granted = round().await;
+        let took = started.elapsed();
+        if took < QUICK {
+            return (granted, took);
+        }
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+    }
+    panic!("no round of requests took less than {QUICK:?}, too slow to tell a share of the rate from the whole");
 }
 
 async fn granted_of(app: &TestApp, key: &str, requests: usize) -> usize {

@@ -78,12 +78,40 @@ pub struct TestApp {
     pub client: reqwest::Client,
     shutdown: CancellationToken,
     db: std::sync::Arc<TestDb>,
+    hub: std::sync::Arc<OnceLock<haggle_server::events::Hub>>,
 }
 
 impl Drop for TestApp {
     fn drop(&mut self) {
         self.shutdown.cancel();
+        if !std::thread::panicking() {
+            let panics = std::mem::take(&mut *TASK_PANICS.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+            assert!(panics.is_empty(), "a background task panicked during the test:\n{}", panics.join("\n"));
+        }
     }
+}
+
+/// Panics inside tasks the runtime spawned: the server's workers and connections, and a test's
+/// own background tasks. The runtime catches them, so a dead worker would otherwise only leave a
+/// line in the log while the test passed; every `TestApp` fails its test when it is dropped if
+/// one was recorded. (A process that runs several tests at once may blame another test's.)
+static TASK_PANICS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Installs, once, the panic hook that records panics inside spawned tasks, before the usual
+/// report on standard error.
+fn record_task_panics() {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let report = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if let Some(task) = tokio::task::try_id() {
+                let thread = std::thread::current();
+                let panic = format!("task {task} on thread {}: {info}", thread.name().unwrap_or("unnamed"));
+                TASK_PANICS.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(panic);
+            }
+            report(info);
+        }));
+    });
 }
 
 pub fn test_config() -> AppConfig {
@@ -117,6 +145,16 @@ pub fn test_config() -> AppConfig {
         metrics: Default::default(),
     }
 }
+
+/// An instance that remembers API keys for an hour, longer than any test: a change to a key or
+/// an agent that another such instance sees within a test reached it by its notification.
+pub fn remember_keys_for_an_hour(config: &mut AppConfig) {
+    config.settings.key_cache_ttl = Duration::from_secs(3600);
+}
+
+/// How long a notification may take to reach another instance before a test gives up; far
+/// below the hour `remember_keys_for_an_hour` keeps keys.
+pub const NOTIFIED_WITHIN: Duration = Duration::from_secs(30);
 
 /// A registered agent and its API key.
 #[derive(Debug, Clone)]
@@ -184,14 +222,16 @@ impl TestApp {
     /// The app on a database of the caller's, over a pool of the caller's (one that reaches the
     /// database some other way than directly, say); the database must be migrated.
     pub async fn spawn_on(db: std::sync::Arc<TestDb>, pool: PgPool, configure: impl FnOnce(&mut AppConfig)) -> TestApp {
+        record_task_panics();
         let mut config = test_config();
         configure(&mut config);
         let app = App::build(pool.clone(), "127.0.0.1:0", config).await.expect("bind");
         let base = format!("http://{}", app.local_addr());
+        let hub = app.hub();
         let shutdown = CancellationToken::new();
         tokio::spawn(app.run_until_stopped(shutdown.clone()));
         let client = reqwest::Client::builder().pool_max_idle_per_host(64).build().expect("client");
-        TestApp { base, pool, client, shutdown, db }
+        TestApp { base, pool, client, shutdown, db, hub }
     }
 
     /// A second server instance on the same database, with its own pool, listener and workers.
@@ -213,6 +253,20 @@ impl TestApp {
 
     pub fn database_url(&self) -> &str {
         &self.db.url
+    }
+
+    /// The waiters this instance holds now.
+    pub fn waiters(&self) -> usize {
+        self.hub.get().map_or(0, |hub| hub.waiters())
+    }
+
+    /// Waits until this instance holds `count` waiters (long polls, bid waits, streams, the
+    /// operator's market stream): each has subscribed, so it will hear of any event from now on.
+    pub async fn until_waiting(&self, count: usize) {
+        eventually(&format!("{count} waiters on the instance"), || async {
+            (self.hub.get().is_some() && self.waiters() == count).then_some(())
+        })
+        .await;
     }
 
     /// Stops this instance's server and workers.
@@ -336,31 +390,23 @@ impl TestApp {
         resp.expect(201).body["bid"]["id"].as_str().unwrap().to_owned()
     }
 
-    /// Every row of every table, to show that a refused request changed nothing.
+    /// Every row of every table the catalogue lists, to show that a refused request changed
+    /// nothing. A table added by a migration is in it without anyone remembering to add it.
     pub async fn snapshot(&self) -> String {
         // Events committed so far are published first, so that only requests move them.
         haggle_server::events::publisher::publish_all(&self.pool).await.expect("publish");
+        let tables: Vec<String> = sqlx::query_scalar(
+            "SELECT table_name::text FROM information_schema.tables \
+             WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .expect("list the tables");
+        assert!(tables.iter().any(|table| table == "bids"), "the catalogue lists no market table: {tables:?}");
         let mut all = String::new();
-        for table in [
-            "agents",
-            "api_keys",
-            "listings",
-            "threads",
-            "bids",
-            "orders",
-            "idempotency_keys",
-            "outbox",
-            "events",
-            "event_recipients",
-            "webhooks",
-            "webhook_deliveries",
-            "policies",
-            "auto_tasks",
-            "auto_decisions",
-            "quotes",
-        ] {
+        for table in tables.iter().filter(|table| !SNAPSHOT_MOVES_BY_ITSELF.contains(&table.as_str())) {
             let rows: Vec<Value> =
-                sqlx::query_scalar(&format!("SELECT to_jsonb(t) FROM {table} t ORDER BY to_jsonb(t)::text"))
+                sqlx::query_scalar(&format!("SELECT to_jsonb(t) FROM \"{table}\" t ORDER BY to_jsonb(t)::text"))
                     .fetch_all(&self.pool)
                     .await
                     .expect("snapshot");
@@ -385,6 +431,10 @@ impl TestApp {
         sqlx::query_scalar(sql.as_ref()).fetch_one(&self.pool).await.expect("count query")
     }
 }
+
+/// The only tables a snapshot leaves out: those that change with no request at all.
+/// `instances` is rewritten by every instance's heartbeat (`seen_at`), every two seconds.
+const SNAPSHOT_MOVES_BY_ITSELF: &[&str] = &["instances"];
 
 /// A seller, an AGENCY buyer, and a listing of the seller's asking 100000.
 pub struct Deal {

@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use sqlx::Connection;
+
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -15,6 +17,7 @@ use haggle_server::webhooks::DeliveryStatus;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, watch};
 
+use crate::events::{SseClient, events_after, spawn_get, types};
 use crate::support::{Agent, Deal, ServerProcess, TestApp, TestDb, eventually};
 
 /// How long a test waits for something that should happen within a second or two.
@@ -287,7 +290,17 @@ async fn a_schedule_that_runs_out_disables_the_webhook_and_tells_its_owner() {
     .await;
     assert_eq!(waiting["status"], "PENDING");
     assert_eq!(logged_statuses(&waiting), [json!(503)]);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Unscheduled (its webhook disabled) and with no attempt in flight: nothing can deliver it.
+    eventually("the waiting delivery to be unscheduled", || async {
+        let scheduled = app
+            .count(format!(
+                "SELECT count(*) FROM webhook_deliveries WHERE webhook_id = '{webhook}' \
+                 AND (next_attempt_at IS NOT NULL OR claimed_at IS NOT NULL)"
+            ))
+            .await;
+        (scheduled == 0).then_some(())
+    })
+    .await;
     assert_eq!(receiver.arrivals().len(), 4, "nothing is delivered to a disabled webhook");
 
     // Enabled again, it resumes the waiting delivery.
@@ -604,4 +617,110 @@ async fn a_delivery_cut_short_by_a_crash_is_made_by_the_next_server() {
         .collect();
     assert_eq!(log, [(1, None, Some(haggle_server::db::webhooks::UNRECORDED_ATTEMPT)), (2, Some(200), None)]);
     assert_eq!(receiver.arrivals().len(), 2);
+}
+
+/// The advisory lock a hold waits on.
+const HOLD: i64 = 34;
+
+/// Holds the transaction that writes to `table` open at its commit, after all it wrote, on a
+/// deferred trigger of the test's own (in the test's database alone) that waits for the
+/// advisory lock `holder` holds.
+async fn hold_writes_to(holder: &mut sqlx::PgConnection, table: &str) {
+    sqlx::query("SELECT pg_advisory_lock($1)").bind(HOLD).execute(&mut *holder).await.unwrap();
+    sqlx::raw_sql(&format!(
+        "CREATE OR REPLACE FUNCTION test_hold() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN PERFORM pg_advisory_xact_lock_shared({HOLD}); RETURN NULL; END $$;
+         CREATE CONSTRAINT TRIGGER test_hold AFTER INSERT OR UPDATE ON {table}
+         DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION test_hold();"
+    ))
+    .execute(&mut *holder)
+    .await
+    .unwrap();
+}
+
+/// Lets the held transaction go on, and takes the trigger away.
+async fn release(holder: &mut sqlx::PgConnection, table: &str) {
+    sqlx::query("SELECT pg_advisory_unlock($1)").bind(HOLD).execute(&mut *holder).await.unwrap();
+    sqlx::raw_sql(&format!("DROP TRIGGER test_hold ON {table}")).execute(&mut *holder).await.unwrap();
+}
+
+/// Makes `change` while its transaction is held on `table`: a long poll, a stream, a read of
+/// the events and the webhook hear nothing of it, even after a publisher's pass, until it
+/// commits; then each hears of it, as one event of `kind`. Returns the stream, still open.
+async fn heard_only_after_commit(
+    app: &TestApp,
+    owner: &Agent,
+    receiver: &Receiver,
+    table: &str,
+    kind: &str,
+    change: reqwest::RequestBuilder,
+) -> SseClient {
+    haggle_server::events::publisher::publish_all(&app.pool).await.unwrap();
+    let cursor = events_after(app, owner, 0, 0).await.last().map_or(0, |event| event["id"].as_i64().unwrap());
+    let idle = app.waiters();
+    let long_poll = spawn_get(app, &owner.key, format!("/v1/events?after={cursor}&wait=60"));
+    let mut stream = SseClient::connect(app, owner, &format!("?after={cursor}"), None).await;
+    app.until_waiting(idle + 2).await;
+    let arrived = receiver.arrivals().len();
+
+    let mut holder = sqlx::PgConnection::connect(app.database_url()).await.unwrap();
+    hold_writes_to(&mut holder, table).await;
+    let change = tokio::spawn(change.send());
+    eventually("the change to wait inside its transaction", || async {
+        let waiting = app
+            .count(
+                "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database \
+                 WHERE d.datname = current_database() AND l.locktype = 'advisory' AND NOT l.granted",
+            )
+            .await;
+        (waiting == 1).then_some(())
+    })
+    .await;
+    // Its events are written, uncommitted, as it commits; a publisher's pass finds none of them.
+    haggle_server::events::publisher::publish_all(&app.pool).await.unwrap();
+    assert_eq!(events_after(app, owner, cursor, 0).await, Vec::<Value>::new(), "an event read before its commit");
+    assert!(!long_poll.is_finished(), "a long poll answered before the commit");
+    assert!(stream.event(Duration::ZERO).await.is_none(), "a stream sent an event before the commit");
+    assert_eq!(receiver.arrivals().len(), arrived, "a webhook delivery before the commit");
+
+    release(&mut holder, table).await;
+    let status = change.await.unwrap().expect("the change's answer").status();
+    assert!(status.is_success(), "{status}");
+    let (_, polled) = tokio::time::timeout(PATIENCE, long_poll).await.expect("the long poll hears of it").unwrap();
+    assert_eq!(types(polled["data"].as_array().unwrap()), [kind]);
+    assert_eq!(stream.event(PATIENCE).await.expect("the stream hears of it")["type"], kind);
+    assert_eq!(types(&events_after(app, owner, cursor, 0).await), [kind]);
+    receiver.wait_until(&format!("the {kind} delivery"), |all| all.iter().any(|a| a.event_type == kind)).await;
+    stream
+}
+
+/// No event is delivered before its change committed: neither a move's, whose statement writes
+/// its events, nor a unit of work's, which writes them just before its commit.
+#[tokio::test]
+async fn no_event_is_delivered_before_its_change_commits() {
+    let app = TestApp::spawn().await;
+    let receiver = Receiver::start().await;
+    let deal = Deal::new(&app, json!({})).await;
+    let spare = app.listing(&deal.seller, json!({})).await;
+    hook(&app, &deal.seller, &receiver, "seller", json!(["bid.countered", "listing.withdrawn"])).await;
+    let bid = app.place(&deal.buyer, &deal.listing, 60000).await;
+
+    // A counter, held as its statement (which wrote the new bid and the events) commits.
+    let counter = app
+        .client
+        .post(format!("{}/v1/bids/{bid}/counter", app.base))
+        .bearer_auth(&deal.seller.key)
+        .json(&json!({ "amount": 90000 }));
+    let mut first = heard_only_after_commit(&app, &deal.seller, &receiver, "bids", "bid.countered", counter).await;
+    // A listing withdrawn, held as its unit of work commits.
+    let withdraw = app.client.post(format!("{}/v1/listings/{spare}/withdraw", app.base)).bearer_auth(&deal.seller.key);
+    heard_only_after_commit(&app, &deal.seller, &receiver, "listings", "listing.withdrawn", withdraw).await;
+
+    // Each once: the first stream's next event is the second change's, and the webhook got each
+    // one delivery.
+    assert_eq!(first.event(PATIENCE).await.expect("the second change")["type"], "listing.withdrawn");
+    for kind in ["bid.countered", "listing.withdrawn"] {
+        let deliveries = receiver.arrivals().iter().filter(|arrival| arrival.event_type == kind).count();
+        assert_eq!(deliveries, 1, "{kind}");
+    }
 }

@@ -1,7 +1,7 @@
 //! Building and running the server: the API and its workers under one cancellation token.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use sqlx::PgPool;
@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::connections::{self, Limits};
 use crate::deployment::Deployment;
 use crate::events;
+use crate::events::Hub;
 use crate::http::{self, AppState, Settings};
 use crate::market::{Batcher, Market, Wakeups};
 use crate::webhooks::SealingKey;
@@ -80,6 +81,7 @@ pub struct App {
     metrics_listener: Option<TcpListener>,
     pool: PgPool,
     config: AppConfig,
+    hub: Arc<OnceLock<Hub>>,
 }
 
 impl App {
@@ -90,7 +92,13 @@ impl App {
             (Some(_), Some(address)) => Some(TcpListener::bind(address).await?),
             _ => None,
         };
-        Ok(App { listener, metrics_listener, pool, config })
+        Ok(App { listener, metrics_listener, pool, config, hub: Arc::default() })
+    }
+
+    /// This instance's waiters (long polls, bid waits, streams), set once it serves: how a
+    /// test knows that a waiter is waiting before it acts.
+    pub fn hub(&self) -> Arc<OnceLock<Hub>> {
+        self.hub.clone()
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -143,6 +151,7 @@ impl App {
         let loopback = loopback_url(self.local_addr());
         let mut state =
             AppState::new(market, self.config.settings, sealing_key, shutdown.clone(), deployment, loopback);
+        let _ = self.hub.set(state.hub.clone());
         if let Some(handle) = self.config.metrics.handle {
             workers.spawn(metrics::upkeep(handle.clone(), shutdown.clone()));
             match self.metrics_listener {

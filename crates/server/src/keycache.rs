@@ -52,13 +52,18 @@ impl KeyCache {
     /// The caller behind a key digest, if remembered and fresh; otherwise a ticket for
     /// [`KeyCache::store`] after looking it up.
     pub fn get(&self, digest: &[u8; 32]) -> Result<Caller, Ticket> {
+        self.get_at(digest, Instant::now())
+    }
+
+    /// [`KeyCache::get`] at the instant `now`.
+    fn get_at(&self, digest: &[u8; 32], now: Instant) -> Result<Caller, Ticket> {
         let ticket = Ticket(self.generation.load(Ordering::Acquire));
         if self.ttl.is_zero() {
             return Err(ticket);
         }
         let entries = self.entries.lock().expect("the key cache's lock is never poisoned");
         match entries.get(digest) {
-            Some(entry) if entry.stored_at.elapsed() < self.ttl => Ok(entry.caller),
+            Some(entry) if now.saturating_duration_since(entry.stored_at) < self.ttl => Ok(entry.caller),
             _ => Err(ticket),
         }
     }
@@ -154,12 +159,16 @@ mod tests {
 
     #[test]
     fn entries_expire_and_a_zero_ttl_keeps_nothing() {
-        let cache = KeyCache::new(Duration::from_millis(20));
+        // Read at chosen instants, so that a slow machine cannot expire the entry early.
+        let ttl = Duration::from_secs(20);
+        let cache = KeyCache::new(ttl);
         let ticket = cache.get(&[1; 32]).unwrap_err();
+        let before = Instant::now();
         cache.store(ticket, [1; 32], caller(Uuid::now_v7()));
-        assert!(cache.get(&[1; 32]).is_ok());
-        std::thread::sleep(Duration::from_millis(30));
-        assert!(cache.get(&[1; 32]).is_err());
+        let after = Instant::now();
+        assert!(cache.get_at(&[1; 32], after).is_ok());
+        assert!(cache.get_at(&[1; 32], before + ttl - Duration::from_millis(1)).is_ok(), "expired early");
+        assert!(cache.get_at(&[1; 32], after + ttl).is_err(), "kept past its lifetime");
 
         let off = KeyCache::new(Duration::ZERO);
         let ticket = off.get(&[1; 32]).unwrap_err();

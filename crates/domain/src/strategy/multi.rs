@@ -334,13 +334,13 @@ mod tests {
         ]
     }
 
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(200))]
-
-        /// Whatever the thread, the negotiator never accepts an offer worth less than its
-        /// reservation utility or priced past its limit, and its counters are legal.
-        #[test]
-        fn never_accepts_below_the_reservation(
+    /// Whatever the thread, the negotiator never accepts an offer worth less than its
+    /// reservation utility or priced past its limit, and its counters are legal; the cases
+    /// reach both arms where that is checked.
+    #[test]
+    fn never_accepts_below_the_reservation() {
+        let arms = crate::strategy::tests::Arms::default();
+        proptest!(ProptestConfig::with_cases(400), |(
             raw in prop::collection::vec(arb_issue(), 0..3),
             weights in prop::collection::vec(0.0f64..5.0, 4),
             reservation in 0.0f64..1.0,
@@ -350,7 +350,7 @@ mod tests {
             picks in prop::collection::vec(0u8..=255, 24),
             pending_final in any::<bool>(),
             e in 0.2f64..5.0,
-        ) {
+        )| {
             let issues = Issues(raw.into_iter().enumerate().map(|(i, mut issue)| { issue.name = format!("i{i}"); issue }).collect());
             let ask = 150_000;
             let mut weight_map: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
@@ -378,11 +378,13 @@ mod tests {
             let made = me.decide(&state);
             match made.decision {
                 Decision::Accept { .. } => {
+                    arms.ran("accept");
                     let pending = offers.last().unwrap();
                     prop_assert!(me.valuation.value(pending) + 1e-9 >= reservation);
                     prop_assert!(me.within_limit(pending.amount));
                 }
                 Decision::Counter { amount, .. } => {
+                    arms.ran("counter");
                     prop_assert!(me.within_limit(amount) || offers.is_empty());
                     let values = made.values.unwrap();
                     prop_assert!(issues.read_terms(Some(&issues.terms(&values))).is_ok());
@@ -395,6 +397,7 @@ mod tests {
                 }
                 Decision::Reject { .. } | Decision::Stop { .. } => {}
             }
-        }
+        });
+        arms.assert_each_ran(&[("accept", 30), ("counter", 30)]);
     }
 }

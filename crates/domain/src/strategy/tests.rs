@@ -43,6 +43,27 @@ fn strategies(with_tier: bool) -> BoxedStrategy<counter::Strategy> {
     }
 }
 
+/// How often each arm of a property's match ran: a property that asserts only inside some
+/// arms would pass, proving nothing, if the generated cases never reached them.
+#[derive(Debug, Default)]
+pub(super) struct Arms(std::sync::Mutex<std::collections::BTreeMap<&'static str, usize>>);
+
+impl Arms {
+    pub(super) fn ran(&self, arm: &'static str) {
+        *self.0.lock().expect("no case panics while counting").entry(arm).or_default() += 1;
+    }
+
+    /// Fails unless each arm ran at least its number of times.
+    #[track_caller]
+    pub(super) fn assert_each_ran(&self, least: &[(&'static str, usize)]) {
+        let counts = self.0.lock().expect("no case panics while counting");
+        for (arm, least) in least {
+            let ran = counts.get(arm).copied().unwrap_or(0);
+            assert!(ran >= *least, "the {arm} arm ran {ran} times, fewer than {least}: {counts:?}");
+        }
+    }
+}
+
 fn within_limit(mover: Party, amount: i64, limit: i64) -> bool {
     at_or_better(mover, amount, limit)
 }
@@ -134,13 +155,14 @@ fn extreme_parameters_do_not_overflow() {
     }
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
-
-    /// Any policy on any thread (even one no real negotiation produces): no panic, and whatever
-    /// it decides keeps the rules.
-    #[test]
-    fn decide_keeps_the_rules_on_any_thread(
+/// Any policy on any thread (even one no real negotiation produces): no panic, and whatever
+/// it decides keeps the rules. The rules are checked in the counter and accept arms, so the
+/// cases must reach each of them often.
+#[test]
+fn decide_keeps_the_rules_on_any_thread() {
+    let arms = Arms::default();
+    // Few arbitrary threads allow a counter (some 2 %), so many cases are drawn.
+    proptest!(ProptestConfig { cases: 2048, ..ProptestConfig::default() }, |(
         counter in prop_oneof![strategies(true), strategies(false)],
         limit in 100i64..2_000_000,
         accept_at in prop::option::of(100i64..2_000_000),
@@ -151,10 +173,10 @@ proptest! {
         bids in prop::collection::vec(100i64..2_000_000, 0..14),
         buyer_tier in tiers(),
         max_rounds in 1i32..30,
-        pending_final: bool,
+        pending_final in any::<bool>(),
         auto_moves in 0u32..10,
         wrong_side in prop::bool::weighted(0.05),
-    ) {
+    )| {
         let policy = Policy {
             limit,
             accept_at,
@@ -173,6 +195,7 @@ proptest! {
         let decision = decide(&policy, &state);
         match decision {
             Decision::Counter { amount, is_final } => {
+                arms.ran("counter");
                 let turn = state.turn().expect("a counter needs a coherent turn");
                 prop_assert!(!pending_final, "countered a final bid");
                 prop_assert!(!require_approval && auto_moves < max_auto_rounds as u32);
@@ -187,13 +210,19 @@ proptest! {
                 }
             }
             Decision::Accept { .. } => {
+                arms.ran("accept");
                 let pending = state.pending().expect("accepted nothing");
                 prop_assert!(within_limit(mover, pending, limit), "accepted {} past limit {}", pending, limit);
                 prop_assert!(!require_approval);
             }
             Decision::Reject { .. } | Decision::Stop { .. } => {}
         }
-    }
+    });
+    arms.assert_each_ran(&[("counter", 16), ("accept", 100)]);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
     /// Two policies negotiating: every bid legal, concessions monotonic, limits never crossed,
     /// `final` at the listing's last round, automatic counters bounded.
