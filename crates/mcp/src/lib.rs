@@ -17,6 +17,7 @@ mod caller;
 pub mod http;
 mod prompt;
 mod resources;
+mod sessions;
 mod standing;
 pub mod stdio;
 mod tools;

@@ -171,6 +171,8 @@ pub struct Settings {
     /// (429 beyond).
     pub max_waiters_per_agent: usize,
     pub webhooks: WebhookSettings,
+    /// Whom `/mcp` answers: its `Host` values and browser origins.
+    pub mcp: mcp::Access,
 }
 
 impl std::fmt::Debug for Settings {
@@ -189,6 +191,7 @@ impl std::fmt::Debug for Settings {
             .field("max_waiters", &self.max_waiters)
             .field("max_waiters_per_agent", &self.max_waiters_per_agent)
             .field("webhooks", &self.webhooks)
+            .field("mcp", &self.mcp)
             .finish()
     }
 }
@@ -362,10 +365,9 @@ async fn problem_for_bare_errors(response: Response) -> Response {
     {
         return response;
     }
-    let code = Code::ALL.into_iter().find(|code| code.status() == status.as_u16()).unwrap_or(Code::Internal);
-    let error = match code {
-        Code::Unavailable => ApiError::unavailable("the request took too long; retry shortly"),
-        _ => ApiError::new(code, status.canonical_reason().unwrap_or("error")),
+    let error = match ApiError::for_status(status, status.canonical_reason().unwrap_or("error")) {
+        error if error.code == Code::Unavailable => ApiError::unavailable("the request took too long; retry shortly"),
+        error => error,
     };
     error.into_response()
 }
