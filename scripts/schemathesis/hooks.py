@@ -13,6 +13,11 @@ each request has its own key: appended, or in place of its last characters where
 change what the key is (past 255 characters, or from under 32, the least registration takes, to
 32 or more). An invalid key is left alone.
 
+MCP: `/mcp` reads a message only from a client that accepts its answers' types, so its cases
+carry that `Accept`, and their bodies (schema-valid and not) reach the message's parsing.
+scripts/schemathesis/malformed_mcp.py sends it the bodies Schemathesis does not make (not
+JSON, empty, a batch, other content types).
+
 Waits: `wait` (a long poll) is capped at a tenth of a second. The server's handling of the
 whole range is tested in tests/api; here it would only make cases slow.
 """
@@ -58,6 +63,9 @@ PATH_KINDS = {
     "/v1/webhooks/{id}/enable": "webhook",
     "/proposals/{id}/counter": "proposal",
 }
+
+# The `Accept` the MCP endpoint takes, by method.
+MCP_ACCEPT = {"POST": "application/json, text/event-stream", "GET": "text/event-stream"}
 
 # The kind of object each body field names, on the compatibility routes.
 BODY_KINDS = {
@@ -126,6 +134,9 @@ def map_case(context, case):
                 case.body[name] = real_id(kind, case.body[name])
     if case.headers and "Idempotency-Key" in case.headers:
         case.headers["Idempotency-Key"] = serial_key(case.headers["Idempotency-Key"])
+    accept = MCP_ACCEPT.get(case.operation.method.upper()) if case.operation.path == "/mcp" else None
+    if accept:
+        case.headers = {**(case.headers or {}), "Accept": accept}
     if case.query and "wait" in case.query:
         case.query["wait"] = short_wait(case.query["wait"])
     return case

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::join_all;
+use reqwest::Method;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ErrorCode, GetPromptRequestParams, ProtocolVersion,
     ReadResourceRequestParams, ResourceContents, ResourceUpdatedNotificationParam, ServerNotification,
@@ -20,7 +21,7 @@ use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, Ser
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-use crate::support::{Agent, Deal, TestApp, haggle_bin};
+use crate::support::{Agent, Body, Deal, TestApp, TestDb, haggle_bin};
 
 /// A client that records the resources the server says were updated.
 #[derive(Clone, Default)]
@@ -773,4 +774,240 @@ async fn the_apis_rate_and_body_limits_hold_through_mcp() {
     assert_eq!(response.status(), 413);
     let problem: Value = response.json().await.unwrap();
     assert_eq!(problem["code"], "payload_too_large");
+}
+
+const ACCEPT_BOTH: (&str, &str) = ("accept", "application/json, text/event-stream");
+
+fn tools_list() -> Value {
+    json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" })
+}
+
+/// A message of the protocol, as a raw request on `session` (if any) as `key`.
+fn post_raw(app: &TestApp, key: &str, session: &str, message: &Value) -> reqwest::RequestBuilder {
+    app.client
+        .post(format!("{}/mcp", app.base))
+        .bearer_auth(key)
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .header(ACCEPT_BOTH.0, ACCEPT_BOTH.1)
+        .json(message)
+}
+
+/// The status `key` gets for each way of using `session`: a message, its stream, its end.
+async fn uses(app: &TestApp, key: &str, session: &str) -> [u16; 3] {
+    let list = tools_list();
+    let post = post_raw(app, key, session, &list).send().await.unwrap().status().as_u16();
+    let url = format!("{}/mcp", app.base);
+    let get =
+        app.client.get(&url).bearer_auth(key).header("mcp-session-id", session).header("accept", "text/event-stream");
+    let get = get.timeout(Duration::from_secs(2)).send().await.unwrap().status().as_u16();
+    let delete = app.client.delete(&url).bearer_auth(key).header("mcp-session-id", session).send().await;
+    [post, get, delete.unwrap().status().as_u16()]
+}
+
+/// Opens `count` sessions as `key`, a few at a time, oldest first.
+async fn initialize_many(app: &TestApp, key: &str, count: usize) -> Vec<String> {
+    let mut sessions = Vec::with_capacity(count);
+    for chunk in (0..count).collect::<Vec<_>>().chunks(8) {
+        sessions.extend(join_all(chunk.iter().map(|_| initialize_raw(app, key))).await);
+    }
+    sessions
+}
+
+#[tokio::test]
+async fn a_session_is_its_agents_for_its_whole_life_and_no_longer() {
+    let app = TestApp::spawn().await;
+    let owner = app.register("owner").await;
+    let other = app.register("other").await;
+    let session = initialize_raw(&app, &owner.key).await;
+    let list = tools_list();
+    // Another agent opens more sessions than the instance used to keep owners for, while the
+    // owner's is quiet: the owner's is still the owner's alone.
+    let others = initialize_many(&app, &other.key, 1030).await;
+    assert_eq!(uses(&app, &other.key, &session).await, [404, 404, 404], "nobody else can use, follow or end it");
+    assert_eq!(post_raw(&app, &owner.key, &session, &list).send().await.unwrap().status(), 200, "its owner can");
+
+    // The other agent holds its newest sessions only, up to the cap.
+    let cap = haggle_mcp::http::MAX_SESSIONS_PER_AGENT;
+    let (closed, open) = others.split_at(others.len() - cap);
+    for session in &closed[closed.len() - 3..] {
+        let status = post_raw(&app, &other.key, session, &list).send().await.unwrap().status();
+        assert_eq!(status, 404, "a session past the cap is closed");
+    }
+    assert_eq!(post_raw(&app, &other.key, &closed[0], &list).send().await.unwrap().status(), 404);
+    for session in open {
+        assert_eq!(post_raw(&app, &other.key, session, &list).send().await.unwrap().status(), 200);
+    }
+
+    // Closed by its owner (204, as clients expect), the session is gone for everyone.
+    let response =
+        app.client.delete(format!("{}/mcp", app.base)).bearer_auth(&owner.key).header("mcp-session-id", &session);
+    let response = response.send().await.unwrap();
+    assert_eq!(response.status(), 204);
+    assert!(response.headers().get("content-type").is_none());
+    for key in [&owner.key, &other.key] {
+        assert_eq!(uses(&app, key, &session).await, [404, 404, 404], "a closed session is never revived");
+    }
+}
+
+#[tokio::test]
+async fn past_the_cap_an_agents_oldest_session_is_closed_and_its_stream_ends() {
+    let app = TestApp::spawn().await;
+    let agent = app.register("many").await;
+    let oldest = initialize_raw(&app, &agent.key).await;
+    let mut stream = app
+        .client
+        .get(format!("{}/mcp", app.base))
+        .bearer_auth(&agent.key)
+        .header("mcp-session-id", &oldest)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let newer = initialize_many(&app, &agent.key, haggle_mcp::http::MAX_SESSIONS_PER_AGENT).await;
+    // The oldest session's client is told: its stream ends.
+    tokio::time::timeout(Duration::from_secs(10), async { while let Ok(Some(_)) = stream.chunk().await {} })
+        .await
+        .expect("the closed session's stream ends");
+    assert_eq!(uses(&app, &agent.key, &oldest).await, [404, 404, 404]);
+    let list = tools_list();
+    assert_eq!(post_raw(&app, &agent.key, &newer[0], &list).send().await.unwrap().status(), 200);
+}
+
+#[tokio::test]
+async fn no_session_id_is_logged() {
+    let db = TestDb::create().await;
+    let server = crate::served::Server::spawn(&db, &[("RUST_LOG", "debug")]);
+    let client = reqwest::Client::new();
+    let url = format!("{}/mcp", server.process.base);
+    let (_, key) = server.agent("quiet", None).await;
+    let key = key.as_str();
+    let initialize = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "raw", "version": "1" } } });
+    let post = |session: Option<&str>, message: &Value| {
+        let mut request = client.post(&url).bearer_auth(key).header(ACCEPT_BOTH.0, ACCEPT_BOTH.1).json(message);
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session).header("mcp-protocol-version", "2025-06-18");
+        }
+        request.send()
+    };
+    let response = post(None, &initialize).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let session = response.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let _ = response.text().await;
+    let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+    assert_eq!(post(Some(&session), &initialized).await.unwrap().status(), 202);
+    let list = post(Some(&session), &tools_list()).await.unwrap();
+    assert_eq!(list.status(), 200);
+    let _ = list.text().await;
+    let stream =
+        client.get(&url).bearer_auth(key).header("mcp-session-id", &session).header("accept", "text/event-stream");
+    assert_eq!(stream.send().await.unwrap().status(), 200);
+    let closed = client.delete(&url).bearer_auth(key).header("mcp-session-id", &session).send().await.unwrap();
+    assert_eq!(closed.status(), 204);
+    let stranger = client
+        .get(&url)
+        .bearer_auth(key)
+        .header("mcp-session-id", "not-a-session")
+        .header("accept", "text/event-stream");
+    assert_eq!(stranger.send().await.unwrap().status(), 404);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let log = server.process.log();
+    assert!(log.contains("tools/list") || log.contains("/mcp"), "the requests were logged:\n{log}");
+    assert!(!log.contains(&session), "a session id is in the log:\n{log}");
+}
+
+/// Every malformed message is refused with its status's problem document, never a 5xx.
+#[tokio::test]
+async fn malformed_mcp_requests_are_refused_with_their_problem() {
+    let app = TestApp::spawn().await;
+    let agent = app.register("clumsy").await;
+    let key = Some(agent.key.as_str());
+    let session = initialize_raw(&app, &agent.key).await;
+    let ping = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#.to_vec();
+    let batch = [b"[".to_vec(), ping.clone(), b"]".to_vec()].concat();
+    for (what, body) in [
+        ("not JSON", b"{not json".to_vec()),
+        ("empty", Vec::new()),
+        ("a batch", batch),
+        ("not a message", b"{}".to_vec()),
+        ("a string", br#""ping""#.to_vec()),
+        ("not UTF-8", b"\xff\xfe\xfd".to_vec()),
+        ("a message of no method", br#"{"jsonrpc":"2.0","id":1}"#.to_vec()),
+    ] {
+        let refused = app.send(Method::POST, "/mcp", key, Body::Raw(body), &[ACCEPT_BOTH]).await;
+        assert_eq!((refused.status, refused.code()), (400, "malformed_request"), "{what}: {}", refused.body);
+    }
+    for content_type in [None, Some("text/plain"), Some("application/x-www-form-urlencoded")] {
+        let mut headers = vec![ACCEPT_BOTH];
+        headers.extend(content_type.map(|content_type| ("content-type", content_type)));
+        let refused = app.send(Method::POST, "/mcp", key, Body::None, &headers).await;
+        refused.expect_problem(415, "unsupported_media_type");
+    }
+    // Messages the protocol does not take here: a request before initialize, an unknown version.
+    let list = br#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#.to_vec();
+    let refused = app.send(Method::POST, "/mcp", key, Body::Raw(list.clone()), &[ACCEPT_BOTH]).await;
+    refused.expect_problem(400, "malformed_request");
+    let version = ("mcp-protocol-version", "1999-01-01");
+    let refused = app.send(Method::POST, "/mcp", key, Body::Raw(list.clone()), &[ACCEPT_BOTH, version]).await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    // Sessions that are not the caller's, and requests that name none.
+    for unknown in ["", "not-a-session", &"9".repeat(4000)] {
+        let headers = [ACCEPT_BOTH, ("mcp-session-id", unknown)];
+        let refused = app.send(Method::POST, "/mcp", key, Body::Raw(ping.clone()), &headers).await;
+        refused.expect_problem(404, "not_found");
+    }
+    let stream = ("accept", "text/event-stream");
+    app.send(Method::GET, "/mcp", key, Body::None, &[stream]).await.expect_problem(400, "malformed_request");
+    app.send(Method::DELETE, "/mcp", key, Body::None, &[]).await.expect_problem(400, "malformed_request");
+    let refused = app.send(Method::PUT, "/mcp", key, Body::Raw(ping.clone()), &[ACCEPT_BOTH]).await;
+    assert_eq!((refused.status, refused.code()), (405, "method_not_allowed"));
+    assert!(refused.header("allow").is_some_and(|allow| allow.contains("POST")));
+    // The session still works.
+    let headers = [ACCEPT_BOTH, ("mcp-session-id", session.as_str()), ("mcp-protocol-version", "2025-06-18")];
+    app.send(Method::POST, "/mcp", key, Body::Raw(ping), &headers).await.expect(200);
+}
+
+/// An `initialize` as `key` with these headers besides `Accept`.
+async fn initialize_with(app: &TestApp, key: &str, headers: &[(&str, &str)]) -> crate::support::Resp {
+    let initialize = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "raw", "version": "1" } } });
+    let headers = [&[ACCEPT_BOTH], headers].concat();
+    app.send(Method::POST, "/mcp", Some(key), Body::Json(initialize), &headers).await
+}
+
+#[tokio::test]
+async fn mcp_answers_only_its_hosts_and_no_web_page_but_those_allowed() {
+    let app = TestApp::spawn().await;
+    let key = app.register("local").await.key;
+    let port = app.base.rsplit(':').next().unwrap().to_owned();
+    // A client that is not a web page sends no Origin, on the names the server is reached by.
+    initialize_with(&app, &key, &[]).await.expect(200);
+    for host in [format!("localhost:{port}"), format!("127.0.0.1:{port}"), "localhost".to_owned()] {
+        initialize_with(&app, &key, &[("host", &host)]).await.expect(200);
+    }
+    // A page of another site, or a name the server does not serve (DNS rebinding), is refused.
+    for origin in ["https://evil.example", "http://localhost:3000", "null"] {
+        let refused = initialize_with(&app, &key, &[("origin", origin)]).await.expect_problem(403, "forbidden");
+        assert!(refused.body["detail"].as_str().unwrap().contains("Origin"), "{}", refused.body);
+    }
+    for host in ["evil.example", "evil.example:8080", "10.1.2.3"] {
+        let refused = initialize_with(&app, &key, &[("host", host)]).await.expect_problem(403, "forbidden");
+        assert!(refused.body["detail"].as_str().unwrap().contains("Host"), "{}", refused.body);
+    }
+
+    let app = TestApp::spawn_with(|config| {
+        config.settings.mcp = haggle_server::http::mcp::Access {
+            hosts: vec!["mcp.example.com".to_owned()],
+            origins: vec!["https://app.example.com".to_owned()],
+        };
+    })
+    .await;
+    let key = app.register("hosted").await.key;
+    initialize_with(&app, &key, &[("origin", "https://app.example.com")]).await.expect(200);
+    initialize_with(&app, &key, &[("host", "mcp.example.com")]).await.expect(200);
+    initialize_with(&app, &key, &[("host", "mcp.example.com:443")]).await.expect(200);
+    initialize_with(&app, &key, &[("origin", "https://evil.example")]).await.expect_problem(403, "forbidden");
+    initialize_with(&app, &key, &[("host", "evil.example")]).await.expect_problem(403, "forbidden");
 }

@@ -1,6 +1,7 @@
 //! Prometheus metrics: a `haggle serve` process (its recorder is the process's) is scraped
 //! before and after a scripted negotiation, and the text is read with a Prometheus parser.
 
+use futures::StreamExt;
 use serde_json::json;
 
 use crate::served::{ADMIN, Metrics, Server};
@@ -104,6 +105,75 @@ async fn a_negotiation_moves_the_counters_by_what_it_did() {
         assert!(later.has(name), "{name} is missing");
     }
     assert_eq!(later.value("haggle_webhook_backlog", &[]), 0.0);
+}
+
+/// Requests that differ only in what a caller chooses: invented methods (one 2,000 characters
+/// long), unknown paths, ids in known routes, MCP session ids and header values. `round` makes
+/// each one's values its own.
+fn hostile_requests(base: &str, key: &str, round: usize, each: usize) -> Vec<reqwest::RequestBuilder> {
+    let client = reqwest::Client::new();
+    let mut requests = Vec::new();
+    for n in 0..each {
+        let tag = format!("{round}x{n}");
+        let invented = if n == 0 { "M".repeat(2000) } else { format!("INVENTED-{tag}") };
+        let method = reqwest::Method::from_bytes(invented.as_bytes()).unwrap();
+        requests.push(client.request(method.clone(), format!("{base}/no/such/{tag}")));
+        requests.push(client.request(method, format!("{base}/v1/listings")).bearer_auth(key));
+        requests.push(client.get(format!("{base}/v1/{tag}/{}", uuid::Uuid::now_v7())).bearer_auth(key));
+        requests.push(client.get(format!("{base}/v1/bids/{}", uuid::Uuid::now_v7())).bearer_auth(key));
+        requests.push(client.get(format!("{base}/v1/listings/not-an-id-{tag}")).bearer_auth(key));
+        requests.push(
+            client
+                .get(format!("{base}/v1/agents/me"))
+                .bearer_auth(key)
+                .header("x-request-id", format!("req-{tag}"))
+                .header("user-agent", format!("agent/{tag}"))
+                .header(format!("x-invented-{tag}"), tag.clone()),
+        );
+        requests.push(
+            client
+                .post(format!("{base}/mcp"))
+                .bearer_auth(key)
+                .header("mcp-session-id", format!("session-{tag}"))
+                .header("accept", "application/json, text/event-stream")
+                .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" })),
+        );
+    }
+    requests
+}
+
+/// Sends requests, several at once, and returns their statuses.
+async fn send_all(requests: Vec<reqwest::RequestBuilder>) -> Vec<u16> {
+    futures::stream::iter(requests)
+        .map(|request| async move { request.send().await.unwrap().status().as_u16() })
+        .buffer_unordered(16)
+        .collect()
+        .await
+}
+
+#[tokio::test]
+async fn no_request_adds_a_series_of_its_own() {
+    let db = TestDb::create().await;
+    let server = Server::spawn(&db, &[("HAGGLE_RATE_LIMIT", "0")]);
+    let (_, key) = server.agent("prober", None).await;
+    let base = server.process.base.clone();
+    // Once each, so that every series these requests make exists.
+    let mut statuses = send_all(hostile_requests(&base, &key, 0, 2)).await;
+    statuses.sort_unstable();
+    statuses.dedup();
+    assert_eq!(statuses, [200, 400, 404, 405], "each kind of request is answered as it will be below");
+    // The first scrape is counted in the second's.
+    let _ = server.scrape().await;
+    let before = server.scrape().await;
+
+    let statuses = send_all(hostile_requests(&base, &key, 1, 600)).await;
+    assert_eq!(statuses.len(), 4200);
+    let after = server.scrape().await;
+    assert_eq!(after.series(), before.series(), "4,200 requests of callers' own methods, paths and values");
+    let methods: std::collections::HashSet<&str> = after.label_values("method").into_iter().collect();
+    assert!(methods.iter().all(|method| method.len() <= 7), "{methods:?}");
+    assert!(methods.contains("other"), "{methods:?}");
+    assert!(after.label_values("route").iter().all(|route| route.starts_with('/') || *route == "unmatched"));
 }
 
 #[tokio::test]

@@ -117,6 +117,22 @@ impl Metrics {
         self.samples.iter().find(|(family, have, _)| family == name && *have == wanted).map(|(_, _, value)| value)
     }
 
+    /// Every series the scrape holds, by name and labels (a histogram's once).
+    pub fn series(&self) -> Vec<String> {
+        let mut series: Vec<String> = self
+            .samples
+            .iter()
+            .map(|(name, labels, _)| {
+                let mut labels: Vec<String> =
+                    labels.iter().map(|(label, value)| format!("{label}={value:?}")).collect();
+                labels.sort();
+                format!("{name}{{{}}}", labels.join(","))
+            })
+            .collect();
+        series.sort();
+        series
+    }
+
     pub fn has(&self, name: &str) -> bool {
         self.samples.iter().any(|(family, _, _)| family == name)
     }

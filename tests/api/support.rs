@@ -135,6 +135,7 @@ pub fn test_config() -> AppConfig {
                 timeout: Duration::from_secs(5),
                 concurrency: 8,
             },
+            mcp: Default::default(),
         },
         sweep_interval: Duration::ZERO,
         secret_key: None,

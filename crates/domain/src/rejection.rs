@@ -115,10 +115,12 @@ pub enum Code {
     NotAcceptable,
     /// The API key is valid, but the operator suspended its agent.
     AgentSuspended,
+    /// The body is not of a media type the route reads (`/mcp` reads `application/json`).
+    UnsupportedMediaType,
 }
 
 impl Code {
-    pub const ALL: [Code; 27] = [
+    pub const ALL: [Code; 28] = [
         Code::MalformedRequest,
         Code::Unauthenticated,
         Code::Forbidden,
@@ -146,6 +148,7 @@ impl Code {
         Code::Overloaded,
         Code::NotAcceptable,
         Code::AgentSuspended,
+        Code::UnsupportedMediaType,
     ];
 
     pub fn status(self) -> u16 {
@@ -170,6 +173,7 @@ impl Code {
             | Code::NegotiationUnavailable => 409,
             Code::QuoteExpired => 410,
             Code::PayloadTooLarge => 413,
+            Code::UnsupportedMediaType => 415,
             Code::ValidationFailed | Code::NotAConcession | Code::IdempotencyKeyReused => 422,
             Code::RateLimited => 429,
             Code::Internal => 500,
@@ -206,6 +210,7 @@ impl Code {
             Code::Overloaded => "overloaded",
             Code::NotAcceptable => "not_acceptable",
             Code::AgentSuspended => "agent_suspended",
+            Code::UnsupportedMediaType => "unsupported_media_type",
         }
     }
 
@@ -238,6 +243,7 @@ impl Code {
             Code::Overloaded => "Too many connections",
             Code::NotAcceptable => "Not acceptable",
             Code::AgentSuspended => "Agent suspended",
+            Code::UnsupportedMediaType => "Unsupported media type",
         }
     }
 }

@@ -163,7 +163,11 @@ fn hint(code: Code, problem: Option<&Problem>) -> String {
         Code::NotFound => "The id names nothing you can see (a negotiation is its two parties' only): check it \
                            against list_my_threads, find_listings or list_my_orders."
             .to_owned(),
-        Code::MalformedRequest | Code::MethodNotAllowed | Code::PayloadTooLarge | Code::NotAcceptable => {
+        Code::MalformedRequest
+        | Code::MethodNotAllowed
+        | Code::PayloadTooLarge
+        | Code::NotAcceptable
+        | Code::UnsupportedMediaType => {
             "Check the call's arguments against the tool's input schema and call again.".to_owned()
         }
     }

@@ -4,32 +4,48 @@
 //! authentication put into it, and its tools call the server's own REST API (at `api_url`,
 //! over loopback) with that agent's key: rate limits, body limits and idempotency are the REST
 //! API's own. Sessions follow the protocol version the client asks for, as the SDK serves them:
-//! `initialize` and `Mcp-Session-Id` (kept in this instance's memory, 5 minutes idle) before
-//! 2026-07-28, stateless requests from 2026-07-28 on.
+//! `initialize` and `Mcp-Session-Id` (kept in this instance's memory, 5 minutes idle, each
+//! bound to its agent: [`Sessions`]) before 2026-07-28, stateless requests from 2026-07-28 on.
+
+use std::sync::Arc;
 
 use haggle_client::{Client, ClientError};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
 use crate::Haggle;
+pub use crate::sessions::{MAX_SESSIONS, MAX_SESSIONS_PER_AGENT, Sessions};
 
 /// The service to mount at `/mcp`.
-pub type McpService = StreamableHttpService<Haggle, LocalSessionManager>;
+pub type McpService = StreamableHttpService<Haggle, Sessions>;
 
-/// The service, calling the API at `api_url`, refusing bodies over `body_limit` bytes, and
-/// ending its sessions and streams when `shutdown` is cancelled.
-pub fn service(api_url: &str, body_limit: usize, shutdown: CancellationToken) -> Result<McpService, ClientError> {
-    let client = Client::new(api_url, None)?;
+/// How the service is set up.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// The API the tools call.
+    pub api_url: String,
+    /// Bodies over this many bytes are refused.
+    pub body_limit: usize,
+    /// The `Host` values answered (`name` or `name:port`); empty answers any.
+    pub allowed_hosts: Vec<String>,
+    /// The browser origins answered (`scheme://host:port`); a request without `Origin` is
+    /// answered whatever this holds, one with an `Origin` only if it is here.
+    pub allowed_origins: Vec<String>,
+    /// Ends the sessions and streams when cancelled.
+    pub shutdown: CancellationToken,
+}
+
+/// The service, and the sessions it keeps (for the server to check whose each one is).
+pub fn service(setup: Setup) -> Result<(McpService, Arc<Sessions>), ClientError> {
+    let client = Client::new(&setup.api_url, None)?;
     let config = StreamableHttpServerConfig::default()
-        // The SDK's default admits only loopback Host headers, against DNS rebinding of a local
-        // server that needs no credentials; every request here is an agent's, with its key.
-        .disable_allowed_hosts()
-        .with_max_request_body_bytes(body_limit)
-        .with_cancellation_token(shutdown);
-    Ok(StreamableHttpService::new(
-        move || Ok(Haggle::per_request(client.clone())),
-        LocalSessionManager::default().into(),
-        config,
-    ))
+        .with_allowed_hosts(setup.allowed_hosts)
+        // Validated even when the list is empty: then no browser origin is answered at all.
+        .with_allowed_origins(setup.allowed_origins)
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(setup.body_limit)
+        .with_cancellation_token(setup.shutdown);
+    let sessions = Arc::new(Sessions::default());
+    let service = StreamableHttpService::new(move || Ok(Haggle::per_request(client.clone())), sessions.clone(), config);
+    Ok((service, sessions))
 }

@@ -18,6 +18,7 @@ mod handler;
 pub mod http;
 mod prompt;
 mod resources;
+mod sessions;
 mod standing;
 pub mod stdio;
 mod tools;

@@ -140,6 +140,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                     timeout: args.webhook_timeout,
                     concurrency: usize::from(args.webhook_concurrency),
                 },
+                mcp: crate::http::mcp::Access {
+                    hosts: args.mcp_allowed_hosts.clone(),
+                    origins: args.mcp_allowed_origins.clone(),
+                },
             },
             sweep_interval: args.sweep_interval,
             secret_key: args.secret_key.clone(),

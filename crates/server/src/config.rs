@@ -179,6 +179,15 @@ pub struct ServeArgs {
     /// a thread not to count as deadlocked (0 to 1).
     #[arg(long, env = "HAGGLE_DEADLOCK_MIN_PROGRESS", default_value_t = haggle_domain::deadlock::DEFAULT_MIN_PROGRESS, value_parser = parse_fraction)]
     pub deadlock_min_progress: f64,
+    /// `Host` values `/mcp` answers on besides the loopback names and the bound address,
+    /// comma-separated (`name` or `name:port`: the names clients and the load balancer reach
+    /// the server by); `*` answers any.
+    #[arg(long, env = "HAGGLE_MCP_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub mcp_allowed_hosts: Vec<String>,
+    /// Browser origins `/mcp` answers, comma-separated (`https://app.example.com:443`); none by
+    /// default. Requests without an `Origin` header (not from a web page) are answered anyway.
+    #[arg(long, env = "HAGGLE_MCP_ALLOWED_ORIGINS", value_delimiter = ',')]
+    pub mcp_allowed_origins: Vec<String>,
     /// The key webhook secrets are encrypted with (any long random string). Without it the
     /// server generates one and keeps it in the database.
     #[arg(long, env = "HAGGLE_SECRET_KEY", hide_env_values = true)]
@@ -234,6 +243,8 @@ impl fmt::Debug for ServeArgs {
             .field("metrics_bind", &self.metrics_bind)
             .field("deadlock_rounds", &self.deadlock_rounds)
             .field("deadlock_min_progress", &self.deadlock_min_progress)
+            .field("mcp_allowed_hosts", &self.mcp_allowed_hosts)
+            .field("mcp_allowed_origins", &self.mcp_allowed_origins)
             .field("secret_key", &self.secret_key.as_ref().map(|_| "<redacted>"))
             .finish()
     }

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use ::metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
+use axum::http::{Method, StatusCode};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use sqlx::PgPool;
 
@@ -128,13 +129,39 @@ pub async fn sample(handle: &PrometheusHandle, pool: &PgPool) -> String {
 /// The content type of the text format.
 pub const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Counts an answered request and its time.
-pub fn http_request(route: &str, method: &str, status: u16, started: Instant) {
+/// Counts an answered request and its time. Every label is from a closed set, whatever the
+/// request: `route` is a route's template or `unmatched` (the caller's), `method` one of the
+/// standard methods or `other`, `status` a standard status or its class (`5xx`).
+pub fn http_request(route: &str, method: &Method, status: StatusCode, started: Instant) {
     let route = route.to_owned();
-    histogram!(HTTP_REQUEST_DURATION, "route" => route.clone(), "method" => method.to_owned())
+    let method = method_label(method);
+    histogram!(HTTP_REQUEST_DURATION, "route" => route.clone(), "method" => method)
         .record(started.elapsed().as_secs_f64());
-    counter!(HTTP_REQUESTS, "route" => route, "method" => method.to_owned(), "status" => status.to_string())
-        .increment(1);
+    counter!(HTTP_REQUESTS, "route" => route, "method" => method, "status" => status_label(status)).increment(1);
+}
+
+/// A request's method as a label: the standard methods by name, any other as `other`.
+fn method_label(method: &Method) -> &'static str {
+    const STANDARD: [Method; 9] = [
+        Method::GET,
+        Method::HEAD,
+        Method::POST,
+        Method::PUT,
+        Method::PATCH,
+        Method::DELETE,
+        Method::OPTIONS,
+        Method::CONNECT,
+        Method::TRACE,
+    ];
+    STANDARD.iter().find(|standard| *standard == method).map_or("other", Method::as_str)
+}
+
+/// A status as a label: a standard status by its number, any other by its class.
+fn status_label(status: StatusCode) -> String {
+    match status.canonical_reason() {
+        Some(_) => status.as_str().to_owned(),
+        None => format!("{}xx", status.as_u16() / 100),
+    }
 }
 
 /// Counts a move written (or not) by the market: `kind` is `place`, `counter`, `accept`,
@@ -250,5 +277,21 @@ impl Drop for Open {
         if let Some(name) = self.0 {
             gauge!(name).decrement(1.0);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn methods_and_statuses_are_labelled_from_closed_sets() {
+        assert_eq!(method_label(&Method::PATCH), "PATCH");
+        for invented in ["FOO", "get", "X-INVENTED-0001", &"M".repeat(2000)] {
+            assert_eq!(method_label(&Method::from_bytes(invented.as_bytes()).unwrap()), "other", "{invented}");
+        }
+        assert_eq!(status_label(StatusCode::NOT_FOUND), "404");
+        assert_eq!(status_label(StatusCode::from_u16(599).unwrap()), "5xx");
+        assert_eq!(status_label(StatusCode::from_u16(999).unwrap()), "9xx");
     }
 }

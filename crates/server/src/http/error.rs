@@ -59,6 +59,15 @@ impl ApiError {
         }
     }
 
+    /// The problem for an error answer made without one: the code of its status, or, for a
+    /// status no code has, `malformed_request` for a refusal of the request (never a server
+    /// error) and `internal` otherwise.
+    pub fn for_status(status: StatusCode, detail: impl Into<String>) -> ApiError {
+        let unknown = if status.is_client_error() { Code::MalformedRequest } else { Code::Internal };
+        let code = Code::ALL.into_iter().find(|code| code.status() == status.as_u16()).unwrap_or(unknown);
+        ApiError::new(code, detail)
+    }
+
     pub fn internal() -> ApiError {
         ApiError::new(Code::Internal, "something went wrong on our side; the request id identifies it in our logs")
     }

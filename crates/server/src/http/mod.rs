@@ -13,6 +13,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
 
+mod access;
 mod admin;
 mod agents;
 pub mod bids;
@@ -185,10 +186,9 @@ async fn problem_for_bare_errors(response: Response) -> Response {
     {
         return response;
     }
-    let code = Code::ALL.into_iter().find(|code| code.status() == status.as_u16()).unwrap_or(Code::Internal);
-    let error = match code {
-        Code::Unavailable => ApiError::unavailable("the request took too long; retry shortly"),
-        _ => ApiError::new(code, status.canonical_reason().unwrap_or("error")),
+    let error = match ApiError::for_status(status, status.canonical_reason().unwrap_or("error")) {
+        error if error.code == Code::Unavailable => ApiError::unavailable("the request took too long; retry shortly"),
+        error => error,
     };
     error.into_response()
 }

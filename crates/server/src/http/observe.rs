@@ -52,7 +52,7 @@ pub async fn request_ids(mut request: Request, next: Next) -> Response {
     });
     let mut response = next.run(request).await;
     if let Some((started, method, route)) = observed {
-        metrics::http_request(&route, method.as_str(), response.status().as_u16(), started);
+        metrics::http_request(&route, &method, response.status(), started);
     }
     response.headers_mut().insert(X_REQUEST_ID, id);
     response

@@ -7,6 +7,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
+use super::access::Access;
 use super::error::ApiError;
 use super::ratelimit;
 use crate::deployment::Deployment;
@@ -135,6 +136,8 @@ pub struct Settings {
     /// (429 beyond).
     pub max_waiters_per_agent: usize,
     pub webhooks: WebhookSettings,
+    /// Whom `/mcp` answers: its `Host` values and browser origins.
+    pub mcp: Access,
 }
 
 impl std::fmt::Debug for Settings {
@@ -153,6 +156,7 @@ impl std::fmt::Debug for Settings {
             .field("max_waiters", &self.max_waiters)
             .field("max_waiters_per_agent", &self.max_waiters_per_agent)
             .field("webhooks", &self.webhooks)
+            .field("mcp", &self.mcp)
             .finish()
     }
 }

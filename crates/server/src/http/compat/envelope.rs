@@ -33,7 +33,7 @@ pub fn iab_code(code: Code) -> (&'static str, Option<StatusCode>) {
             ("forbidden", None)
         }
         Code::NotFound | Code::MethodNotAllowed => ("not_found", None),
-        Code::NotAcceptable => ("validation", None),
+        Code::NotAcceptable | Code::UnsupportedMediaType => ("validation", None),
         Code::InvalidTransition | Code::BidExpired | Code::FinalOffer => ("negotiation_closed", None),
         Code::ThreadActive | Code::OfferLimitReached | Code::ListingUnavailable | Code::IdempotencyKeyInUse => {
             ("contention", None)
