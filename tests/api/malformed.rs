@@ -243,6 +243,16 @@ async fn malformed_requests_change_nothing() {
             400,
             "malformed_request",
         ),
+        // No body is an action's body; blanks are not JSON, so not a body it takes.
+        case(
+            "blanks on accept",
+            M::POST,
+            format!("/v1/bids/{bid}/accept"),
+            &seller,
+            raw("  "),
+            400,
+            "malformed_request",
+        ),
         case("5 MB body", M::POST, "/v1/listings".into(), &seller, raw(&five_mb), 413, "payload_too_large"),
         case(
             "bad UUID in path",

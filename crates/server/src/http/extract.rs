@@ -68,10 +68,11 @@ impl<S: Send + Sync> FromRequest<S> for ActionBody {
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
         let (bytes, digest) = read_body(request, state).await?;
+        // No body at all, or a JSON object: blanks alone are neither (not JSON, yet not nothing).
         match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
-            None => {}
+            None if bytes.is_empty() => {}
             Some(b'{') => parse_json::<NoFields>(&bytes).map(drop)?,
-            Some(_) => return Err(ApiError::malformed("the request body must be empty or a JSON object")),
+            None | Some(_) => return Err(ApiError::malformed("the request body must be empty or a JSON object")),
         }
         Ok(ActionBody { digest })
     }
