@@ -104,7 +104,8 @@ pub fn suggest(
     issues: &Issues,
     utilities: Option<(&Valuation, &Valuation)>,
 ) -> Option<Suggestion> {
-    let (low, high) = bid::counter_range(mover, pending.amount, own_previous.amount);
+    let (low, high) =
+        bid::Positions { pending: pending.amount, own_previous: own_previous.amount }.counter_range(mover);
     if low > high {
         return None;
     }
@@ -249,7 +250,14 @@ mod tests {
         let own = Offer { amount: 98_999, values: vec![] };
         let s = suggest(Party::Seller, &pending, &own, &Issues::default(), None).unwrap();
         assert_eq!((s.amount, s.method), (74_500, Method::Midpoint));
-        assert!(bid::check_counter(Party::Seller, s.amount, pending.amount, own.amount).is_ok());
+        assert!(
+            bid::check_counter(
+                Party::Seller,
+                s.amount,
+                bid::Positions { pending: pending.amount, own_previous: own.amount }
+            )
+            .is_ok()
+        );
         // One unit apart: the seller may only repeat its previous price.
         let s = suggest(
             Party::Seller,
@@ -300,7 +308,14 @@ mod tests {
         let s = suggest(Party::Seller, &pending, &own, &issues, Some((&buyer, &seller))).unwrap();
         assert_eq!(s.method, Method::Nash);
         assert_eq!(s.values, [1, 0]);
-        assert!(bid::check_counter(Party::Seller, s.amount, pending.amount, own.amount).is_ok());
+        assert!(
+            bid::check_counter(
+                Party::Seller,
+                s.amount,
+                bid::Positions { pending: pending.amount, own_previous: own.amount }
+            )
+            .is_ok()
+        );
         assert!(buyer.acceptable(&Offer { amount: s.amount, values: s.values.clone() }));
         assert!(seller.acceptable(&Offer { amount: s.amount, values: s.values.clone() }));
         // Without both utilities, every dimension is split.

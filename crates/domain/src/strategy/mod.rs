@@ -4,7 +4,7 @@
 //! a server-side [`Policy`] ([`decide`]) or a client-side buyer strategy ([`SimpleThreshold`],
 //! [`Adaptive`], [`Competitive`]) turns it into a [`Decision`]. Whatever a strategy computes, one
 //! function has the last word on a counter ([`settle`]): it never crosses the mover's private
-//! limit, and the amount always lies in the range [`bid::counter_range`] allows, so it passes
+//! limit, and the amount always lies in the range [`bid::Positions::counter_range`] allows, so it passes
 //! [`bid::check_counter`]. When no such amount exists the mover does not counter: it accepts,
 //! rejects or stops, according to its limit.
 //!
@@ -75,6 +75,13 @@ pub struct Turn {
     pub own_previous: i64,
     /// The round of the bid the mover would make.
     pub round: i32,
+}
+
+impl Turn {
+    /// The two positions the mover's counter lies between.
+    pub fn positions(&self) -> bid::Positions {
+        bid::Positions { pending: self.pending, own_previous: self.own_previous }
+    }
 }
 
 impl NegotiationState {
@@ -323,7 +330,7 @@ pub fn settle(state: &NegotiationState, turn: Turn, limit: i64, target: i64, str
             Decision::Reject { rationale: Rationale::FinalPastLimit }
         };
     }
-    let (mut low, mut high) = bid::counter_range(mover, turn.pending, turn.own_previous);
+    let (mut low, mut high) = turn.positions().counter_range(mover);
     match mover {
         Party::Seller => low = low.max(limit),
         Party::Buyer => high = high.min(limit),
@@ -336,7 +343,7 @@ pub fn settle(state: &NegotiationState, turn: Turn, limit: i64, target: i64, str
         };
     }
     let amount = target.clamp(low, high);
-    if bid::check_counter(mover, amount, turn.pending, turn.own_previous).is_err() {
+    if bid::check_counter(mover, amount, turn.positions()).is_err() {
         // Unreachable by construction (the amount lies in counter_range); never counter illegally.
         debug_assert!(false, "settle produced an illegal counter");
         return Decision::Stop { rationale: Rationale::NoRoomLeft };

@@ -110,7 +110,8 @@ impl MultiIssue {
             (_, Party::Seller) => Offer { amount: state.ask, values: pending.values.clone() },
             (_, Party::Buyer) => return MultiMove::only(Decision::Stop { rationale: Rationale::NothingToAnswer }),
         };
-        let (mut low, mut high) = bid::counter_range(state.mover, pending.amount, own_previous.amount);
+        let (mut low, mut high) =
+            bid::Positions { pending: pending.amount, own_previous: own_previous.amount }.counter_range(state.mover);
         match state.mover {
             Party::Seller => low = low.max(self.limit()),
             Party::Buyer => high = high.min(self.limit()),
@@ -292,7 +293,10 @@ mod tests {
         };
         let made = seller.decide(&state);
         let Decision::Counter { amount, .. } = made.decision else { panic!("{made:?}") };
-        assert!(bid::check_counter(Party::Seller, amount, 62_000, 100_000).is_ok());
+        assert!(
+            bid::check_counter(Party::Seller, amount, bid::Positions { pending: 62_000, own_previous: 100_000 })
+                .is_ok()
+        );
         assert_eq!(made.values.unwrap()[0], 1, "the delivery the buyer wants costs the seller nothing");
     }
 
@@ -390,7 +394,8 @@ mod tests {
                     prop_assert!(issues.read_terms(Some(&issues.terms(&values))).is_ok());
                     if let Some(pending) = offers.last() {
                         let own = if offers.len() >= 2 { offers[offers.len() - 2].amount } else { ask };
-                        prop_assert!(bid::check_counter(party, amount, pending.amount, own).is_ok());
+                        let positions = bid::Positions { pending: pending.amount, own_previous: own };
+                        prop_assert!(bid::check_counter(party, amount, positions).is_ok());
                         let counter = Offer { amount, values };
                         prop_assert!(me.valuation.value(&counter) + 1e-9 >= reservation);
                     }
