@@ -142,7 +142,7 @@ fn nash(
         per_issue -= 1;
         points = issues::grid(issues, per_issue, &[&pending.values, &own_previous.values]);
     }
-    let prices = issues::price_steps(low, high, GRID_PRICES);
+    let prices = issues::price_steps(low..=high, GRID_PRICES);
     let mut best: Option<(bool, f64, Offer)> = None;
     for values in &points {
         for &amount in &prices {
@@ -179,7 +179,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::issues::Utility;
+    use crate::issues::{Prices, Utility};
 
     fn price_only(amounts: &[i64]) -> Vec<Offer> {
         amounts.iter().map(|&amount| Offer { amount, values: Vec::new() }).collect()
@@ -301,8 +301,8 @@ mod tests {
             serde_json::from_value(json!({"weights": {"price": 1, "days": 3}, "reservation": 0.3})).unwrap();
         let seller: Utility =
             serde_json::from_value(json!({"weights": {"price": 1, "warranty": 3}, "reservation": 0.3})).unwrap();
-        let buyer = buyer.valuation(Party::Buyer, &issues, 100_000, 100_000);
-        let seller = seller.valuation(Party::Seller, &issues, 60_000, 100_000);
+        let buyer = buyer.valuation(Party::Buyer, &issues, Prices { limit: 100_000, ask: 100_000 });
+        let seller = seller.valuation(Party::Seller, &issues, Prices { limit: 60_000, ask: 100_000 });
         let pending = Offer { amount: 70_000, values: vec![1, 24] };
         let own = Offer { amount: 95_000, values: vec![30, 0] };
         let s = suggest(Party::Seller, &pending, &own, &issues, Some((&buyer, &seller))).unwrap();

@@ -169,7 +169,7 @@ impl MultiIssue {
                 points
             }
         };
-        let prices = issues::price_steps(low, high, GRID_PRICES);
+        let prices = issues::price_steps(low..=high, GRID_PRICES);
         let aspiration = self.aspiration(round, state.max_rounds).max(self.valuation.reservation);
         let model = OpponentModel::new(state);
         let mut best: Option<(f64, f64, Offer)> = None;
@@ -257,7 +257,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::issues::{Issue, IssueType, Utility};
+    use crate::issues::{Issue, IssueType, Prices, Utility};
 
     fn issues() -> Issues {
         serde_json::from_value(json!([
@@ -269,7 +269,11 @@ mod tests {
 
     fn negotiator(party: Party, weights: serde_json::Value, reservation: f64, limit: i64) -> MultiIssue {
         let utility: Utility = serde_json::from_value(json!({"weights": weights, "reservation": reservation})).unwrap();
-        MultiIssue { valuation: utility.valuation(party, &issues(), limit, 100_000), e: 1.0, fixed_terms: None }
+        MultiIssue {
+            valuation: utility.valuation(party, &issues(), Prices { limit, ask: 100_000 }),
+            e: 1.0,
+            fixed_terms: None,
+        }
     }
 
     #[test]
@@ -364,7 +368,7 @@ mod tests {
             }
             let party = if seller { Party::Seller } else { Party::Buyer };
             let utility = Utility { weights: weight_map, reservation, best_price: None };
-            let me = MultiIssue { valuation: utility.valuation(party, &issues, limit, ask), e, fixed_terms: None };
+            let me = MultiIssue { valuation: utility.valuation(party, &issues, Prices { limit, ask }), e, fixed_terms: None };
             // Any thread of the right length for the mover, amounts and issue values arbitrary.
             let mut amounts = amounts;
             if (amounts.len() % 2 == 1) != seller {
