@@ -76,6 +76,11 @@ pub fn is_deadlocked(offers: &[Offer], ask: i64, issues: &Issues, settings: Sett
     then > 0.0 && now > 0.0 && then - now < settings.min_progress * then
 }
 
+/// The two positions a counter answering `pending` lies between.
+fn positions(pending: &Offer, own_previous: &Offer) -> bid::Positions {
+    bid::Positions { pending: pending.amount, own_previous: own_previous.amount }
+}
+
 /// The mediator's suggestion: a counter by `mover` (`amount` and issue `values`), to be
 /// accepted by the other side.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -104,8 +109,7 @@ pub fn suggest(
     issues: &Issues,
     utilities: Option<(&Valuation, &Valuation)>,
 ) -> Option<Suggestion> {
-    let (low, high) =
-        bid::Positions { pending: pending.amount, own_previous: own_previous.amount }.counter_range(mover);
+    let (low, high) = positions(pending, own_previous).counter_range(mover);
     if low > high {
         return None;
     }
@@ -250,14 +254,7 @@ mod tests {
         let own = Offer { amount: 98_999, values: vec![] };
         let s = suggest(Party::Seller, &pending, &own, &Issues::default(), None).unwrap();
         assert_eq!((s.amount, s.method), (74_500, Method::Midpoint));
-        assert!(
-            bid::check_counter(
-                Party::Seller,
-                s.amount,
-                bid::Positions { pending: pending.amount, own_previous: own.amount }
-            )
-            .is_ok()
-        );
+        assert!(bid::check_counter(Party::Seller, s.amount, positions(&pending, &own)).is_ok());
         // One unit apart: the seller may only repeat its previous price.
         let s = suggest(
             Party::Seller,
@@ -308,14 +305,7 @@ mod tests {
         let s = suggest(Party::Seller, &pending, &own, &issues, Some((&buyer, &seller))).unwrap();
         assert_eq!(s.method, Method::Nash);
         assert_eq!(s.values, [1, 0]);
-        assert!(
-            bid::check_counter(
-                Party::Seller,
-                s.amount,
-                bid::Positions { pending: pending.amount, own_previous: own.amount }
-            )
-            .is_ok()
-        );
+        assert!(bid::check_counter(Party::Seller, s.amount, positions(&pending, &own)).is_ok());
         assert!(buyer.acceptable(&Offer { amount: s.amount, values: s.values.clone() }));
         assert!(seller.acceptable(&Offer { amount: s.amount, values: s.values.clone() }));
         // Without both utilities, every dimension is split.

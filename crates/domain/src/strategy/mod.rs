@@ -445,6 +445,7 @@ mod state_tests {
         let s = state(1000, &[700]);
         let turn = s.turn().unwrap();
         let counter = |amount, is_final| Decision::Counter { amount, is_final };
+        let as_good = Decision::Accept { rationale: Rationale::AsGoodAsCounter };
         let cases = [
             (900, false, counter(900, false)),
             (900, true, counter(900, true)),
@@ -456,14 +457,8 @@ mod state_tests {
             assert_eq!(settle(&s, turn, Aim { limit: 800, target }, fin), want, "target {target}");
         }
         // Floor 650: a target at or below the pending 700 means the pending amount is good enough.
-        assert_eq!(
-            settle(&s, turn, Aim { limit: 650, target: 690 }, false),
-            Decision::Accept { rationale: Rationale::AsGoodAsCounter }
-        );
-        assert_eq!(
-            settle(&s, turn, Aim { limit: 650, target: 700 }, false),
-            Decision::Accept { rationale: Rationale::AsGoodAsCounter }
-        );
+        assert_eq!(settle(&s, turn, Aim { limit: 650, target: 690 }, false), as_good);
+        assert_eq!(settle(&s, turn, Aim { limit: 650, target: 700 }, false), as_good);
 
         // Buyer, ceiling 850: seller pending 900, own previous 700.
         let s = state(1000, &[700, 900]);
@@ -472,10 +467,7 @@ mod state_tests {
         assert_eq!(settle(&s, turn, Aim { limit: 850, target: 880 }, false), counter(850, false)); // the ceiling
         assert_eq!(settle(&s, turn, Aim { limit: 850, target: 650 }, false), counter(700, false)); // no retraction
         // Ceiling 1000: a target at or above the pending 900 accepts.
-        assert_eq!(
-            settle(&s, turn, Aim { limit: 1000, target: 950 }, false),
-            Decision::Accept { rationale: Rationale::AsGoodAsCounter }
-        );
+        assert_eq!(settle(&s, turn, Aim { limit: 1000, target: 950 }, false), as_good);
 
         // A final pending bid cannot be countered: a deal within the limit beats none, so it is
         // accepted within the limit and rejected past it.
@@ -495,10 +487,7 @@ mod state_tests {
 
         // Positions one unit apart leave the seller only its previous price.
         let s = state(1000, &[600, 701, 700]);
-        assert_eq!(
-            settle(&s, s.turn().unwrap(), Aim { limit: 650, target: 690 }, false),
-            Decision::Accept { rationale: Rationale::AsGoodAsCounter }
-        );
+        assert_eq!(settle(&s, s.turn().unwrap(), Aim { limit: 650, target: 690 }, false), as_good);
         assert_eq!(settle(&s, s.turn().unwrap(), Aim { limit: 650, target: 701 }, false), counter(701, false));
         // A buyer whose manual bid already passed its ceiling has no room and does not accept.
         let s = state(1000, &[900, 950]);
