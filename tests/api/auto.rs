@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use haggle_client::{Client, ClientError, NewListing, Placement, PolicyScope, ProfilePatch};
+use haggle_domain::issues::Prices;
 use haggle_domain::strategy::{Policy, Strategy};
 use haggle_domain::{BidStatus, Party, Tier};
 use serde_json::{Value, json};
@@ -763,7 +764,7 @@ async fn a_q_table_trained_by_the_simulator_negotiates_live_as_a_policy() {
     let seller: Policy = serde_json::from_value(seller_policy).unwrap();
     let buyer: Policy = serde_json::from_value(buyer_policy).unwrap();
     let Strategy::Learned { levels, q, .. } = &buyer.counter else { panic!("not a learned strategy") };
-    let opening = haggle_domain::strategy::learned::opening(100000, buyer.limit, *levels, q);
+    let opening = haggle_domain::strategy::learned::opening(Prices { limit: buyer.limit, ask: 100000 }, *levels, q);
     let (_, thread_id) = open(&app, &deal.buyer, &deal.listing, opening).await;
     let done = ended(&app, &deal.seller, &thread_id).await;
     assert!(amounts_by(&done, "seller").iter().all(|&a| a >= 70000), "{done}");
@@ -808,7 +809,7 @@ async fn two_bayes_policies_negotiate_within_their_limits() {
         .expect_problem(422, "validation_failed");
     assert_eq!(field_errors(&resp.body), ["counter.e"]);
 
-    let opening = haggle_domain::strategy::model::opening(100000, 90000);
+    let opening = haggle_domain::strategy::model::opening(Prices { limit: 90000, ask: 100000 });
     let (_, thread_id) = open(&app, &deal.buyer, &deal.listing, opening).await;
     let done = ended(&app, &deal.seller, &thread_id).await;
     assert_eq!(done["status"], "ACCEPTED", "overlapping limits and the whole of max_rounds: {done}");

@@ -5,6 +5,7 @@
 use chrono::Utc;
 use haggle_domain::Tier;
 use haggle_domain::bid::{Proposal, Transition};
+use haggle_domain::money::{Amount, AmountLimits};
 use haggle_server::db::agents::Caller;
 use haggle_server::db::moves::{self, CounterMove, MoveEvent};
 use haggle_server::db::rows::NewBid;
@@ -44,7 +45,7 @@ async fn seller_counter(app: &TestApp, bid: &str, amount: i64) -> (CounterMove, 
     let opening = NewBid {
         id: Uuid::now_v7(),
         author_id: thread.seller_id,
-        amount,
+        amount: Amount::new(amount, AmountLimits::default()).unwrap(),
         currency: answered.2.parse().unwrap(),
         message: Some("meet me here"),
         terms: None,

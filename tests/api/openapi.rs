@@ -172,11 +172,11 @@ fn the_documented_bounds_are_the_servers() {
     }
     for price in [json!(0.99), json!(1), json!(20.1), json!(1_000_000_000), json!(1_000_000_000.01)] {
         let raw = serde_json::from_value::<RawAmount>(price.clone()).unwrap();
-        let accepted = money::minor_units_from_price(raw, limits).is_ok();
+        let accepted = money::amount_from_price(raw, limits).is_ok();
         assert_eq!(is_valid(&schema("CompatPriceInput"), &price), accepted, "{price}");
     }
     for micros in [999_999i64, 1_000_000, 1_005_000, 1_000_000_000_000_000, 1_000_000_000_010_000, 20_000_000] {
-        let accepted = money::minor_units_from_micros(micros.into(), limits).is_ok();
+        let accepted = money::amount_from_micros(micros.into(), limits).is_ok();
         let money = json!({ "amount_micros": micros, "currency": "USD" });
         assert_eq!(is_valid(&schema("CompatMoneyInput"), &money), accepted, "{micros}");
     }

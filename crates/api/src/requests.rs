@@ -67,7 +67,7 @@ pub struct Placement {
 impl From<Placement> for Proposal {
     fn from(placement: Placement) -> Proposal {
         Proposal {
-            amount: placement.amount,
+            amount: placement.amount.into(),
             message: placement.message,
             expires_in: placement.expires_in,
             is_final: false,
@@ -79,7 +79,7 @@ impl From<Placement> for Proposal {
 impl From<CounterOffer> for Proposal {
     fn from(offer: CounterOffer) -> Proposal {
         Proposal {
-            amount: offer.amount,
+            amount: offer.amount.into(),
             message: offer.message,
             expires_in: offer.expires_in,
             is_final: offer.is_final.unwrap_or(false),

@@ -10,7 +10,7 @@ use std::str::FromStr;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::money::RawAmount;
+use super::money::{Amount, AmountLimits, RawAmount};
 use super::rejection::{FieldError, Rejection};
 use super::thread::ThreadStatus;
 pub use crate::party::Party;
@@ -73,8 +73,9 @@ impl fmt::Display for BidStatus {
 /// it against the negotiation: what an agent sends, or what a policy decided.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Proposal {
-    /// The amount in minor units, as it arrived (checked against the limits with the rest).
-    pub amount: RawAmount,
+    /// The amount in minor units: as it arrived (checked against the limits with the rest), or
+    /// as a caller that read it in its own dialect already validated it.
+    pub amount: Offered,
     pub message: Option<String>,
     /// Seconds until the bid expires; the listing's default when `None`.
     pub expires_in: Option<i64>,
@@ -85,9 +86,46 @@ pub struct Proposal {
     pub terms: Option<Option<serde_json::Value>>,
 }
 
+/// A proposal's amount: as it arrived, or already validated (and then never validated again).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Offered {
+    Raw(RawAmount),
+    Valid(Amount),
+}
+
+impl Offered {
+    /// The amount, validated against `limits` if it has not been yet.
+    pub fn validate(self, limits: AmountLimits) -> Result<Amount, String> {
+        match self {
+            Offered::Raw(raw) => raw.validate(limits),
+            Offered::Valid(amount) => Ok(amount),
+        }
+    }
+}
+
+impl From<RawAmount> for Offered {
+    fn from(raw: RawAmount) -> Offered {
+        Offered::Raw(raw)
+    }
+}
+
+/// Minor units that no one has checked yet, as a policy or a test proposes them.
+impl From<i64> for Offered {
+    fn from(minor_units: i64) -> Offered {
+        Offered::Raw(minor_units.into())
+    }
+}
+
+impl From<Amount> for Offered {
+    fn from(amount: Amount) -> Offered {
+        Offered::Valid(amount)
+    }
+}
+
 impl Proposal {
-    /// A bid of `amount` minor units and nothing else.
-    pub fn of(amount: i64) -> Proposal {
+    /// A bid of `amount` and nothing else: minor units still to be checked, or a validated
+    /// [`Amount`].
+    pub fn of(amount: impl Into<Offered>) -> Proposal {
         Proposal { amount: amount.into(), message: None, expires_in: None, is_final: false, terms: None }
     }
 
@@ -321,21 +359,40 @@ pub fn apply(bid: &BidState, action: Action, actor: Actor, now: DateTime<Utc>) -
     }
 }
 
-/// The inclusive range of amounts `mover` may counter with.
-///
-/// A counter lies strictly between the two latest positions and never retracts a concession:
-/// the buyer moves within `[own_previous, pending)`, the seller within `(pending, own_previous]`,
-/// where the seller's first previous position is the ask. An empty range (`min > max`) means
-/// there is no room left to counter.
-pub fn counter_range(mover: Party, pending: i64, own_previous: i64) -> (i64, i64) {
-    match mover {
-        Party::Buyer => (own_previous, pending - 1),
-        Party::Seller => (pending + 1, own_previous),
+/// The two latest positions of a negotiation as the side about to counter sees them: the other
+/// side's pending amount, and its own previous one (the ask, for the seller's first counter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Positions {
+    pub pending: i64,
+    pub own_previous: i64,
+}
+
+impl Positions {
+    /// The inclusive range of amounts `mover` may counter with.
+    ///
+    /// A counter lies strictly between the two latest positions and never retracts a concession:
+    /// the buyer moves within `[own_previous, pending)`, the seller within `(pending, own_previous]`,
+    /// where the seller's first previous position is the ask. An empty range (`min > max`) means
+    /// there is no room left to counter.
+    pub fn counter_range(self, mover: Party) -> (i64, i64) {
+        let Positions { pending, own_previous } = self;
+        match mover {
+            Party::Buyer => (own_previous, pending - 1),
+            Party::Seller => (pending + 1, own_previous),
+        }
     }
 }
 
-pub fn check_counter(mover: Party, amount: i64, pending: i64, own_previous: i64) -> Result<(), Rejection> {
-    let (min, max) = counter_range(mover, pending, own_previous);
+/// [`Positions::counter_range`] for a caller holding the two positions as a thread's bids show
+/// them (the MCP server's standing).
+pub fn counter_range(mover: Party, pending: i64, own_previous: i64) -> (i64, i64) {
+    Positions { pending, own_previous }.counter_range(mover)
+}
+
+/// Whether `mover` may counter the pending bid with `amount` minor units: within
+/// [`Positions::counter_range`].
+pub fn check_counter(mover: Party, amount: i64, positions: Positions) -> Result<(), Rejection> {
+    let (min, max) = positions.counter_range(mover);
     if min > max {
         return Err(Rejection::NotAConcession {
             min,
@@ -344,6 +401,7 @@ pub fn check_counter(mover: Party, amount: i64, pending: i64, own_previous: i64)
         });
     }
     if amount < min || amount > max {
+        let Positions { pending, own_previous } = positions;
         let detail = match mover {
             Party::Buyer => format!(
                 "a buyer's counter must be at least its previous offer ({own_previous}) and below the seller's pending amount ({pending}): {min} to {max}"
@@ -357,8 +415,12 @@ pub fn check_counter(mover: Party, amount: i64, pending: i64, own_previous: i64)
     Ok(())
 }
 
-/// A buyer's opening bid is at most the ask.
-pub fn check_opening(amount: i64, ask: i64) -> Result<(), Rejection> {
+/// A listing's asking price in minor units: the most a buyer may open with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ask(pub i64);
+
+/// A buyer's opening bid of `amount` minor units is at most the ask.
+pub fn check_opening(amount: i64, Ask(ask): Ask) -> Result<(), Rejection> {
     if amount > ask {
         return Err(Rejection::Validation(vec![FieldError::new(
             "amount",
@@ -593,17 +655,17 @@ mod tests {
     #[test]
     fn counters_stay_between_the_positions() {
         // Ask 138000; the buyer opened at 120000. The seller may counter in (120000, 138000].
-        assert!(check_counter(Party::Seller, 138_000, 120_000, 138_000).is_ok());
-        assert!(check_counter(Party::Seller, 120_001, 120_000, 138_000).is_ok());
-        assert!(check_counter(Party::Seller, 120_000, 120_000, 138_000).is_err());
-        assert!(check_counter(Party::Seller, 138_001, 120_000, 138_000).is_err());
+        assert!(check_counter(Party::Seller, 138_000, Positions { pending: 120_000, own_previous: 138_000 }).is_ok());
+        assert!(check_counter(Party::Seller, 120_001, Positions { pending: 120_000, own_previous: 138_000 }).is_ok());
+        assert!(check_counter(Party::Seller, 120_000, Positions { pending: 120_000, own_previous: 138_000 }).is_err());
+        assert!(check_counter(Party::Seller, 138_001, Positions { pending: 120_000, own_previous: 138_000 }).is_err());
         // The seller is at 135000; the buyer, previously at 120000, may move within [120000, 135000).
-        assert!(check_counter(Party::Buyer, 120_000, 135_000, 120_000).is_ok());
-        assert!(check_counter(Party::Buyer, 134_999, 135_000, 120_000).is_ok());
-        assert!(check_counter(Party::Buyer, 119_999, 135_000, 120_000).is_err());
-        assert!(check_counter(Party::Buyer, 135_000, 135_000, 120_000).is_err());
+        assert!(check_counter(Party::Buyer, 120_000, Positions { pending: 135_000, own_previous: 120_000 }).is_ok());
+        assert!(check_counter(Party::Buyer, 134_999, Positions { pending: 135_000, own_previous: 120_000 }).is_ok());
+        assert!(check_counter(Party::Buyer, 119_999, Positions { pending: 135_000, own_previous: 120_000 }).is_err());
+        assert!(check_counter(Party::Buyer, 135_000, Positions { pending: 135_000, own_previous: 120_000 }).is_err());
         // Positions one minor unit apart leave the seller no room.
-        match check_counter(Party::Seller, 500, 499, 499) {
+        match check_counter(Party::Seller, 500, Positions { pending: 499, own_previous: 499 }) {
             Err(Rejection::NotAConcession { min, max, .. }) => assert!(min > max),
             other => panic!("{other:?}"),
         }
@@ -619,8 +681,8 @@ mod tests {
 
     #[test]
     fn openings_are_at_most_the_ask() {
-        assert!(check_opening(100_000, 100_000).is_ok());
-        assert!(check_opening(100_001, 100_000).is_err());
+        assert!(check_opening(100_000, Ask(100_000)).is_ok());
+        assert!(check_opening(100_001, Ask(100_000)).is_err());
     }
 
     #[test]
@@ -678,13 +740,63 @@ mod tests {
             amount in 100i64..1_200_000,
         ) {
             let seller_pending = buyer_prev + gap;
-            if check_counter(Party::Buyer, amount, seller_pending, buyer_prev).is_ok() {
+            if check_counter(Party::Buyer, amount, Positions { pending: seller_pending, own_previous: buyer_prev }).is_ok() {
                 prop_assert!(amount >= buyer_prev && amount < seller_pending);
             }
             let seller_prev = buyer_prev + gap;
-            if check_counter(Party::Seller, amount, buyer_prev, seller_prev).is_ok() {
+            if check_counter(Party::Seller, amount, Positions { pending: buyer_prev, own_previous: seller_prev }).is_ok() {
                 prop_assert!(amount > buyer_prev && amount <= seller_prev);
             }
+        }
+
+        /// `check_counter` accepts exactly the amounts of the range `Positions::counter_range`
+        /// gives, for either mover, and reads its two positions by name: swapping them moves the
+        /// range, never silently keeps it.
+        #[test]
+        fn a_counter_is_allowed_exactly_within_its_range(
+            mover in prop::sample::select(vec![Party::Buyer, Party::Seller]),
+            pending in 100i64..1_000_000,
+            own_previous in 100i64..1_000_000,
+            offset in -1_000i64..1_000,
+        ) {
+            let positions = Positions { pending, own_previous };
+            let (min, max) = positions.counter_range(mover);
+            for amount in [min - 1, min, max, max + 1, pending, own_previous, pending + offset] {
+                match check_counter(mover, amount, positions) {
+                    Ok(()) => prop_assert!(min <= amount && amount <= max, "{:?} {:?} {}", mover, positions, amount),
+                    Err(Rejection::NotAConcession { min: refused_min, max: refused_max, .. }) => {
+                        prop_assert!(amount < min || amount > max, "{:?} {:?} {}", mover, positions, amount);
+                        prop_assert_eq!((refused_min, refused_max), (min, max));
+                    }
+                    Err(other) => prop_assert!(false, "{:?}", other),
+                }
+            }
+            prop_assert_eq!(counter_range(mover, pending, own_previous), (min, max));
+        }
+    }
+
+    #[test]
+    fn a_validated_amount_is_carried_as_it_is() {
+        let limits = AmountLimits::default();
+        let amount = Amount::new(138_000, limits).unwrap();
+        let proposal = Proposal::of(amount);
+        assert_eq!(proposal.amount, Offered::Valid(amount));
+        // Validated once, under the limits of the request that brought it: not checked again.
+        let tighter = AmountLimits { max: 1_000 };
+        assert_eq!(proposal.amount.validate(tighter), Ok(amount));
+        // Minor units no one has checked are checked with the rest of the proposal.
+        assert_eq!(Proposal::of(138_000).amount, Offered::Raw(RawAmount::Integer(138_000)));
+        assert!(Proposal::of(138_000).amount.validate(tighter).is_err());
+        assert_eq!(Proposal::of(138_000).amount.validate(limits), Ok(amount));
+        assert_eq!(Offered::from(RawAmount::Float(0.5)).validate(limits), RawAmount::Float(0.5).validate(limits));
+    }
+
+    #[test]
+    fn an_opening_is_checked_against_the_ask_by_name() {
+        assert!(check_opening(100_000, Ask(100_000)).is_ok());
+        match check_opening(100_001, Ask(100_000)) {
+            Err(Rejection::Validation(errors)) => assert_eq!(errors[0].field, "amount"),
+            other => panic!("{other:?}"),
         }
     }
 }

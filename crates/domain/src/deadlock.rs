@@ -76,6 +76,11 @@ pub fn is_deadlocked(offers: &[Offer], ask: i64, issues: &Issues, settings: Sett
     then > 0.0 && now > 0.0 && then - now < settings.min_progress * then
 }
 
+/// The two positions a counter answering `pending` lies between.
+fn positions(pending: &Offer, own_previous: &Offer) -> bid::Positions {
+    bid::Positions { pending: pending.amount, own_previous: own_previous.amount }
+}
+
 /// The mediator's suggestion: a counter by `mover` (`amount` and issue `values`), to be
 /// accepted by the other side.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -104,7 +109,7 @@ pub fn suggest(
     issues: &Issues,
     utilities: Option<(&Valuation, &Valuation)>,
 ) -> Option<Suggestion> {
-    let (low, high) = bid::counter_range(mover, pending.amount, own_previous.amount);
+    let (low, high) = positions(pending, own_previous).counter_range(mover);
     if low > high {
         return None;
     }
@@ -141,7 +146,7 @@ fn nash(
         per_issue -= 1;
         points = issues::grid(issues, per_issue, &[&pending.values, &own_previous.values]);
     }
-    let prices = issues::price_steps(low, high, GRID_PRICES);
+    let prices = issues::price_steps(low..=high, GRID_PRICES);
     let mut best: Option<(bool, f64, Offer)> = None;
     for values in &points {
         for &amount in &prices {
@@ -178,7 +183,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::issues::Utility;
+    use crate::issues::{Prices, Utility};
 
     fn price_only(amounts: &[i64]) -> Vec<Offer> {
         amounts.iter().map(|&amount| Offer { amount, values: Vec::new() }).collect()
@@ -249,7 +254,7 @@ mod tests {
         let own = Offer { amount: 98_999, values: vec![] };
         let s = suggest(Party::Seller, &pending, &own, &Issues::default(), None).unwrap();
         assert_eq!((s.amount, s.method), (74_500, Method::Midpoint));
-        assert!(bid::check_counter(Party::Seller, s.amount, pending.amount, own.amount).is_ok());
+        assert!(bid::check_counter(Party::Seller, s.amount, positions(&pending, &own)).is_ok());
         // One unit apart: the seller may only repeat its previous price.
         let s = suggest(
             Party::Seller,
@@ -293,14 +298,14 @@ mod tests {
             serde_json::from_value(json!({"weights": {"price": 1, "days": 3}, "reservation": 0.3})).unwrap();
         let seller: Utility =
             serde_json::from_value(json!({"weights": {"price": 1, "warranty": 3}, "reservation": 0.3})).unwrap();
-        let buyer = buyer.valuation(Party::Buyer, &issues, 100_000, 100_000);
-        let seller = seller.valuation(Party::Seller, &issues, 60_000, 100_000);
+        let buyer = buyer.valuation(Party::Buyer, &issues, Prices { limit: 100_000, ask: 100_000 });
+        let seller = seller.valuation(Party::Seller, &issues, Prices { limit: 60_000, ask: 100_000 });
         let pending = Offer { amount: 70_000, values: vec![1, 24] };
         let own = Offer { amount: 95_000, values: vec![30, 0] };
         let s = suggest(Party::Seller, &pending, &own, &issues, Some((&buyer, &seller))).unwrap();
         assert_eq!(s.method, Method::Nash);
         assert_eq!(s.values, [1, 0]);
-        assert!(bid::check_counter(Party::Seller, s.amount, pending.amount, own.amount).is_ok());
+        assert!(bid::check_counter(Party::Seller, s.amount, positions(&pending, &own)).is_ok());
         assert!(buyer.acceptable(&Offer { amount: s.amount, values: s.values.clone() }));
         assert!(seller.acceptable(&Offer { amount: s.amount, values: s.values.clone() }));
         // Without both utilities, every dimension is split.

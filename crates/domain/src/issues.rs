@@ -8,6 +8,7 @@
 //! order of issues.
 
 use std::collections::{BTreeMap, HashSet};
+use std::ops::RangeInclusive;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -346,9 +347,9 @@ impl Utility {
         }
     }
 
-    /// The utility as `party` values offers on a listing of `issues`, with its price `limit`
-    /// and the listing's `ask`.
-    pub fn valuation(&self, party: Party, issues: &Issues, limit: i64, ask: i64) -> Valuation {
+    /// The utility as `party` values offers on a listing of `issues`, with its price limit and
+    /// the listing's ask.
+    pub fn valuation(&self, party: Party, issues: &Issues, Prices { limit, ask }: Prices) -> Valuation {
         let weight = |name: &str| self.weights.get(name).copied().filter(|w| w.is_finite() && *w > 0.0).unwrap_or(0.0);
         let mut weights: Vec<f64> =
             std::iter::once(weight(PRICE)).chain(issues.iter().map(|i| weight(&i.name))).collect();
@@ -371,6 +372,14 @@ impl Utility {
             reservation: if self.reservation.is_finite() { self.reservation.clamp(0.0, 1.0) } else { 1.0 },
         }
     }
+}
+
+/// The two prices a side's valuation and opening are reckoned from: its private `limit` (the
+/// seller's floor, the buyer's ceiling) and the listing's `ask`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prices {
+    pub limit: i64,
+    pub ask: i64,
 }
 
 /// A party's utility made concrete for one listing: what [`Valuation::value`] of an offer is.
@@ -454,8 +463,9 @@ pub fn grid(issues: &Issues, per_issue: usize, extra: &[&[i64]]) -> Vec<Vec<i64>
     points
 }
 
-/// At most `count` amounts evenly spaced from `low` to `high`, both included.
-pub fn price_steps(low: i64, high: i64, count: usize) -> Vec<i64> {
+/// At most `count` amounts evenly spaced over `range`, both ends included.
+pub fn price_steps(range: RangeInclusive<i64>, count: usize) -> Vec<i64> {
+    let (low, high) = range.into_inner();
     if low > high {
         return Vec::new();
     }
@@ -560,12 +570,12 @@ mod tests {
         let mut v = Validator::new();
         utility.check(&mut v, Some(&issues));
         assert!(v.finish().is_ok());
-        let seller = utility.valuation(Party::Seller, &issues, 80_000, 100_000);
+        let seller = utility.valuation(Party::Seller, &issues, Prices { limit: 80_000, ask: 100_000 });
         assert_eq!(seller.weights, [0.5, 0.0, 0.25, 0.25]);
         // Seller: price at the ask, slowest delivery, no warranty: everything it wants.
         assert!((seller.value(&Offer { amount: 100_000, values: vec![1, 30, 0] }) - 1.0).abs() < 1e-9);
         assert!(seller.value(&Offer { amount: 80_000, values: vec![1, 1, 2] }).abs() < 1e-9);
-        let buyer = utility.valuation(Party::Buyer, &issues, 100_000, 100_000);
+        let buyer = utility.valuation(Party::Buyer, &issues, Prices { limit: 100_000, ask: 100_000 });
         assert_eq!(buyer.best_price, 50_000);
         assert!((buyer.value(&Offer { amount: 50_000, values: vec![1, 1, 2] }) - 1.0).abs() < 1e-9);
 
@@ -588,8 +598,8 @@ mod tests {
         // quantity: 1, 10, 26, 51, 75, 100; days: 1, 7, 8, 16, 23, 30; warranty: 3 values.
         assert_eq!(points.len(), 6 * 6 * 3);
         assert!(points.contains(&vec![10, 7, 1]));
-        assert_eq!(price_steps(100, 104, 21), [100, 101, 102, 103, 104]);
-        assert_eq!(price_steps(0, 1000, 3), [0, 500, 1000]);
-        assert!(price_steps(5, 4, 3).is_empty());
+        assert_eq!(price_steps(100..=104, 21), [100, 101, 102, 103, 104]);
+        assert_eq!(price_steps(0..=1000, 3), [0, 500, 1000]);
+        assert!(price_steps(RangeInclusive::new(5, 4), 3).is_empty());
     }
 }

@@ -142,23 +142,24 @@ pub const MINOR_PER_UNIT: i64 = 100;
 /// Micros (millionths of a unit, as `Money {amount_micros}` counts them) in one minor unit.
 pub const MICROS_PER_MINOR: i64 = 10_000;
 
-/// Minor units from a price in currency units, as IAB-style clients send it (`20.1` is 2010).
+/// The amount of a price in currency units, as IAB-style clients send it (`20.1` is 2010 minor
+/// units).
 ///
 /// A JSON float is converted through its shortest round-trip decimal form, with decimal
 /// arithmetic, so the price is the one the client meant: `20.1` is 2010 although the nearest
 /// double is a little below 20.1, and `0.1 + 0.2` (0.30000000000000004) is refused rather than
 /// rounded. A number written with more digits than a double holds (`20.0000000000000001`) is
 /// read as the double it parses to (here 20.0), as every JSON parser that uses doubles does.
-pub fn minor_units_from_price(price: RawAmount, limits: AmountLimits) -> Result<i64, String> {
+pub fn amount_from_price(price: RawAmount, limits: AmountLimits) -> Result<Amount, String> {
     let hundredths = match price {
         RawAmount::Integer(units) => units.checked_mul(i128::from(MINOR_PER_UNIT)).ok_or(PriceError::OutOfRange),
         RawAmount::Float(units) if units.is_finite() => hundredths_of_decimal(&format!("{units}")),
         RawAmount::Float(_) => Err(PriceError::OutOfRange),
     };
     let message = match hundredths {
-        Ok(minor) => match i64::try_from(minor) {
-            Ok(minor) if Amount::new(minor, limits).is_ok() => return Ok(minor),
-            _ => PriceError::OutOfRange,
+        Ok(minor) => match i64::try_from(minor).map(|minor| Amount::new(minor, limits)) {
+            Ok(Ok(amount)) => return Ok(amount),
+            Ok(Err(_)) | Err(_) => PriceError::OutOfRange,
         },
         Err(error) => error,
     };
@@ -174,8 +175,9 @@ pub fn minor_units_from_price(price: RawAmount, limits: AmountLimits) -> Result<
     })
 }
 
-/// Minor units from `Money.amount_micros` (a millionth of a unit): 20_000_000 micros is 2000.
-pub fn minor_units_from_micros(micros: RawAmount, limits: AmountLimits) -> Result<i64, String> {
+/// The amount of `Money.amount_micros` (a millionth of a unit): 20_000_000 micros is 2000 minor
+/// units.
+pub fn amount_from_micros(micros: RawAmount, limits: AmountLimits) -> Result<Amount, String> {
     let out_of_range = || {
         format!(
             "must be between {} and {} micros",
@@ -196,10 +198,10 @@ pub fn minor_units_from_micros(micros: RawAmount, limits: AmountLimits) -> Resul
             "must be a multiple of {MICROS_PER_MINOR} micros: a hundredth of a unit is the smallest amount here"
         ));
     }
-    match i64::try_from(micros / i128::from(MICROS_PER_MINOR)) {
-        Ok(minor) if Amount::new(minor, limits).is_ok() => Ok(minor),
-        _ => Err(out_of_range()),
-    }
+    i64::try_from(micros / i128::from(MICROS_PER_MINOR))
+        .ok()
+        .and_then(|minor| Amount::new(minor, limits).ok())
+        .ok_or_else(out_of_range)
 }
 
 /// A price in currency units for IAB-style clients: the double nearest to `minor` / 100, which
@@ -507,15 +509,15 @@ mod tests {
             ("5e-324", Err("2 decimal places")),
         ];
         for (json, expected) in cases {
-            let got = minor_units_from_price(raw(json), limits);
+            let got = amount_from_price(raw(json), limits).map(Amount::minor_units);
             match expected {
                 Ok(minor) => assert_eq!(got, Ok(*minor), "price {json}"),
                 Err(part) => assert!(got.as_ref().is_err_and(|m| m.contains(part)), "price {json}: {got:?}"),
             }
         }
-        assert!(minor_units_from_price(RawAmount::Float(f64::NAN), limits).is_err());
-        assert!(minor_units_from_price(RawAmount::Float(f64::INFINITY), limits).is_err());
-        assert!(minor_units_from_price(RawAmount::Float(0.1 + 0.2), limits).is_err());
+        assert!(amount_from_price(RawAmount::Float(f64::NAN), limits).is_err());
+        assert!(amount_from_price(RawAmount::Float(f64::INFINITY), limits).is_err());
+        assert!(amount_from_price(RawAmount::Float(0.1 + 0.2), limits).is_err());
     }
 
     #[test]
@@ -526,7 +528,11 @@ mod tests {
             let price = price_from_minor_units(minor);
             let json = serde_json::to_string(&price).unwrap();
             assert_eq!(json.parse::<f64>().unwrap(), price_text(minor).parse::<f64>().unwrap(), "{minor}");
-            assert_eq!(minor_units_from_price(raw(&json), limits), Ok(minor), "{minor} went out as {json}");
+            assert_eq!(
+                amount_from_price(raw(&json), limits).map(Amount::minor_units),
+                Ok(minor),
+                "{minor} went out as {json}"
+            );
         }
         assert_eq!(serde_json::to_string(&price_from_minor_units(2010)).unwrap(), "20.1");
         assert_eq!(serde_json::to_string(&price_from_minor_units(2000)).unwrap(), "20.0");
@@ -554,7 +560,7 @@ mod tests {
             ("1e300", Err("between")),
         ];
         for (json, expected) in cases {
-            let got = minor_units_from_micros(raw(json), limits);
+            let got = amount_from_micros(raw(json), limits).map(Amount::minor_units);
             match expected {
                 Ok(minor) => assert_eq!(got, Ok(*minor), "micros {json}"),
                 Err(part) => assert!(got.as_ref().is_err_and(|m| m.contains(part)), "micros {json}: {got:?}"),

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use haggle_domain::bid::{self, Party};
-use haggle_domain::issues::{self, Issues, Offer, Utility, Valuation};
+use haggle_domain::issues::{self, Issues, Offer, Prices, Utility, Valuation};
 use haggle_domain::strategy::{Decision, MultiIssue, MultiState};
 use serde::Serialize;
 
@@ -76,8 +76,8 @@ fn draw_pair(rng: &mut Rng, issues: &Issues) -> Pair {
     };
     let seller_limit = rng.range(4_000, 8_000);
     let buyer_limit = rng.range(7_000, 11_000);
-    let seller = utility(rng).valuation(Party::Seller, issues, seller_limit, ASK);
-    let buyer = utility(rng).valuation(Party::Buyer, issues, buyer_limit, ASK);
+    let seller = utility(rng).valuation(Party::Seller, issues, Prices { limit: seller_limit, ask: ASK });
+    let buyer = utility(rng).valuation(Party::Buyer, issues, Prices { limit: buyer_limit, ask: ASK });
     Pair { buyer, seller }
 }
 
@@ -114,7 +114,7 @@ fn play(pair: &Pair, issues: &Issues, max_rounds: i32, fixed: Option<Vec<i64>>) 
 /// The Pareto frontier of the grid: the (buyer, seller) utilities no other point beats on both.
 fn frontier(pair: &Pair, issues: &Issues) -> Vec<(f64, f64)> {
     let mut points: Vec<(f64, f64)> = Vec::new();
-    let prices = issues::price_steps(pair.seller.worst_price.min(pair.buyer.best_price), ASK, FRONTIER_PRICES);
+    let prices = issues::price_steps(pair.seller.worst_price.min(pair.buyer.best_price)..=ASK, FRONTIER_PRICES);
     for values in issues::grid(issues, FRONTIER_PER_ISSUE, &[]) {
         for &amount in &prices {
             let offer = Offer { amount, values: values.clone() };

@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 
 use haggle_domain::bid::{self, Party};
-use haggle_domain::strategy::{Decision, NegotiationState, Negotiator, Rationale, Strategy, settle};
+use haggle_domain::strategy::{Aim, Decision, NegotiationState, Negotiator, Rationale, Strategy, settle};
 
 use super::rng::Rng;
 
@@ -230,7 +230,7 @@ impl Negotiator for QPlayer<'_> {
             return Decision::Counter { amount, is_final: bid::is_final(1, state.max_rounds, false) };
         }
         match state.turn() {
-            Ok(turn) => settle(state, turn, self.limit, target, false),
+            Ok(turn) => settle(state, turn, Aim { limit: self.limit, target }, false),
             Err(rationale) => Decision::Stop { rationale },
         }
     }

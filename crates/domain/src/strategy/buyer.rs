@@ -9,12 +9,14 @@
 //! Amounts are minor units; the profiles are the guide's, in currency units × 100.
 
 use super::super::bid::Party;
+use super::super::issues::Prices;
 use super::super::listing::MAX_ROUNDS;
 use super::super::money::{DEFAULT_MAX_AMOUNT, MIN_AMOUNT};
 use super::super::rejection::{Rejection, Validator};
 use super::model::{DEFAULT_BAYES_E, opening};
 use super::{
-    Decision, MAX_AUTO_ROUNDS, NegotiationState, Negotiator, Policy, Rationale, Strategy, Turn, decide, open, settle,
+    Aim, Decision, MAX_AUTO_ROUNDS, NegotiationState, Negotiator, Policy, Rationale, Strategy, Turn, decide, open,
+    settle,
 };
 
 /// The guide's behaviour profiles.
@@ -91,7 +93,7 @@ impl SimpleThreshold {
             return decision;
         }
         let target = turn.own_previous.saturating_add(self.step).min(self.max);
-        settle(state, turn, self.max, target, false)
+        settle(state, turn, Aim { limit: self.max, target }, false)
     }
 }
 
@@ -146,7 +148,7 @@ impl Adaptive {
             return decision;
         }
         let target = turn.own_previous.saturating_add(self.increment(state, turn)).min(self.max);
-        settle(state, turn, self.max, target, false)
+        settle(state, turn, Aim { limit: self.max, target }, false)
     }
 }
 
@@ -203,7 +205,7 @@ impl Competitive {
             return Decision::Stop { rationale: Rationale::BetterElsewhere };
         }
         let target = turn.own_previous.saturating_add(self.step).min(cap);
-        settle(state, turn, cap, target, false)
+        settle(state, turn, Aim { limit: cap, target }, false)
     }
 
     /// Decides every listing at once. `states[i]` is the thread on listing i.
@@ -347,7 +349,7 @@ impl Negotiator for BayesBuyer {
             return Decision::Stop { rationale: Rationale::WrongSide };
         }
         if state.bids.is_empty() {
-            return open(state, opening(state.ask, self.max));
+            return open(state, opening(Prices { limit: self.max, ask: state.ask }));
         }
         decide(&self.policy(), state)
     }

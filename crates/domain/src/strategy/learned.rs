@@ -12,6 +12,7 @@
 //! 10 × 10 is 101 rows of 12 numbers, well within a request body.
 
 use super::super::bid::Party;
+use super::super::issues::Prices;
 use super::{NegotiationState, Proposal, Rationale, Turn};
 
 pub const MAX_LEVELS: u8 = 10;
@@ -104,7 +105,7 @@ pub(super) fn propose(
 }
 
 /// A learned buyer's opening bid: the greedy offer from the start state, within its limit.
-pub fn opening(ask: i64, limit: i64, levels: u8, q: &[Vec<f64>]) -> i64 {
+pub fn opening(Prices { limit, ask }: Prices, levels: u8, q: &[Vec<f64>]) -> i64 {
     let offers = usize::from(levels);
     let allowed: Vec<bool> = (0..offers + 2).map(|a| a < offers).collect();
     let level = q.first().and_then(|row| greedy(row, &allowed, Party::Buyer, offers)).unwrap_or(0);

@@ -4,7 +4,7 @@
 //! a server-side [`Policy`] ([`decide`]) or a client-side buyer strategy ([`SimpleThreshold`],
 //! [`Adaptive`], [`Competitive`]) turns it into a [`Decision`]. Whatever a strategy computes, one
 //! function has the last word on a counter ([`settle`]): it never crosses the mover's private
-//! limit, and the amount always lies in the range [`bid::counter_range`] allows, so it passes
+//! limit, and the amount always lies in the range [`bid::Positions::counter_range`] allows, so it passes
 //! [`bid::check_counter`]. When no such amount exists the mover does not counter: it accepts,
 //! rejects or stops, according to its limit.
 //!
@@ -75,6 +75,13 @@ pub struct Turn {
     pub own_previous: i64,
     /// The round of the bid the mover would make.
     pub round: i32,
+}
+
+impl Turn {
+    /// The two positions the mover's counter lies between.
+    pub fn positions(&self) -> bid::Positions {
+        bid::Positions { pending: self.pending, own_previous: self.own_previous }
+    }
 }
 
 impl NegotiationState {
@@ -298,6 +305,14 @@ pub(crate) fn round_concession(concession: f64) -> i64 {
     ((concession + FLOAT_SLACK).floor() as i64).max(0)
 }
 
+/// Where a mover wants its counter, `target`, and the private `limit` it never crosses (the
+/// seller's floor, the buyer's ceiling).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Aim {
+    pub limit: i64,
+    pub target: i64,
+}
+
 /// Turns the counter a strategy wishes for into a decision that keeps every rule.
 ///
 /// In order: the target is pulled back to the private `limit`; if the pending amount is already
@@ -309,7 +324,7 @@ pub(crate) fn round_concession(concession: f64) -> i64 {
 /// the mover accepts when the pending amount is within its limit and stops otherwise (this only
 /// happens when an earlier manual move already went past the limit). The bid that reaches
 /// `max_rounds` is final whatever the strategy said.
-pub fn settle(state: &NegotiationState, turn: Turn, limit: i64, target: i64, strategy_final: bool) -> Decision {
+pub fn settle(state: &NegotiationState, turn: Turn, Aim { limit, target }: Aim, strategy_final: bool) -> Decision {
     let mover = state.mover;
     let target = if at_or_better(mover, target, limit) { target } else { limit };
     if at_or_better(mover, turn.pending, target) {
@@ -323,7 +338,7 @@ pub fn settle(state: &NegotiationState, turn: Turn, limit: i64, target: i64, str
             Decision::Reject { rationale: Rationale::FinalPastLimit }
         };
     }
-    let (mut low, mut high) = bid::counter_range(mover, turn.pending, turn.own_previous);
+    let (mut low, mut high) = turn.positions().counter_range(mover);
     match mover {
         Party::Seller => low = low.max(limit),
         Party::Buyer => high = high.min(limit),
@@ -336,7 +351,7 @@ pub fn settle(state: &NegotiationState, turn: Turn, limit: i64, target: i64, str
         };
     }
     let amount = target.clamp(low, high);
-    if bid::check_counter(mover, amount, turn.pending, turn.own_previous).is_err() {
+    if bid::check_counter(mover, amount, turn.positions()).is_err() {
         // Unreachable by construction (the amount lies in counter_range); never counter illegally.
         debug_assert!(false, "settle produced an illegal counter");
         return Decision::Stop { rationale: Rationale::NoRoomLeft };
@@ -430,6 +445,7 @@ mod state_tests {
         let s = state(1000, &[700]);
         let turn = s.turn().unwrap();
         let counter = |amount, is_final| Decision::Counter { amount, is_final };
+        let as_good = Decision::Accept { rationale: Rationale::AsGoodAsCounter };
         let cases = [
             (900, false, counter(900, false)),
             (900, true, counter(900, true)),
@@ -438,40 +454,46 @@ mod state_tests {
             (700, false, counter(800, false)),   // the floor is above the pending amount
         ];
         for (target, fin, want) in cases {
-            assert_eq!(settle(&s, turn, 800, target, fin), want, "target {target}");
+            assert_eq!(settle(&s, turn, Aim { limit: 800, target }, fin), want, "target {target}");
         }
         // Floor 650: a target at or below the pending 700 means the pending amount is good enough.
-        assert_eq!(settle(&s, turn, 650, 690, false), Decision::Accept { rationale: Rationale::AsGoodAsCounter });
-        assert_eq!(settle(&s, turn, 650, 700, false), Decision::Accept { rationale: Rationale::AsGoodAsCounter });
+        assert_eq!(settle(&s, turn, Aim { limit: 650, target: 690 }, false), as_good);
+        assert_eq!(settle(&s, turn, Aim { limit: 650, target: 700 }, false), as_good);
 
         // Buyer, ceiling 850: seller pending 900, own previous 700.
         let s = state(1000, &[700, 900]);
         let turn = s.turn().unwrap();
-        assert_eq!(settle(&s, turn, 850, 800, false), counter(800, false));
-        assert_eq!(settle(&s, turn, 850, 880, false), counter(850, false)); // the ceiling
-        assert_eq!(settle(&s, turn, 850, 650, false), counter(700, false)); // no retraction
+        assert_eq!(settle(&s, turn, Aim { limit: 850, target: 800 }, false), counter(800, false));
+        assert_eq!(settle(&s, turn, Aim { limit: 850, target: 880 }, false), counter(850, false)); // the ceiling
+        assert_eq!(settle(&s, turn, Aim { limit: 850, target: 650 }, false), counter(700, false)); // no retraction
         // Ceiling 1000: a target at or above the pending 900 accepts.
-        assert_eq!(settle(&s, turn, 1000, 950, false), Decision::Accept { rationale: Rationale::AsGoodAsCounter });
+        assert_eq!(settle(&s, turn, Aim { limit: 1000, target: 950 }, false), as_good);
 
         // A final pending bid cannot be countered: a deal within the limit beats none, so it is
         // accepted within the limit and rejected past it.
         let fin = NegotiationState { pending_final: true, ..s.clone() };
-        assert_eq!(settle(&fin, turn, 950, 800, false), Decision::Accept { rationale: Rationale::FinalWithinLimit });
-        assert_eq!(settle(&fin, turn, 850, 800, false), Decision::Reject { rationale: Rationale::FinalPastLimit });
+        assert_eq!(
+            settle(&fin, turn, Aim { limit: 950, target: 800 }, false),
+            Decision::Accept { rationale: Rationale::FinalWithinLimit }
+        );
+        assert_eq!(
+            settle(&fin, turn, Aim { limit: 850, target: 800 }, false),
+            Decision::Reject { rationale: Rationale::FinalPastLimit }
+        );
 
         // The bid reaching max_rounds is final whatever the strategy says.
         let last = NegotiationState { max_rounds: 3, ..s.clone() };
-        assert_eq!(settle(&last, turn, 850, 800, false), counter(800, true));
+        assert_eq!(settle(&last, turn, Aim { limit: 850, target: 800 }, false), counter(800, true));
 
         // Positions one unit apart leave the seller only its previous price.
         let s = state(1000, &[600, 701, 700]);
-        assert_eq!(
-            settle(&s, s.turn().unwrap(), 650, 690, false),
-            Decision::Accept { rationale: Rationale::AsGoodAsCounter }
-        );
-        assert_eq!(settle(&s, s.turn().unwrap(), 650, 701, false), counter(701, false));
+        assert_eq!(settle(&s, s.turn().unwrap(), Aim { limit: 650, target: 690 }, false), as_good);
+        assert_eq!(settle(&s, s.turn().unwrap(), Aim { limit: 650, target: 701 }, false), counter(701, false));
         // A buyer whose manual bid already passed its ceiling has no room and does not accept.
         let s = state(1000, &[900, 950]);
-        assert_eq!(settle(&s, s.turn().unwrap(), 850, 900, false), Decision::Stop { rationale: Rationale::NoRoomLeft });
+        assert_eq!(
+            settle(&s, s.turn().unwrap(), Aim { limit: 850, target: 900 }, false),
+            Decision::Stop { rationale: Rationale::NoRoomLeft }
+        );
     }
 }

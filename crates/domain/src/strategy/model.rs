@@ -45,6 +45,7 @@
 //! mover's limit and always lies in the legal range.
 
 use super::super::bid::Party;
+use super::super::issues::Prices;
 pub use super::buyer::BayesBuyer;
 use super::{NegotiationState, Proposal, Rationale, Turn, round_price};
 
@@ -293,7 +294,7 @@ pub fn best_price_averse(mover: Party, belief: &Belief, limit: f64, gamma: f64) 
 }
 
 /// The buyer's opening bid.
-pub fn opening(ask: i64, limit: i64) -> i64 {
+pub fn opening(Prices { limit, ask }: Prices) -> i64 {
     let amount = (ask as f64 * BAYES_OPENING).floor() as i64;
     amount.min(limit).min(ask).max(1)
 }
@@ -382,8 +383,8 @@ mod tests {
 
     #[test]
     fn the_buyer_opens_low_and_holds_early() {
-        assert_eq!(opening(10_000, 9_000), 3_500);
-        assert_eq!(opening(10_000, 2_000), 2_000);
+        assert_eq!(opening(Prices { limit: 9_000, ask: 10_000 }), 3_500);
+        assert_eq!(opening(Prices { limit: 2_000, ask: 10_000 }), 2_000);
         let policy = Policy::new(9_000, Strategy::Bayes { e: DEFAULT_BAYES_E });
         // Ask 10000, max_rounds 20 (the fixture); the seller came down to 9500 at round 2.
         // The buyer's last bid is round 19: at round 3 it has used 2/18 of its time, and

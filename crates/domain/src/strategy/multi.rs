@@ -110,7 +110,8 @@ impl MultiIssue {
             (_, Party::Seller) => Offer { amount: state.ask, values: pending.values.clone() },
             (_, Party::Buyer) => return MultiMove::only(Decision::Stop { rationale: Rationale::NothingToAnswer }),
         };
-        let (mut low, mut high) = bid::counter_range(state.mover, pending.amount, own_previous.amount);
+        let (mut low, mut high) =
+            bid::Positions { pending: pending.amount, own_previous: own_previous.amount }.counter_range(state.mover);
         match state.mover {
             Party::Seller => low = low.max(self.limit()),
             Party::Buyer => high = high.min(self.limit()),
@@ -168,7 +169,7 @@ impl MultiIssue {
                 points
             }
         };
-        let prices = issues::price_steps(low, high, GRID_PRICES);
+        let prices = issues::price_steps(low..=high, GRID_PRICES);
         let aspiration = self.aspiration(round, state.max_rounds).max(self.valuation.reservation);
         let model = OpponentModel::new(state);
         let mut best: Option<(f64, f64, Offer)> = None;
@@ -256,7 +257,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::issues::{Issue, IssueType, Utility};
+    use crate::issues::{Issue, IssueType, Prices, Utility};
 
     fn issues() -> Issues {
         serde_json::from_value(json!([
@@ -268,7 +269,11 @@ mod tests {
 
     fn negotiator(party: Party, weights: serde_json::Value, reservation: f64, limit: i64) -> MultiIssue {
         let utility: Utility = serde_json::from_value(json!({"weights": weights, "reservation": reservation})).unwrap();
-        MultiIssue { valuation: utility.valuation(party, &issues(), limit, 100_000), e: 1.0, fixed_terms: None }
+        MultiIssue {
+            valuation: utility.valuation(party, &issues(), Prices { limit, ask: 100_000 }),
+            e: 1.0,
+            fixed_terms: None,
+        }
     }
 
     #[test]
@@ -292,7 +297,10 @@ mod tests {
         };
         let made = seller.decide(&state);
         let Decision::Counter { amount, .. } = made.decision else { panic!("{made:?}") };
-        assert!(bid::check_counter(Party::Seller, amount, 62_000, 100_000).is_ok());
+        assert!(
+            bid::check_counter(Party::Seller, amount, bid::Positions { pending: 62_000, own_previous: 100_000 })
+                .is_ok()
+        );
         assert_eq!(made.values.unwrap()[0], 1, "the delivery the buyer wants costs the seller nothing");
     }
 
@@ -360,7 +368,7 @@ mod tests {
             }
             let party = if seller { Party::Seller } else { Party::Buyer };
             let utility = Utility { weights: weight_map, reservation, best_price: None };
-            let me = MultiIssue { valuation: utility.valuation(party, &issues, limit, ask), e, fixed_terms: None };
+            let me = MultiIssue { valuation: utility.valuation(party, &issues, Prices { limit, ask }), e, fixed_terms: None };
             // Any thread of the right length for the mover, amounts and issue values arbitrary.
             let mut amounts = amounts;
             if (amounts.len() % 2 == 1) != seller {
@@ -390,7 +398,8 @@ mod tests {
                     prop_assert!(issues.read_terms(Some(&issues.terms(&values))).is_ok());
                     if let Some(pending) = offers.last() {
                         let own = if offers.len() >= 2 { offers[offers.len() - 2].amount } else { ask };
-                        prop_assert!(bid::check_counter(party, amount, pending.amount, own).is_ok());
+                        let positions = bid::Positions { pending: pending.amount, own_previous: own };
+                        prop_assert!(bid::check_counter(party, amount, positions).is_ok());
                         let counter = Offer { amount, values };
                         prop_assert!(me.valuation.value(&counter) + 1e-9 >= reservation);
                     }

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::super::bid::Party;
-use super::super::issues::{Issues, Utility, Valuation};
+use super::super::issues::{Issues, Prices, Utility, Valuation};
 use super::super::listing::MAX_ROUNDS;
 use super::super::money::{AmountLimits, MIN_AMOUNT};
 use super::super::rejection::{Rejection, Validator};
@@ -11,7 +11,7 @@ use super::counter::{MAX_E, MAX_KINDNESS, MIN_KINDNESS};
 use super::learned;
 use super::model::{MAX_BAYES_E, MIN_BAYES_E};
 use super::multi::MultiIssue;
-use super::{Decision, NegotiationState, Negotiator, Proposal, Rationale, Strategy, at_or_better, settle};
+use super::{Aim, Decision, NegotiationState, Negotiator, Proposal, Rationale, Strategy, at_or_better, settle};
 
 pub const DEFAULT_MAX_AUTO_ROUNDS: i32 = 5;
 /// No thread can hold more counters than a listing's largest `max_rounds`.
@@ -86,12 +86,19 @@ impl Policy {
             | Strategy::Competitive { .. }
             | Strategy::Learned { .. } => 1.0,
         };
-        Some(MultiIssue { valuation: utility.valuation(role, issues, self.limit, ask), e, fixed_terms: None })
+        Some(MultiIssue {
+            valuation: utility.valuation(role, issues, Prices { limit: self.limit, ask }),
+            e,
+            fixed_terms: None,
+        })
     }
 
     /// The owner's valuation of offers on a listing with `issues`, if the policy declares one.
     pub fn valuation(&self, role: Party, issues: &Issues, ask: i64) -> Option<Valuation> {
-        self.utility.as_ref().filter(|_| !issues.is_empty()).map(|u| u.valuation(role, issues, self.limit, ask))
+        self.utility
+            .as_ref()
+            .filter(|_| !issues.is_empty())
+            .map(|u| u.valuation(role, issues, Prices { limit: self.limit, ask }))
     }
 
     /// Checks the policy for `role`, against the listing's `ask` when it applies to one listing
@@ -249,10 +256,12 @@ pub fn decide(policy: &Policy, state: &NegotiationState) -> Decision {
     }
     match policy.counter.propose(state, turn, policy.limit) {
         Proposal::Accept(rationale) if within_limit => Decision::Accept { rationale },
-        Proposal::Accept(_) => settle(state, turn, policy.limit, policy.limit, false),
+        Proposal::Accept(_) => settle(state, turn, Aim { limit: policy.limit, target: policy.limit }, false),
         Proposal::Reject(rationale) => Decision::Reject { rationale },
         Proposal::Stop(rationale) => Decision::Stop { rationale },
-        Proposal::Counter { amount, is_final } => settle(state, turn, policy.limit, amount, is_final),
+        Proposal::Counter { amount, is_final } => {
+            settle(state, turn, Aim { limit: policy.limit, target: amount }, is_final)
+        }
     }
 }
 

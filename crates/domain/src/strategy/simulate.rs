@@ -90,9 +90,11 @@ pub fn simulate(setting: &Setting, buyer: &dyn Negotiator, seller: &dyn Negotiat
             (Decision::Stop { rationale }, _) => Ending::Stopped { by: mover, rationale },
             (Decision::Counter { amount, is_final }, pending) => {
                 let checked = match (pending, state.own_previous()) {
-                    (None, _) => bid::check_opening(amount, setting.ask),
+                    (None, _) => bid::check_opening(amount, bid::Ask(setting.ask)),
                     (Some(_), _) if state.pending_final => Err(Rejection::FinalOffer),
-                    (Some(pending), Some(previous)) => bid::check_counter(mover, amount, pending, previous),
+                    (Some(pending), Some(previous)) => {
+                        bid::check_counter(mover, amount, bid::Positions { pending, own_previous: previous })
+                    }
                     (Some(_), None) => Err(Rejection::NotYourTurn { turn: mover.other() }),
                 };
                 match checked {

@@ -141,7 +141,7 @@ fn extreme_parameters_do_not_overflow() {
                     };
                     if let Decision::Counter { amount, .. } = decide(&policy, &state) {
                         let turn = state.turn().unwrap();
-                        assert!(bid::check_counter(mover, amount, turn.pending, turn.own_previous).is_ok());
+                        assert!(bid::check_counter(mover, amount, turn.positions()).is_ok());
                         assert!(at_or_better(mover, amount, limit));
                     }
                     let budget = SimpleThreshold { target: limit, max: limit, step: i64::MAX, max_rounds: i32::MAX };
@@ -199,7 +199,7 @@ fn decide_keeps_the_rules_on_any_thread() {
                 let turn = state.turn().expect("a counter needs a coherent turn");
                 prop_assert!(!pending_final, "countered a final bid");
                 prop_assert!(!require_approval && auto_moves < max_auto_rounds as u32);
-                prop_assert!(bid::check_counter(mover, amount, turn.pending, turn.own_previous).is_ok(),
+                prop_assert!(bid::check_counter(mover, amount, turn.positions()).is_ok(),
                     "illegal counter {} to {} from {}", amount, turn.pending, turn.own_previous);
                 prop_assert!(within_limit(mover, amount, limit), "counter {} crosses limit {}", amount, limit);
                 // Only the tier engine marks a counter final before the listing's last round.

@@ -6,6 +6,7 @@ use sqlx::{FromRow, PgConnection, PgExecutor};
 use uuid::Uuid;
 
 use haggle_domain::Currency;
+use haggle_domain::money::Amount;
 
 /// A quote as stored.
 #[derive(Debug, Clone, PartialEq, Eq, FromRow)]
@@ -79,14 +80,14 @@ pub async fn agreed_order(
     executor: impl PgExecutor<'_>,
     buyer_id: Uuid,
     listing_id: Uuid,
-    amount: i64,
+    amount: Amount,
 ) -> Result<Option<Uuid>, sqlx::Error> {
     sqlx::query_scalar(
         "SELECT id FROM orders WHERE listing_id = $1 AND buyer_id = $2 AND amount = $3 ORDER BY id DESC LIMIT 1",
     )
     .bind(listing_id)
     .bind(buyer_id)
-    .bind(amount)
+    .bind(amount.minor_units())
     .fetch_optional(executor)
     .await
 }

@@ -10,6 +10,7 @@ use uuid::Uuid;
 use super::Listing;
 use haggle_api as api;
 use haggle_domain::bid;
+use haggle_domain::money::Amount;
 use haggle_domain::{BidStatus, Currency, Party, Reason, ThreadStatus};
 
 /// A thread as stored. Read back through `row_to_json`, so that its text columns come back as
@@ -124,10 +125,12 @@ pub struct BidDeadline {
     pub db_now: DateTime<Utc>,
 }
 
+/// A bid to be made: its amount as validated, in its currency, until it becomes the row the
+/// move's statement binds.
 pub struct NewBid<'a> {
     pub id: Uuid,
     pub author_id: Uuid,
-    pub amount: i64,
+    pub amount: Amount,
     pub currency: Currency,
     pub message: Option<&'a str>,
     pub terms: Option<&'a serde_json::Value>,
@@ -148,7 +151,7 @@ impl NewBid<'_> {
             thread_id,
             author: Party::author_of_round(round),
             author_id: self.author_id,
-            amount: self.amount,
+            amount: self.amount.minor_units(),
             currency: self.currency,
             message: self.message.map(str::to_owned),
             terms: self.terms.cloned(),

@@ -16,8 +16,8 @@ use crate::db::rows::{BidContext, NewBid};
 use crate::db::{self, Bid, Listing, Order, Thread};
 use crate::events::{EventType, NewEvent, Outbox, Written};
 use crate::metrics::{self, MoveOutcome};
-use haggle_domain::bid::{self, Action, Actor, Proposal, Transition};
-use haggle_domain::money::RawAmount;
+use haggle_domain::bid::{self, Action, Actor, Offered, Positions, Proposal, Transition};
+use haggle_domain::money::Amount;
 use haggle_domain::rejection::Validator;
 use haggle_domain::{BidStatus, ListingStatus, Party, Reason, Rejection, ThreadStatus};
 
@@ -58,13 +58,13 @@ pub struct Answered {
 /// Checks the parts of a new bid that do not depend on the negotiation's state.
 fn check_bid_fields(
     v: &mut Validator,
-    amount: RawAmount,
+    amount: Offered,
     message: Option<&str>,
     terms: Option<&serde_json::Value>,
     expires_in: Option<i64>,
     rules: Rules,
-) -> Option<i64> {
-    let amount = v.check("amount", amount.validate(rules.amounts)).map(|a| a.minor_units());
+) -> Option<Amount> {
+    let amount = v.check("amount", amount.validate(rules.amounts));
     v.check("message", bid::check_message(message));
     v.check("terms", bid::check_terms(terms));
     if expires_in.is_some() {
@@ -149,7 +149,7 @@ async fn open(
     now: DateTime<Utc>,
     mine: BuyerThreads,
     input: &Proposal,
-    amount: i64,
+    amount: Amount,
 ) -> Result<(Bid, Thread)> {
     check_negotiable(listing, caller)?;
     if let (Some(thread_id), Some(deadline), Some(pending)) =
@@ -168,7 +168,7 @@ async fn open(
     if mine.thread_count >= i64::from(listing.max_threads_per_buyer) {
         return Err(Rejection::OfferLimitReached { limit: listing.max_threads_per_buyer }.into());
     }
-    bid::check_opening(amount, listing.ask_amount)?;
+    bid::check_opening(amount.minor_units(), bid::Ask(listing.ask_amount))?;
     listing.issues().read_terms(input.own_terms())?;
     let expires_in =
         bid::expires_in(input.expires_in, listing.bid_ttl_seconds).map_err(|m| Rejection::invalid("expires_in", m))?;
@@ -389,9 +389,9 @@ pub async fn counter_locked(
     counter_on(conn, events, Access::Locked, caller, context, checked, rules).await
 }
 
-/// A counter whose fields have been checked, with its amount in minor units.
+/// A counter whose fields have been checked, with its amount validated.
 struct Checked<'a> {
-    amount: i64,
+    amount: Amount,
     input: &'a Proposal,
 }
 
@@ -427,7 +427,7 @@ async fn counter_on(
     // The responder's own previous position: the bid this one answered, or the ask for the
     // seller's first counter.
     let own_previous = context.parent_amount.unwrap_or(context.listing.ask_amount);
-    bid::check_counter(party, amount, context.bid.amount, own_previous)?;
+    bid::check_counter(party, amount.minor_units(), Positions { pending: context.bid.amount, own_previous })?;
     let round = context.bid.round + 1;
     let expires_in = bid::expires_in(input.expires_in, context.listing.bid_ttl_seconds)
         .map_err(|m| Rejection::invalid("expires_in", m))?;

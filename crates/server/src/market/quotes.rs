@@ -11,13 +11,13 @@ use crate::db::agents::Caller;
 use crate::db::quotes::Quote;
 use crate::db::{self, Listing, Order};
 use crate::events::Outbox;
+use haggle_domain::money::Amount;
 use haggle_domain::{Currency, Rejection};
 
 /// How long a quote can be booked.
 pub const QUOTE_TTL: chrono::Duration = chrono::Duration::hours(24);
 
-/// What a buyer asks a quote for. The HTTP layer has read the fields; the amounts are in minor
-/// units.
+/// What a buyer asks a quote for. The HTTP layer has read the fields and validated the amount.
 #[derive(Debug, Clone)]
 pub struct QuoteRequest {
     pub listing_id: Uuid,
@@ -27,7 +27,7 @@ pub struct QuoteRequest {
     pub flight_end: Option<NaiveDate>,
     /// The price the buyer has in mind, with its currency: an agreed order's price is quoted
     /// as that order.
-    pub target: Option<(i64, Currency)>,
+    pub target: Option<(Amount, Currency)>,
 }
 
 /// A quote with the listing it is for.
@@ -55,7 +55,7 @@ pub async fn quote(conn: &mut PgConnection, caller: Caller, request: QuoteReques
         }
         Some((amount, _)) => db::quotes::agreed_order(&mut *conn, caller.id, listing.id, amount)
             .await?
-            .map(|order_id| (order_id, amount)),
+            .map(|order_id| (order_id, amount.minor_units())),
         None => None,
     };
     let (order_id, amount) = match agreed {

@@ -153,7 +153,7 @@ impl QuoteBody {
             errors.push(FieldError::new("flight_end", "must not be before flight_start"));
         }
         let target = self.target_cpm.as_ref().and_then(|target| {
-            let amount = check(&mut errors, "target_cpm.amount_micros", target.minor_units(limits));
+            let amount = check(&mut errors, "target_cpm.amount_micros", target.amount(limits));
             let currency = check(&mut errors, "target_cpm.currency", target.currency());
             amount.zip(currency)
         });

@@ -24,7 +24,7 @@ use serde_json::Number;
 use super::Endpoint;
 use super::error::{ApiError, Code};
 use super::extract::{IdempotencyKey, MAX_IDEMPOTENCY_KEY_LEN};
-use haggle_domain::money::{self, AmountLimits, RawAmount};
+use haggle_domain::money::{self, Amount, AmountLimits, RawAmount};
 use haggle_domain::{Currency, FieldError};
 
 mod deals;
@@ -53,10 +53,10 @@ struct MoneyInput {
 }
 
 impl MoneyInput {
-    /// The amount in minor units, or the field's error: a whole number of micros that is a
-    /// whole number of minor units, within the bounds.
-    fn minor_units(&self, limits: AmountLimits) -> Result<i64, String> {
-        money::minor_units_from_micros(raw(&self.amount_micros), limits)
+    /// The amount, or the field's error: a whole number of micros that is a whole number of
+    /// minor units, within the bounds.
+    fn amount(&self, limits: AmountLimits) -> Result<Amount, String> {
+        money::amount_from_micros(raw(&self.amount_micros), limits)
     }
 
     /// The currency, as IAB clients write it: an ISO 4217 code in capitals.

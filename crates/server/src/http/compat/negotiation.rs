@@ -35,7 +35,7 @@ use crate::http::{AppState, Reply, Write};
 use crate::market::negotiation::{self, Answer};
 use crate::market::{self, Access};
 use haggle_domain::bid::Proposal;
-use haggle_domain::money;
+use haggle_domain::money::{self, Amount};
 use haggle_domain::strategy::Policy;
 use haggle_domain::{FieldError, Party, Rejection, bid};
 
@@ -94,7 +94,7 @@ enum MessageAction {
 #[derive(Debug, Clone)]
 enum Play {
     Counter {
-        amount: i64,
+        amount: Amount,
         is_final: bool,
         message: Option<String>,
     },
@@ -176,11 +176,11 @@ async fn play(
         let last_word = before.action == Some(view::IabMove::FinalOffer);
         match (play, before.standing) {
             // A price that meets the seller's is an acceptance of it.
-            (Play::Counter { amount, .. }, Some(standing)) if amount >= standing => {
+            (Play::Counter { amount, .. }, Some(standing)) if amount.minor_units() >= standing => {
                 negotiation::answer(conn, events, Access::Locked, caller, pending, Answer::Accept).await.map(drop)?;
             }
             (Play::Counter { amount, .. }, Some(_)) if last_word => {
-                return Ok(Played::Unchanged(before.restating(amount)));
+                return Ok(Played::Unchanged(before.restating(amount.minor_units())));
             }
             (Play::Counter { amount, is_final, message }, _) => {
                 let offer = Proposal { message, ..Proposal::of(amount).finally(is_final) };
@@ -332,7 +332,7 @@ pub async fn open_proposal(
     let limits = state.settings.rules.amounts;
     let mut errors = Vec::new();
     let listing_id = check(&mut errors, "product_id", uuid(&body.value.product_id, "a product id"));
-    let amount = check(&mut errors, "price", money::minor_units_from_price(raw(&body.value.price), limits));
+    let amount = check(&mut errors, "price", money::amount_from_price(raw(&body.value.price), limits));
     let (Some(listing_id), Some(amount)) = (listing_id, amount) else {
         return Err(invalid(&errors).into_response());
     };
@@ -369,7 +369,7 @@ pub async fn counter_proposal(
     let play = match request.action.unwrap_or(LegacyAction::Counter) {
         LegacyAction::Counter => {
             let mut price = |field: &str, number: &Option<Number>| {
-                let converted = number.as_ref().map(|number| money::minor_units_from_price(raw(number), limits));
+                let converted = number.as_ref().map(|number| money::amount_from_price(raw(number), limits));
                 check(&mut errors, field, converted.transpose())
             };
             let amount = match (price("price", &request.price), price("buyer_price", &request.buyer_price)) {
@@ -433,12 +433,11 @@ pub async fn negotiation_message(
     };
 
     let is_final = message.action == MessageAction::FinalOffer;
-    if let Some(price) = &message.buyer_price {
-        check(&mut errors, "buyer_price.amount_micros", price.minor_units(limits));
-    }
+    let buyer_price =
+        message.buyer_price.as_ref().map(|price| check(&mut errors, "buyer_price.amount_micros", price.amount(limits)));
     let play = match message.action {
-        MessageAction::Counter | MessageAction::FinalOffer => match &message.buyer_price {
-            Some(price) => price.minor_units(limits).ok().map(|amount| Play::Counter {
+        MessageAction::Counter | MessageAction::FinalOffer => match buyer_price {
+            Some(amount) => amount.map(|amount| Play::Counter {
                 amount,
                 is_final,
                 message: message.rationale.clone().filter(|rationale| !rationale.is_empty()),
