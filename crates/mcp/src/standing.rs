@@ -1,6 +1,6 @@
 //! Where a negotiation stands for one of its parties: whose move it is, which moves the bid
 //! state machine allows them now, and the amounts a counter may have. Decided by the domain's
-//! rules (`bid::apply`, `bid::counter_range`), never restated here.
+//! rules (`bid::apply`, `bid::Positions::counter_range`), never restated here.
 
 use chrono::Utc;
 use haggle_client::{Bid, ClientError, Listing, ThreadWithBids};
@@ -99,7 +99,8 @@ pub(crate) fn standing(thread: &ThreadWithBids, you: Party, listing: Option<&Lis
             if bid::apply(&state, action, Actor::Party(you), now).is_ok() {
                 if action == Action::Counter {
                     let Some(previous) = own_previous(&thread.bids, you, listing) else { continue };
-                    let (min, max) = bid::counter_range(you, pending.amount, previous);
+                    let (min, max) =
+                        bid::Positions { pending: pending.amount, own_previous: previous }.counter_range(you);
                     if min > max {
                         continue;
                     }
