@@ -80,10 +80,17 @@ impl AppState {
     /// presented too many lately. Only wrong credentials are counted or refused here: a valid
     /// one is let in before this is reached, however many wrong ones came from its address.
     pub fn refuse_credential(&self, address: Option<IpAddr>, credential: &str, refusal: ApiError) -> ApiError {
-        let prefix = ratelimit::CredentialPrefix::of(credential);
-        let by_prefix = self.auth_failures.check(ratelimit::Requester::FailedPrefix(prefix)).err();
         let by_address = address.and_then(|ip| self.auth_failures.check(ratelimit::Requester::FailedAuth(ip)).err());
-        match by_prefix.max(by_address) {
+        // An address already refused opens no bucket for its prefixes: one guesser's stream of
+        // prefixes holds at most its allowance's worth of them.
+        let by_prefix = match by_address {
+            Some(_) => None,
+            None => {
+                let prefix = ratelimit::CredentialPrefix::of(credential);
+                self.auth_failures.check(ratelimit::Requester::FailedPrefix(prefix)).err()
+            }
+        };
+        match by_address.or(by_prefix) {
             Some(wait) => {
                 metrics::rate_limited("failed_auth");
                 ApiError::rate_limited(wait)
