@@ -205,29 +205,83 @@ async fn an_agent_holds_at_most_twenty_live_keys_listed_a_page_at_a_time() {
     app.get("/v1/agents/me/keys?limit=0", &agent.key).await.expect_problem(422, "validation_failed");
 }
 
-#[tokio::test]
-async fn wrong_credentials_from_one_address_are_throttled() {
-    let app = TestApp::spawn().await;
-    let agent = app.register("honest").await;
-    // Wrong API keys: answered 401 until the address has used up its allowance, then 429 with
-    // Retry-After, whatever key comes next, the right one included.
+/// `n` wrong API keys from the client `forwarded_for` names (none: the peer), beginning with
+/// `prefix`; the statuses they were answered with.
+async fn guess(app: &TestApp, prefix: &str, n: usize, forwarded_for: Option<&str>) -> Vec<u16> {
     let mut statuses = Vec::new();
-    for n in 0..25 {
-        let resp = app.get("/v1/agents/me", &format!("hk_wrong_{n:040}")).await;
-        statuses.push(resp.status);
+    for i in 0..n {
+        let headers: Vec<(&str, &str)> = forwarded_for.map(|ip| ("x-forwarded-for", ip)).into_iter().collect();
+        let key = format!("{prefix}{i:040}");
+        let resp = app.send(Method::GET, "/v1/agents/me", Some(&key), Body::None, &headers).await;
         if resp.status == 429 {
             assert_eq!(resp.code(), "rate_limited");
             assert!(resp.header("retry-after").is_some());
         }
+        statuses.push(resp.status);
     }
-    assert_eq!(statuses.iter().filter(|s| **s == 401).count(), 20, "{statuses:?}");
-    assert_eq!(statuses.iter().filter(|s| **s == 429).count(), 5, "{statuses:?}");
-    app.get("/v1/agents/me", &agent.key).await.expect_problem(429, "rate_limited");
-    // Wrong operator tokens count alike.
+    statuses
+}
+
+fn count(statuses: &[u16], status: u16) -> usize {
+    statuses.iter().filter(|s| **s == status).count()
+}
+
+#[tokio::test]
+async fn wrong_credentials_are_throttled_but_never_a_valid_one() {
+    let app = TestApp::spawn().await;
+    let agent = app.register("honest").await;
+    let other = app.register("bystander").await;
+    // Wrong API keys: answered 401 until the address has used up its allowance, then 429 with
+    // Retry-After.
+    let statuses = guess(&app, "hk_wrong_", 25, None).await;
+    assert_eq!((count(&statuses, 401), count(&statuses, 429)), (20, 5), "{statuses:?}");
+    // The right keys, from the same address, are let in: the agent's own (in the key cache)
+    // and another agent's never used here before.
+    app.get("/v1/agents/me", &agent.key).await.expect(200);
+    app.get("/v1/agents/me", &other.key).await.expect(200);
+    // So is the operator token, on the API and in the console's sign-in; wrong ones count
+    // alike and are refused.
     app.patch(format!("/v1/admin/agents/{}", agent.id), "not-the-operator-token", json!({ "tier": "SEAT" }))
         .await
         .expect_problem(429, "rate_limited");
-    // The allowance refills: a second later the right key works again.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    app.get("/v1/admin/agents", ADMIN_TOKEN).await.expect(200);
     app.get("/v1/agents/me", &agent.key).await.expect(200);
+}
+
+#[tokio::test]
+async fn wrong_guesses_at_one_key_are_counted_together_from_every_address() {
+    let app = TestApp::spawn_with(|config| config.settings.trusted_proxies = "127.0.0.1".parse().unwrap()).await;
+    // One guess at the same key (the same prefix) from each of 25 addresses: the prefix's
+    // allowance runs out as one address's would.
+    let mut statuses = Vec::new();
+    for n in 1..=25 {
+        statuses.extend(guess(&app, "hk_samepre", 1, Some(&format!("203.0.113.{n}"))).await);
+    }
+    assert_eq!((count(&statuses, 401), count(&statuses, 429)), (20, 5), "{statuses:?}");
+    // A guess beginning otherwise, from a fresh address, is only wrong.
+    assert_eq!(guess(&app, "hk_another", 1, Some("203.0.113.99")).await, [401]);
+}
+
+#[tokio::test]
+async fn a_forwarded_address_counts_only_from_a_trusted_proxy() {
+    // No proxy trusted: a forged X-Forwarded-For changes nothing, every guess counts against
+    // the peer's address (each with a prefix of its own).
+    let app = TestApp::spawn().await;
+    let mut statuses = Vec::new();
+    for n in 0..25 {
+        statuses.extend(guess(&app, &format!("hk_{n:08}"), 1, Some(&format!("198.51.100.{n}"))).await);
+    }
+    assert_eq!((count(&statuses, 401), count(&statuses, 429)), (20, 5), "{statuses:?}");
+
+    // A trusted peer: its X-Forwarded-For is the client, so one client's guesses leave
+    // another's allowance whole. A proxy trusted elsewhere (10.0.0.0/8) makes the peer's
+    // header count for nothing again.
+    for (trusted, separate) in [("127.0.0.1, 10.0.0.0/8", true), ("10.0.0.0/8", false)] {
+        let app = TestApp::spawn_with(|config| config.settings.trusted_proxies = trusted.parse().unwrap()).await;
+        for n in 0..25 {
+            guess(&app, &format!("hk_{n:08}"), 1, Some("203.0.113.7")).await;
+        }
+        let other = guess(&app, "hk_elsewhere", 1, Some("203.0.113.8")).await;
+        assert_eq!(other, [if separate { 401 } else { 429 }], "trusting {trusted}");
+    }
 }

@@ -269,6 +269,62 @@ async fn signing_out_or_expiry_ends_the_session_everywhere() {
 }
 
 #[tokio::test]
+async fn wrong_sign_ins_never_keep_the_operator_out() {
+    let app = TestApp::spawn().await;
+    let agent = app.register("bystander").await;
+    let mut statuses = Vec::new();
+    for n in 0..25 {
+        statuses.push(sign_in_with(&app, &format!("guess-{n:04}")).await.status().as_u16());
+    }
+    assert_eq!(statuses.iter().filter(|s| **s == 401).count(), 20, "{statuses:?}");
+    assert_eq!(statuses.iter().filter(|s| **s == 429).count(), 5, "{statuses:?}");
+    // The right token signs in, from the same address; the API takes it, and agents' keys.
+    assert_eq!(sign_in_with(&app, ADMIN_TOKEN).await.status(), 303);
+    app.get("/v1/admin/stats?hours=1", ADMIN_TOKEN).await.expect(200);
+    app.get("/v1/agents/me", &agent.key).await.expect(200);
+}
+
+/// The operator's event stream opened with a session's cookie.
+async fn market_stream(app: &TestApp, cookie: &str) -> reqwest::Response {
+    let response =
+        browser().get(format!("{}/v1/admin/events/stream", app.base)).header("cookie", cookie).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    response
+}
+
+/// The stream's next chunk (an event or a heartbeat), or `None` once it has ended.
+async fn next_chunk(stream: &mut reqwest::Response) -> Option<bytes::Bytes> {
+    tokio::time::timeout(std::time::Duration::from_secs(10), stream.chunk())
+        .await
+        .expect("a heartbeat comes every second while the stream is open")
+        .unwrap()
+}
+
+#[tokio::test]
+async fn signing_out_ends_the_operator_event_stream_opened_with_the_session() {
+    let app =
+        TestApp::spawn_with(|config| config.settings.stream_recheck = std::time::Duration::from_millis(200)).await;
+    let (ended, kept) = (signed_in(&app).await, signed_in(&app).await);
+    let mut ending = market_stream(&app, &ended).await;
+    let mut staying = market_stream(&app, &kept).await;
+    assert!(next_chunk(&mut ending).await.is_some(), "the stream is open");
+    let out = browser()
+        .post(format!("{}/console/sign-out", app.base))
+        .header("cookie", &ended)
+        .header("origin", &app.base)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.status(), 303);
+    let signed_out = std::time::Instant::now();
+    while next_chunk(&mut ending).await.is_some() {
+        assert!(signed_out.elapsed() < std::time::Duration::from_secs(5), "the stream outlived its session");
+    }
+    // The other session's stream goes on.
+    assert!(next_chunk(&mut staying).await.is_some(), "a heartbeat on the open session's stream");
+}
+
+#[tokio::test]
 async fn the_pages_and_assets_are_served_with_their_types_caching_and_policy() {
     let app = TestApp::spawn().await;
     // Without a session, every page sends the visitor to the sign-in form.

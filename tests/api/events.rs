@@ -612,6 +612,71 @@ async fn revoking_a_key_ends_the_streams_opened_with_it() {
     assert!(kept.frame(Duration::from_secs(3)).await.is_some(), "a heartbeat on the live key's stream");
 }
 
+/// An app whose long-lived requests check their credentials every 200 ms.
+async fn rechecking_often() -> TestApp {
+    TestApp::spawn_with(|config| config.settings.stream_recheck = Duration::from_millis(200)).await
+}
+
+/// A second key for the agent, and its id.
+async fn second_key(app: &TestApp, agent: &Agent) -> (Agent, String) {
+    let added = app.post_empty("/v1/agents/me/keys", &agent.key).await.expect(201);
+    let key = Agent { id: agent.id.clone(), key: added.body["api_key"].as_str().unwrap().to_owned() };
+    (key, added.body["key"]["id"].as_str().unwrap().to_owned())
+}
+
+/// Starts a waiting GET as the agent; it gives its status and problem code when it ends.
+fn wait_in_background(app: &TestApp, agent: &Agent, path: String) -> tokio::task::JoinHandle<(u16, Value)> {
+    let (client, url, key) = (app.client.clone(), format!("{}{path}", app.base), agent.key.clone());
+    tokio::spawn(async move {
+        let response = client.get(url).bearer_auth(key).send().await.unwrap();
+        (response.status().as_u16(), response.json::<Value>().await.unwrap()["code"].clone())
+    })
+}
+
+/// The waiting request's answer, which must come well before its own wait (60 s) is up.
+async fn ended(waiting: tokio::task::JoinHandle<(u16, Value)>) -> (u16, String) {
+    let (status, code) = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the wait outlived its credential")
+        .unwrap();
+    (status, code.as_str().unwrap_or_default().to_owned())
+}
+
+#[tokio::test]
+async fn revoking_a_key_ends_the_long_polls_and_bid_waits_opened_with_it() {
+    let app = rechecking_often().await;
+    let deal = Deal::new(&app, json!({})).await;
+    let bid = app.place(&deal.buyer, &deal.listing, 90000).await;
+    let (second, second_id) = second_key(&app, &deal.buyer).await;
+    let seen = app.get("/v1/events?limit=200", &deal.buyer.key).await.expect(200).body["next_cursor"].clone();
+    let poll = wait_in_background(&app, &second, format!("/v1/events?wait=60&after={}", seen.as_str().unwrap()));
+    let bid_wait = wait_in_background(&app, &second, format!("/v1/bids/{bid}?wait=60"));
+    let kept = wait_in_background(&app, &deal.buyer, format!("/v1/events?wait=60&after={}", seen.as_str().unwrap()));
+    app.until_waiting(3).await;
+    app.delete(format!("/v1/agents/me/keys/{second_id}"), &deal.buyer.key).await.expect(200);
+    assert_eq!(ended(poll).await, (401, "unauthenticated".to_owned()));
+    assert_eq!(ended(bid_wait).await, (401, "unauthenticated".to_owned()));
+    // The agent's other key waited on, and hears of the seller's counter.
+    app.counter(&deal.seller, &bid, 95000).await;
+    assert_eq!(ended(kept).await, (200, String::new()));
+}
+
+#[tokio::test]
+async fn suspending_an_agent_ends_its_long_polls_and_streams() {
+    let app = rechecking_often().await;
+    let agent = app.register("suspended-waiter").await;
+    let mut stream = SseClient::connect(&app, &agent, "", None).await;
+    let poll = wait_in_background(&app, &agent, "/v1/events?wait=60".to_owned());
+    app.until_waiting(2).await;
+    let path = format!("/v1/admin/agents/{}/suspend", agent.id);
+    app.post(&path, crate::support::ADMIN_TOKEN, json!({ "reason": "abuse" })).await.expect(200);
+    assert_eq!(ended(poll).await, (403, "agent_suspended".to_owned()));
+    let suspended = Instant::now();
+    while stream.frame(Duration::from_secs(10)).await.is_some() {
+        assert!(suspended.elapsed() < Duration::from_secs(5), "the stream outlived its agent's suspension");
+    }
+}
+
 #[tokio::test]
 async fn events_past_their_retention_are_purged_with_their_inboxes() {
     let app = TestApp::spawn().await;

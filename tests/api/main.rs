@@ -5,6 +5,7 @@ mod admin;
 mod agents;
 mod architecture;
 mod auto;
+mod balanced;
 mod cli;
 mod client;
 mod compat;

@@ -124,6 +124,8 @@ pub fn test_config() -> AppConfig {
             request_timeout: Duration::from_secs(30),
             rate_limit: 0,
             heartbeat: Duration::from_secs(1),
+            stream_recheck: Duration::from_secs(10),
+            trusted_proxies: Default::default(),
             key_cache_ttl: Duration::from_secs(5),
             move_workers: 1,
             live_cache: 20_000,

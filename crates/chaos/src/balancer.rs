@@ -249,6 +249,7 @@ mod tests {
             "option redispatch",
             "retries 3",
             "errorfiles haggle-problems",
+            "option forwardfor",
         ] {
             assert!(TEMPLATE.lines().any(|l| l.trim().starts_with(line)), "the example configuration has `{line}`");
         }

@@ -11,7 +11,7 @@
 //! races, the orders, every agent's events and every webhook delivery. The report gives the
 //! figures and every violation, and the command fails if there is one.
 
-mod balancer;
+pub mod balancer;
 mod cluster;
 mod faults;
 mod http;
@@ -251,6 +251,8 @@ async fn run_in(
         ("DATABASE_URL".to_owned(), cluster.url("haggle")),
         ("HAGGLE_ADMIN_TOKEN".to_owned(), admin_token.clone()),
         ("HAGGLE_WEBHOOK_ALLOW_PRIVATE".to_owned(), "true".to_owned()),
+        // HAProxy, whose X-Forwarded-For names each client, as an operator would configure it.
+        ("HAGGLE_TRUSTED_PROXIES".to_owned(), "127.0.0.1".to_owned()),
         ("HAGGLE_RATE_LIMIT".to_owned(), "0".to_owned()),
         ("HAGGLE_WEBHOOK_TIMEOUT".to_owned(), "5s".to_owned()),
         ("HAGGLE_STREAM_HEARTBEAT".to_owned(), "5s".to_owned()),
@@ -537,7 +539,7 @@ async fn report_progress(ledger: Arc<Ledger>, api: Api, receiver: Receiver, race
 }
 
 /// `count` distinct free ports on 127.0.0.1.
-fn free_ports(count: usize) -> anyhow::Result<Vec<u16>> {
+pub fn free_ports(count: usize) -> anyhow::Result<Vec<u16>> {
     let listeners: Vec<TcpListener> =
         (0..count).map(|_| TcpListener::bind("127.0.0.1:0")).collect::<Result<_, _>>().context("finding free ports")?;
     listeners.iter().map(|listener| Ok(listener.local_addr()?.port())).collect()

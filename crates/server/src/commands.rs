@@ -129,6 +129,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 request_timeout: args.request_timeout,
                 rate_limit: args.rate_limit,
                 heartbeat: args.stream_heartbeat,
+                stream_recheck: args.stream_recheck,
+                trusted_proxies: args.trusted_proxies.clone(),
                 key_cache_ttl: args.key_cache_ttl,
                 move_workers: usize::from(args.move_workers),
                 live_cache: args.live_cache as usize,

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{ArgAction, Args, Subcommand, ValueEnum};
 
+use crate::http::address::TrustedProxies;
 use haggle_domain::Tier;
 use haggle_domain::money::DEFAULT_MAX_AMOUNT;
 
@@ -96,6 +97,16 @@ pub struct ServeArgs {
     /// How often an idle event stream (`/v1/events/stream`) sends a heartbeat.
     #[arg(long, env = "HAGGLE_STREAM_HEARTBEAT", default_value = "15s", value_parser = parse_positive_duration)]
     pub stream_heartbeat: Duration,
+    /// How often a long-lived request (an event stream, a long poll, a bid wait) checks that its
+    /// credential still stands: a revoked key, a suspended agent or a console session signed
+    /// out ends it within this time.
+    #[arg(long, env = "HAGGLE_STREAM_RECHECK", default_value = "10s", value_parser = parse_positive_duration)]
+    pub stream_recheck: Duration,
+    /// Proxies (addresses or CIDR networks, comma-separated) whose `X-Forwarded-For` names the
+    /// client, for the limits counted per client address; from any other peer the header is
+    /// ignored. None by default: behind a load balancer, list its addresses.
+    #[arg(long, env = "HAGGLE_TRUSTED_PROXIES", default_value = "", value_parser = parse_trusted_proxies)]
+    pub trusted_proxies: TrustedProxies,
     /// How long an API key's agent is remembered between requests. A revoked key or a changed
     /// tier takes effect at once on every instance that hears of it (they announce it to each
     /// other); this bounds how long one that missed the announcement keeps the old answer.
@@ -223,6 +234,8 @@ impl fmt::Debug for ServeArgs {
             .field("body_limit", &self.body_limit)
             .field("rate_limit", &self.rate_limit)
             .field("stream_heartbeat", &self.stream_heartbeat)
+            .field("stream_recheck", &self.stream_recheck)
+            .field("trusted_proxies", &self.trusted_proxies)
             .field("key_cache_ttl", &self.key_cache_ttl)
             .field("move_workers", &self.move_workers)
             .field("live_cache", &self.live_cache)
@@ -255,6 +268,12 @@ impl ServeArgs {
     pub fn admin_token(&self) -> Option<String> {
         self.admin_token.clone().filter(|token| !token.trim().is_empty())
     }
+}
+
+/// Parses a comma-separated list of addresses and networks (a distinct function, so that clap
+/// takes the list as one value).
+fn parse_trusted_proxies(value: &str) -> Result<TrustedProxies, String> {
+    value.parse()
 }
 
 /// Parses `on` or `off` (also `true`/`false`, `1`/`0`).

@@ -9,7 +9,7 @@ use subtle::ConstantTimeEq;
 
 pub const API_KEY_PREFIX: &str = "hk_";
 /// How much of a key is kept in clear to let its owner tell keys apart.
-const SHOWN_PREFIX_CHARS: usize = API_KEY_PREFIX.len() + 8;
+pub const SHOWN_PREFIX_CHARS: usize = API_KEY_PREFIX.len() + 8;
 
 /// A freshly issued API key. The plaintext is shown once and never stored.
 pub struct IssuedKey {

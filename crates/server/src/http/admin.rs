@@ -18,6 +18,7 @@ use uuid::Uuid;
 
 use super::error::{ApiError, Code};
 use super::extract::{Id, IdempotencyKey, JsonBody, Operator, Params, parse_json};
+use super::recheck::Recheck;
 use super::{AppState, Endpoint, Page, Reply, Write, invalid_param, page_size};
 use crate::db;
 use crate::db::admin::{AgentFilter, OrderFilter, ThreadFilter};
@@ -318,6 +319,8 @@ const STREAM_BATCH: i64 = 100;
 
 struct MarketStream {
     pool: PgPool,
+    /// The operator's credential: signing its console session out ends the stream.
+    recheck: Recheck,
     cursor: i64,
     ready: VecDeque<Event>,
     subscription: Subscription,
@@ -328,6 +331,13 @@ impl MarketStream {
     /// The next event of the market, waiting for it if need be; `None` ends the stream.
     async fn next(&mut self) -> Option<Event> {
         loop {
+            if let Err(error) = self.recheck.still_stands().await {
+                tracing::info!(
+                    code = error.code.as_str(),
+                    "the market event stream's credential no longer stands; closing it"
+                );
+                return None;
+            }
             if let Some(event) = self.ready.pop_front() {
                 self.cursor = event.id;
                 return Some(event);
@@ -345,8 +355,8 @@ impl MarketStream {
                 }
             }
             tokio::select! {
-                // A wake-up gone astray is made up for by reading again now and then.
-                _ = self.subscription.wait(std::time::Duration::from_secs(10)) => {}
+                // A wake-up gone astray is made up for by reading again at each check.
+                _ = self.subscription.wait(self.recheck.due_in().max(super::events::MIN_PAUSE)) => {}
                 _ = self.shutdown.cancelled() => return None,
             }
         }
@@ -354,10 +364,11 @@ impl MarketStream {
 }
 
 /// Every event of the market as it is published, as Server-Sent Events shaped as the agents'
-/// stream. It counts against the waiter limits as one waiter of the operator.
+/// stream. It counts against the waiter limits as one waiter of the operator, and ends when
+/// its credential no longer stands (the console session signed out).
 async fn stream_events(
     State(state): State<AppState>,
-    _operator: Operator,
+    Operator(credential): Operator,
     headers: HeaderMap,
     Params(query): Params<StreamQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
@@ -366,6 +377,7 @@ async fn stream_events(
     let cursor = super::events::stream_start(&state.pool, &headers, query.after).await?;
     let streaming = MarketStream {
         pool: state.pool.clone(),
+        recheck: Recheck::new(&state, credential),
         cursor,
         ready: VecDeque::new(),
         subscription,

@@ -1,14 +1,13 @@
 //! `/v1/agents`: registration, self, and API keys.
 
 use axum::Json;
-use std::net::SocketAddr;
-
-use axum::extract::{ConnectInfo, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use haggle_api::{self as api, IssuedKey, PageQuery, Registered, Registration};
 use uuid::Uuid;
 
+use super::address::ClientAddress;
 use super::error::{ApiError, Code};
 use super::extract::{ActionBody, Id, IdempotencyKey, JsonBody, Params};
 use super::{AppState, Endpoint, Page, Reply, Write, page_size, ratelimit};
@@ -29,11 +28,11 @@ pub fn endpoints() -> Vec<Endpoint> {
 
 async fn register(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    ClientAddress(address): ClientAddress,
     key: IdempotencyKey,
     body: JsonBody<Registration>,
 ) -> Result<Response, Response> {
-    state.check_rate(ratelimit::Requester::Address(peer.ip())).map_err(IntoResponse::into_response)?;
+    state.check_rate(ratelimit::Requester::Address(address)).map_err(IntoResponse::into_response)?;
     if !state.settings.open_registration {
         return Err(ApiError::new(
             Code::Forbidden,

@@ -2,7 +2,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use std::time::Duration;
 
@@ -13,7 +13,8 @@ use uuid::Uuid;
 
 use super::error::ApiError;
 use super::events::{subscribe, wait_param, wake_or_stop};
-use super::extract::{ActionBody, Id, IdempotencyKey, JsonBody, Params};
+use super::extract::{ActionBody, Id, IdempotencyKey, JsonBody, Params, agent_key};
+use super::recheck::Recheck;
 use super::{AppState, Endpoint, Reply, Write};
 use crate::db;
 use crate::db::agents::Caller;
@@ -37,22 +38,38 @@ async fn read_now(state: &AppState, caller: Caller, id: Uuid) -> Result<api::Bid
 }
 
 /// A bid; with `wait`, as soon as it leaves the status it had when asked (a pending bid's
-/// deadline counts: it then reads EXPIRED), or as it is when the time is up.
+/// deadline counts: it then reads EXPIRED), or as it is when the time is up. A wait ends early,
+/// answered as the request would be now, when its key is revoked or its agent suspended.
 async fn read(
     State(state): State<AppState>,
     caller: Caller,
+    headers: HeaderMap,
     Id(id): Id,
     Params(query): Params<WaitQuery>,
 ) -> Result<Json<api::Bid>, ApiError> {
     let Some(wait) = wait_param(query.wait)? else {
         return read_now(&state, caller, id).await.map(Json);
     };
-    wait_for_change(&state, caller, id, wait).await.map(Json)
+    let recheck = Recheck::new(&state, agent_key(caller, &headers)?);
+    wait_until_changed(&state, caller, id, wait, Some(recheck)).await.map(Json)
 }
 
 /// The bid as soon as it leaves the status it has now (a pending bid's deadline counts: it then
-/// reads EXPIRED), or as it is after `wait`, or when the server shuts down.
+/// reads EXPIRED), or as it is after `wait`, or when the server shuts down. For a request that
+/// has just been let in with its key and waits a few seconds at most (the compatibility routes'
+/// wait for the seller's answer to their own move); an agent's own wait is [`read`]'s, which
+/// checks its key as it waits.
 pub async fn wait_for_change(state: &AppState, caller: Caller, id: Uuid, wait: Duration) -> Result<api::Bid, ApiError> {
+    wait_until_changed(state, caller, id, wait, None).await
+}
+
+async fn wait_until_changed(
+    state: &AppState,
+    caller: Caller,
+    id: Uuid,
+    wait: Duration,
+    mut recheck: Option<Recheck>,
+) -> Result<api::Bid, ApiError> {
     let deadline = Instant::now() + wait;
     // Every change of a bid publishes an event to both parties, the caller among them.
     let mut subscription = subscribe(state, caller.id)?;
@@ -67,9 +84,14 @@ pub async fn wait_for_change(state: &AppState, caller: Caller, id: Uuid, wait: D
         }
         // Expiry writes nothing until the sweeper comes, so the deadline itself wakes us.
         let until_expiry = (bid.expires_at - Utc::now()).to_std().unwrap_or_default() + Duration::from_millis(1);
-        let woke = wake_or_stop(&mut subscription, remaining.min(until_expiry), &state.shutdown).await;
+        let until_check = recheck.as_ref().map_or(Duration::MAX, Recheck::due_in);
+        let timeout = remaining.min(until_expiry).min(until_check);
+        let woke = wake_or_stop(&mut subscription, timeout, &state.shutdown).await;
         if !woke && state.shutdown.is_cancelled() {
             break;
+        }
+        if let Some(recheck) = &mut recheck {
+            recheck.still_stands().await?;
         }
         subscription.mark();
         bid = read_now(state, caller, id).await?;

@@ -43,6 +43,15 @@ impl ApiError {
         ApiError::new(Code::Unauthenticated, detail)
     }
 
+    /// A valid key whose agent the operator suspended (not a 401: the key is right, its agent
+    /// may not act).
+    pub fn agent_suspended() -> ApiError {
+        ApiError::new(
+            Code::AgentSuspended,
+            "the operator suspended this agent; its keys are refused until it is reinstated",
+        )
+    }
+
     pub fn not_found(what: &str) -> ApiError {
         ApiError::new(Code::NotFound, format!("no {what} with this id exists or is visible to you"))
     }

@@ -21,7 +21,8 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::error::{ApiError, Code};
-use super::extract::{Params, api_key_digest};
+use super::extract::{Params, agent_key};
+use super::recheck::Recheck;
 use super::{AppState, Endpoint, MAX_WAIT, invalid_param, page_size};
 use crate::db;
 use crate::db::agents::Caller;
@@ -33,11 +34,10 @@ pub fn endpoints() -> Vec<Endpoint> {
     vec![Endpoint::get("/v1/events", list), Endpoint::get("/v1/events/stream", stream)]
 }
 
-/// How often a stream checks that its API key still stands (and, with nothing to send,
-/// re-reads in case a wake-up went astray).
-const REAUTHENTICATE: Duration = Duration::from_secs(10);
 /// Events read per query by a stream.
 const STREAM_BATCH: i64 = 100;
+/// The shortest a stream with nothing to send sleeps between reads.
+pub const MIN_PAUSE: Duration = Duration::from_millis(10);
 
 /// Validates a `wait` parameter in seconds: 0 to 60, fractions allowed.
 pub fn wait_param(wait: Option<f64>) -> Result<Option<Duration>, ApiError> {
@@ -66,9 +66,13 @@ struct EventPage {
     has_more: bool,
 }
 
+/// A page of events; with `wait`, as soon as there is one, or empty when the time is up. A
+/// wait ends early, answered as the request would be now, when its key is revoked or its agent
+/// suspended.
 async fn list(
     State(state): State<AppState>,
     caller: Caller,
+    headers: HeaderMap,
     Params(query): Params<EventQuery>,
 ) -> Result<Json<EventPage>, ApiError> {
     let after = after_param(query.after)?;
@@ -76,6 +80,7 @@ async fn list(
     let wait = wait_param(query.wait)?.unwrap_or(Duration::ZERO);
     let deadline = Instant::now() + wait;
     let mut subscription = subscribe(&state, caller.id)?;
+    let mut recheck = Recheck::new(&state, agent_key(caller, &headers)?);
     let _open = (!wait.is_zero()).then(metrics::Open::long_poll);
     let mut events = loop {
         subscription.mark();
@@ -84,9 +89,14 @@ async fn list(
             break events;
         }
         let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() || !wake_or_stop(&mut subscription, remaining, &state.shutdown).await {
+        if remaining.is_zero() {
             break events;
         }
+        let woke = wake_or_stop(&mut subscription, remaining.min(recheck.due_in()), &state.shutdown).await;
+        if !woke && state.shutdown.is_cancelled() {
+            break events;
+        }
+        recheck.still_stands().await?;
     };
     let has_more = events.len() as i64 > limit;
     events.truncate(limit as usize);
@@ -151,9 +161,8 @@ pub async fn stream_start(pool: &PgPool, headers: &HeaderMap, after: Option<i64>
 struct Streaming {
     pool: PgPool,
     agent_id: Uuid,
-    /// The stream's API key, checked again every [`REAUTHENTICATE`]: revoking it ends the stream.
-    key_digest: [u8; 32],
-    authenticated_at: Instant,
+    /// The stream's API key: revoking it or suspending the agent ends the stream.
+    recheck: Recheck,
     cursor: i64,
     ready: VecDeque<Event>,
     subscription: Subscription,
@@ -167,18 +176,9 @@ impl Streaming {
     /// stopping, or the database failed and the client should reconnect with Last-Event-ID).
     async fn next(&mut self) -> Option<Event> {
         loop {
-            if self.authenticated_at.elapsed() >= REAUTHENTICATE {
-                match db::agents::caller_by_key_digest(&self.pool, &self.key_digest).await {
-                    Ok(Some(caller)) if caller.id == self.agent_id => self.authenticated_at = Instant::now(),
-                    Ok(_) => {
-                        tracing::info!("an event stream's API key was revoked; closing the stream");
-                        return None;
-                    }
-                    Err(error) => {
-                        tracing::warn!(%error, "an event stream could not check its API key; closing it");
-                        return None;
-                    }
-                }
+            if let Err(error) = self.recheck.still_stands().await {
+                tracing::info!(code = error.code.as_str(), "an event stream's API key no longer stands; closing it");
+                return None;
             }
             if let Some(event) = self.ready.pop_front() {
                 self.cursor = event.id;
@@ -196,9 +196,10 @@ impl Streaming {
                     return None;
                 }
             }
-            let recheck = REAUTHENTICATE.saturating_sub(self.authenticated_at.elapsed()).max(Duration::from_millis(10));
+            // With nothing to send, it reads again at each check too, in case a wake-up went
+            // astray.
             tokio::select! {
-                _ = self.subscription.wait(recheck) => {}
+                _ = self.subscription.wait(self.recheck.due_in().max(MIN_PAUSE)) => {}
                 _ = self.shutdown.cancelled() => return None,
             }
         }
@@ -213,13 +214,12 @@ async fn stream(
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     // Subscribed before the start is read, so nothing published in between is missed.
     let subscription = subscribe(&state, caller.id)?;
-    let key_digest = api_key_digest(&headers).ok_or_else(ApiError::internal)?;
+    let recheck = Recheck::new(&state, agent_key(caller, &headers)?);
     let cursor = stream_start(&state.pool, &headers, query.after).await?;
     let streaming = Streaming {
         pool: state.pool.clone(),
         agent_id: caller.id,
-        key_digest,
-        authenticated_at: Instant::now(),
+        recheck,
         cursor,
         ready: VecDeque::new(),
         subscription,

@@ -8,7 +8,9 @@ use serde::de::DeserializeOwned;
 use serde_json::error::Category;
 use uuid::Uuid;
 
+use super::address::ClientAddress;
 use super::error::{ApiError, Code};
+use super::recheck::Credential;
 use super::{AppState, console};
 use crate::db;
 use crate::db::agents::Caller;
@@ -186,14 +188,10 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
     }
 }
 
-/// The address the request came from, as the listener saw it.
-fn peer_address(parts: &Parts) -> Option<std::net::IpAddr> {
-    address_of(&parts.extensions)
-}
-
-/// The client address a request's extensions carry, as the listener saw it.
+/// The client address a request's extensions carry: the connection's peer, or the client a
+/// trusted proxy forwarded the request for ([`ClientAddress`]).
 pub fn address_of(extensions: &axum::http::Extensions) -> Option<std::net::IpAddr> {
-    extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|info| info.0.ip())
+    ClientAddress::of(extensions).map(|ClientAddress(address)| address)
 }
 
 fn bearer_token(parts: &Parts) -> Option<&str> {
@@ -225,16 +223,17 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let caller = authenticate(state, &parts.headers, peer_address(parts)).await?;
+        let caller = authenticate(state, &parts.headers, address_of(&parts.extensions)).await?;
         state.check_rate(super::ratelimit::Requester::Agent(caller.id))?;
         Ok(caller)
     }
 }
 
 /// The agent whose API key the headers carry, refusing a missing or wrong key (401), a
-/// suspended agent's key (403 `agent_suspended`) and an address that presented too many wrong
-/// ones lately (429). It takes nothing from the agent's
-/// request rate: [`Caller`]'s extraction does that for the REST routes.
+/// suspended agent's key (403 `agent_suspended`), and a wrong key from an address, or with a
+/// prefix, that presented too many wrong ones lately (429). A valid key is let in whatever
+/// others presented. It takes nothing from the agent's request rate: [`Caller`]'s extraction
+/// does that for the REST routes.
 pub async fn authenticate(
     state: &AppState,
     headers: &axum::http::HeaderMap,
@@ -242,9 +241,13 @@ pub async fn authenticate(
 ) -> Result<Caller, ApiError> {
     let token = api_key_of(headers)
         .ok_or_else(|| ApiError::unauthenticated("send your API key as `Authorization: Bearer <api key>`"))?;
-    state.check_auth_allowed(address)?;
-    let invalid =
-        || state.auth_failed(address, ApiError::unauthenticated("the API key is not valid or has been revoked"));
+    let invalid = || {
+        state.refuse_credential(
+            address,
+            token,
+            ApiError::unauthenticated("the API key is not valid or has been revoked"),
+        )
+    };
     if !token.starts_with(secrets::API_KEY_PREFIX) || token.len() > 128 {
         return Err(invalid());
     }
@@ -257,10 +260,7 @@ pub async fn authenticate(
             // The key is valid (not a 401): its agent may not act. Never remembered, so that
             // reinstatement takes effect at the next request.
             if holder.suspended {
-                return Err(ApiError::new(
-                    Code::AgentSuspended,
-                    "the operator suspended this agent; its keys are refused until it is reinstated",
-                ));
+                return Err(ApiError::agent_suspended());
             }
             state.keys.store(ticket, digest, holder.caller);
             Ok(holder.caller)
@@ -268,12 +268,19 @@ pub async fn authenticate(
     }
 }
 
+/// The API key an agent's request came with, for a long-lived request to check again as it
+/// waits ([`Recheck`](super::recheck::Recheck)).
+pub fn agent_key(caller: Caller, headers: &axum::http::HeaderMap) -> Result<Credential, ApiError> {
+    let digest = api_key_digest(headers).ok_or_else(ApiError::internal)?;
+    Ok(Credential::ApiKey { agent_id: caller.id, digest })
+}
+
 /// The operator, authenticated by `HAGGLE_ADMIN_TOKEN` as `Authorization: Bearer <token>`, or
 /// by the session cookie of the console (`/console`), which signed in with that token. With the
 /// cookie, a request that changes something must also come from the console's own pages
 /// ([`console::session::same_origin`]), so that another site cannot make it in the operator's
 /// browser.
-pub struct Operator;
+pub struct Operator(pub Credential);
 
 impl FromRequestParts<AppState> for Operator {
     type Rejection = ApiError;
@@ -286,21 +293,25 @@ impl FromRequestParts<AppState> for Operator {
             ));
         };
         if let Some(token) = bearer_token(parts) {
-            let address = peer_address(parts);
-            state.check_auth_allowed(address)?;
+            // The token is compared first, so that no one's wrong guesses refuse the operator.
             return if secrets::secrets_equal(token, expected) {
-                Ok(Operator)
+                Ok(Operator(Credential::OperatorToken { digest: secrets::sha256(token.as_bytes()) }))
             } else if token.starts_with(secrets::API_KEY_PREFIX) {
                 Err(ApiError::new(Code::Forbidden, "this route is for the operator; agent keys cannot use it"))
             } else {
-                Err(state.auth_failed(address, ApiError::unauthenticated("the operator token is not valid")))
+                let address = address_of(&parts.extensions);
+                Err(state.refuse_credential(
+                    address,
+                    token,
+                    ApiError::unauthenticated("the operator token is not valid"),
+                ))
             };
         }
         let Some(session) = console::session::session_id(&parts.headers) else {
             return Err(ApiError::unauthenticated("send the operator token as `Authorization: Bearer <token>`"));
         };
         if !console::session::is_open(state, session).await? {
-            return Err(ApiError::unauthenticated("the console session has ended; sign in again at /console"));
+            return Err(console::session::ended());
         }
         if !console::session::is_safe(&parts.method) && !console::session::same_origin(&parts.headers) {
             return Err(ApiError::new(
@@ -308,6 +319,6 @@ impl FromRequestParts<AppState> for Operator {
                 "a console session makes changes only from the console's own pages (same Origin)",
             ));
         }
-        Ok(Operator)
+        Ok(Operator(Credential::ConsoleSession { digest: secrets::sha256(session.as_bytes()) }))
     }
 }

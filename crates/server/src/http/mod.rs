@@ -1,5 +1,6 @@
 //! The REST API: one module per resource, each listing its endpoints.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -14,6 +15,7 @@ use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
 
 mod access;
+pub mod address;
 mod admin;
 mod agents;
 pub mod bids;
@@ -31,6 +33,7 @@ mod orders;
 mod params;
 mod policies;
 pub mod ratelimit;
+mod recheck;
 mod retry;
 mod state;
 mod threads;
@@ -82,6 +85,8 @@ pub fn router(state: AppState) -> Router {
     let middleware = ServiceBuilder::new()
         // First, so that every line the request logs carries its id.
         .layer(middleware::from_fn(observe::request_ids))
+        // Before anything counts by the client's address.
+        .layer(middleware::from_fn_with_state(Arc::new(settings.trusted_proxies.clone()), address::resolve))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(|request: &Request| {

@@ -1,6 +1,7 @@
 //! Per-caller token buckets: each agent may make `rate` requests a second on average, in
 //! bursts of up to `rate`; unauthenticated registration is limited per client address to a
-//! tenth of that. The limits are the deployment's: the buckets live in this instance's memory,
+//! tenth of that; wrong credentials are counted per client address and per credential prefix.
+//! The limits are the deployment's: the buckets live in this instance's memory,
 //! and each instance grants its share of every limit ([`Deployment::share`]), so that an agent
 //! whose requests are spread over three instances gets its rate once, not three times.
 
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::deployment::Deployment;
+use crate::secrets;
 
 /// Who a bucket belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -22,9 +24,34 @@ pub enum Requester {
     Address(IpAddr),
     /// Credentials that failed from this address: wrong API keys and operator tokens.
     FailedAuth(IpAddr),
+    /// Credentials that failed, from any address, beginning as this one does.
+    FailedPrefix(CredentialPrefix),
 }
 
-/// How many wrong credentials one address may present at once, and how many more a second.
+/// The first characters of a credential: as much of an API key as its owner is shown to tell
+/// keys apart (and so as others may see), by which guesses at one key from many addresses are
+/// counted together.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CredentialPrefix([u8; secrets::SHOWN_PREFIX_CHARS]);
+
+impl CredentialPrefix {
+    pub fn of(credential: &str) -> CredentialPrefix {
+        let mut prefix = [0; secrets::SHOWN_PREFIX_CHARS];
+        let shown = &credential.as_bytes()[..credential.len().min(prefix.len())];
+        prefix[..shown.len()].copy_from_slice(shown);
+        CredentialPrefix(prefix)
+    }
+}
+
+/// Never the prefix itself: it is part of a secret that may be someone's.
+impl std::fmt::Debug for CredentialPrefix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CredentialPrefix(..)")
+    }
+}
+
+/// How many wrong credentials one address (or one credential prefix) may present at once, and
+/// how many more a second.
 pub const AUTH_FAILURES_BURST: f64 = 20.0;
 pub const AUTH_FAILURES_PER_SECOND: f64 = 1.0;
 
@@ -63,20 +90,9 @@ impl RateLimiter {
                 let rate = (self.per_second / 10.0).max(1.0);
                 (rate, rate)
             }
-            Requester::FailedAuth(_) => (AUTH_FAILURES_BURST, AUTH_FAILURES_PER_SECOND),
+            Requester::FailedAuth(_) | Requester::FailedPrefix(_) => (AUTH_FAILURES_BURST, AUTH_FAILURES_PER_SECOND),
         };
         (self.deployment.share(burst).max(1.0), self.deployment.share(rate))
-    }
-
-    /// How long until the requester's bucket holds a token again, without taking one.
-    pub fn wait(&self, caller: Requester) -> Option<Duration> {
-        let now = Instant::now();
-        let (capacity, rate) = self.limits_for(caller);
-        let buckets = self.buckets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let bucket = buckets.get(&caller)?;
-        let tokens =
-            (bucket.tokens + now.saturating_duration_since(bucket.refilled).as_secs_f64() * rate).min(capacity);
-        (tokens < 1.0).then(|| Duration::from_secs_f64((1.0 - tokens) / rate))
     }
 
     /// Takes one token, or says how long to wait for one.
@@ -163,10 +179,18 @@ mod tests {
         let limiter = RateLimiter::new(1000, alone()).unwrap();
         let failed = Requester::FailedAuth(IpAddr::from([127, 0, 0, 1]));
         let start = Instant::now();
-        assert_eq!(limiter.wait(failed), None);
         assert!((0..AUTH_FAILURES_BURST as usize).all(|_| limiter.check_at(failed, start).is_ok()));
         assert!(limiter.check_at(failed, start).is_err());
-        assert!(limiter.wait(failed).is_some());
         assert!(limiter.check_at(Requester::Address(IpAddr::from([127, 0, 0, 1])), start).is_ok());
+    }
+
+    #[test]
+    fn a_credential_prefix_is_what_its_owner_is_shown() {
+        let key = "hk_AbCdEfGh-the-secret-rest";
+        assert_eq!(CredentialPrefix::of(key), CredentialPrefix::of("hk_AbCdEfGh-another-rest"));
+        assert_ne!(CredentialPrefix::of(key), CredentialPrefix::of("hk_AbCdEfGi-the-secret-rest"));
+        assert_eq!(CredentialPrefix::of("short"), CredentialPrefix::of("short"));
+        assert_ne!(CredentialPrefix::of("short"), CredentialPrefix::of("shorter"));
+        assert!(!format!("{:?}", CredentialPrefix::of(key)).contains("AbCd"));
     }
 }

@@ -1,5 +1,6 @@
 //! What every handler can reach: the pool, the market, the settings, the limiters and the hub.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,6 +9,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use super::access::Access;
+use super::address::TrustedProxies;
 use super::error::ApiError;
 use super::ratelimit;
 use crate::deployment::Deployment;
@@ -26,7 +28,8 @@ pub struct AppState {
     pub market: Market,
     pub settings: Arc<Settings>,
     pub limiter: Option<Arc<ratelimit::RateLimiter>>,
-    /// Wrong credentials per client address: always on, whatever the rate limit.
+    /// Wrong credentials per client address and per credential prefix: always on, whatever the
+    /// rate limit.
     pub auth_failures: Arc<ratelimit::RateLimiter>,
     /// This instance's waiters for events.
     pub hub: Hub,
@@ -73,24 +76,28 @@ impl AppState {
         }
     }
 
-    /// Refuses with 429 (and `Retry-After`) an address that presented too many wrong
-    /// credentials lately, before its next ones are even looked at.
-    pub fn check_auth_allowed(&self, address: Option<std::net::IpAddr>) -> Result<(), ApiError> {
-        match address.and_then(|ip| self.auth_failures.wait(ratelimit::Requester::FailedAuth(ip))) {
+    /// The answer to a wrong credential (`refusal`, a 401), counted against the client's address
+    /// and against the credential's prefix: 429 with `Retry-After` instead once either has
+    /// presented too many lately. Only wrong credentials are counted or refused here: a valid
+    /// one is let in before this is reached, however many wrong ones came from its address.
+    pub fn refuse_credential(&self, address: Option<IpAddr>, credential: &str, refusal: ApiError) -> ApiError {
+        let by_address = address.and_then(|ip| self.auth_failures.check(ratelimit::Requester::FailedAuth(ip)).err());
+        // An address already refused opens no bucket for its prefixes: one guesser's stream of
+        // prefixes holds at most its allowance's worth of them.
+        let by_prefix = match by_address {
+            Some(_) => None,
+            None => {
+                let prefix = ratelimit::CredentialPrefix::of(credential);
+                self.auth_failures.check(ratelimit::Requester::FailedPrefix(prefix)).err()
+            }
+        };
+        match by_address.or(by_prefix) {
             Some(wait) => {
                 metrics::rate_limited("failed_auth");
-                Err(ApiError::rate_limited(wait))
+                ApiError::rate_limited(wait)
             }
-            None => Ok(()),
+            None => refusal,
         }
-    }
-
-    /// Counts a wrong credential against its address; `error` is the answer to it.
-    pub fn auth_failed(&self, address: Option<std::net::IpAddr>, error: ApiError) -> ApiError {
-        if let Some(ip) = address {
-            let _ = self.auth_failures.check(ratelimit::Requester::FailedAuth(ip));
-        }
-        error
     }
 
     /// Takes a token from the caller's bucket, or answers 429 with `Retry-After`.
@@ -100,7 +107,7 @@ impl AppState {
                 metrics::rate_limited(match caller {
                     ratelimit::Requester::Agent(_) => "agent",
                     ratelimit::Requester::Address(_) => "registration",
-                    ratelimit::Requester::FailedAuth(_) => "failed_auth",
+                    ratelimit::Requester::FailedAuth(_) | ratelimit::Requester::FailedPrefix(_) => "failed_auth",
                 });
                 ApiError::rate_limited(wait)
             }),
@@ -121,6 +128,11 @@ pub struct Settings {
     pub rate_limit: u32,
     /// How often an idle event stream sends a heartbeat comment.
     pub heartbeat: Duration,
+    /// How often a long-lived request (an event stream, a long poll, a bid wait) checks that
+    /// the credential it came with still stands.
+    pub stream_recheck: Duration,
+    /// The proxies whose `X-Forwarded-For` names the client (see [`super::address`]).
+    pub trusted_proxies: TrustedProxies,
     /// How long an API key's agent is remembered (see [`crate::keycache`]); zero looks every
     /// key up.
     pub key_cache_ttl: Duration,
@@ -150,6 +162,8 @@ impl std::fmt::Debug for Settings {
             .field("request_timeout", &self.request_timeout)
             .field("rate_limit", &self.rate_limit)
             .field("heartbeat", &self.heartbeat)
+            .field("stream_recheck", &self.stream_recheck)
+            .field("trusted_proxies", &self.trusted_proxies)
             .field("key_cache_ttl", &self.key_cache_ttl)
             .field("move_workers", &self.move_workers)
             .field("live_cache", &self.live_cache)

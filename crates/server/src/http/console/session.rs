@@ -43,6 +43,11 @@ pub async fn is_open(state: &AppState, id: &str) -> Result<bool, ApiError> {
     Ok(db::again_if_lost(|| db::console::session_is_open(&state.pool, &digest)).await?)
 }
 
+/// The answer to a request whose session has ended (signed out, or expired).
+pub fn ended() -> ApiError {
+    ApiError::unauthenticated("the console session has ended; sign in again at /console")
+}
+
 /// Whether the request comes from a page of this server: its `Origin` names the host it was
 /// sent to (browsers send `Origin` with every POST, PATCH and DELETE, and a page of another
 /// site cannot forge it), or, without an `Origin`, the browser says the request is

@@ -11,7 +11,7 @@ use super::pages::SignIn;
 use super::session::{COOKIE, LASTS, is_open, same_origin, session_id};
 use crate::db;
 use crate::http::AppState;
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, Code};
 use crate::http::extract::address_of;
 use crate::secrets;
 
@@ -27,7 +27,7 @@ pub async fn form(State(state): State<AppState>, headers: HeaderMap) -> Result<R
 
 /// `POST /console/session`: signs in with the operator token sent as the form's `token`.
 /// A wrong token is answered 401 with the form again and no cookie; it counts against the
-/// address as a wrong operator token on the API does.
+/// address and the token's prefix as a wrong operator token on the API does (429 beyond).
 pub async fn sign_in(
     State(state): State<AppState>,
     extensions: axum::http::Extensions,
@@ -44,16 +44,17 @@ pub async fn sign_in(
     if !same_origin(&headers) {
         return Ok(refuse(StatusCode::FORBIDDEN, "Sign in from this server's own sign-in page."));
     }
-    let address = address_of(&extensions);
-    if let Err(limited) = state.check_auth_allowed(address) {
-        return Ok(limited.into_response());
-    }
     let token = url::form_urlencoded::parse(&body).find(|(name, _)| name == "token").map(|(_, token)| token);
     let Some(token) = token.filter(|token| !token.is_empty()) else {
         return Ok(refuse(StatusCode::BAD_REQUEST, "Enter the operator token."));
     };
+    // The token is compared first, so that no one's wrong guesses keep the operator out.
     if !secrets::secrets_equal(&token, expected) {
-        drop(state.auth_failed(address, ApiError::unauthenticated("the operator token is not valid")));
+        let refusal = ApiError::unauthenticated("the operator token is not valid");
+        let answer = state.refuse_credential(address_of(&extensions), &token, refusal);
+        if answer.code == Code::RateLimited {
+            return Ok(answer.into_response());
+        }
         return Ok(refuse(StatusCode::UNAUTHORIZED, "That is not the operator token."));
     }
     let id = URL_SAFE_NO_PAD.encode(secrets::random_bytes::<32>());

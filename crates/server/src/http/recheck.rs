@@ -1,0 +1,77 @@
+//! What a long-lived request (an event stream, a long poll, a bid wait) checks again while it
+//! waits: that the credential it was let in with still stands. Every `HAGGLE_STREAM_RECHECK` it
+//! looks again, so that revoking a key, suspending its agent or signing a console session out
+//! ends the requests opened with it within that time, on every instance.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::PgPool;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::error::ApiError;
+use super::{AppState, Settings, console};
+use crate::db;
+use crate::secrets;
+
+/// The credential a request was let in with.
+#[derive(Debug, Clone, Copy)]
+pub enum Credential {
+    /// An agent's API key (its digest), and the agent it belonged to then.
+    ApiKey { agent_id: Uuid, digest: [u8; 32] },
+    /// The operator token (its digest).
+    OperatorToken { digest: [u8; 32] },
+    /// The console's session cookie (the digest of its id).
+    ConsoleSession { digest: [u8; 32] },
+}
+
+/// A credential checked again every so often.
+pub struct Recheck {
+    credential: Credential,
+    pool: PgPool,
+    settings: Arc<Settings>,
+    checked_at: Instant,
+}
+
+impl Recheck {
+    /// A credential just checked by the request's extractor.
+    pub fn new(state: &AppState, credential: Credential) -> Recheck {
+        Recheck { credential, pool: state.pool.clone(), settings: state.settings.clone(), checked_at: Instant::now() }
+    }
+
+    /// How long until the next check is due: a wait should end by then.
+    pub fn due_in(&self) -> Duration {
+        self.settings.stream_recheck.saturating_sub(self.checked_at.elapsed())
+    }
+
+    /// Checks the credential again if that is due. `Err` is the answer the request would get
+    /// now (the key revoked, the agent suspended, the session ended), or the database's failure.
+    pub async fn still_stands(&mut self) -> Result<(), ApiError> {
+        if !self.due_in().is_zero() {
+            return Ok(());
+        }
+        match self.credential {
+            Credential::ApiKey { agent_id, digest } => {
+                match db::again_if_lost(|| db::agents::key_holder(&self.pool, &digest)).await? {
+                    Some(holder) if holder.caller.id == agent_id && !holder.suspended => {}
+                    Some(holder) if holder.suspended => return Err(ApiError::agent_suspended()),
+                    _ => return Err(ApiError::unauthenticated("the API key was revoked while this request was open")),
+                }
+            }
+            Credential::OperatorToken { digest } => {
+                let configured = self.settings.admin_token.as_deref().map(|token| secrets::sha256(token.as_bytes()));
+                if configured != Some(digest) {
+                    return Err(ApiError::unauthenticated("the operator token has changed; send the new one"));
+                }
+            }
+            Credential::ConsoleSession { digest } => {
+                if !db::again_if_lost(|| db::console::session_is_open(&self.pool, &digest)).await? {
+                    return Err(console::session::ended());
+                }
+            }
+        }
+        self.checked_at = Instant::now();
+        Ok(())
+    }
+}
