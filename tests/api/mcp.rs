@@ -1011,3 +1011,45 @@ async fn mcp_answers_only_its_hosts_and_no_web_page_but_those_allowed() {
     initialize_with(&app, &key, &[("origin", "https://evil.example")]).await.expect_problem(403, "forbidden");
     initialize_with(&app, &key, &[("host", "evil.example")]).await.expect_problem(403, "forbidden");
 }
+
+/// An agent's open `GET /mcp` stream, through a session of its own.
+async fn open_stream(app: &TestApp, key: &str) -> reqwest::Response {
+    let session = initialize_raw(app, key).await;
+    let stream = app
+        .client
+        .get(format!("{}/mcp", app.base))
+        .bearer_auth(key)
+        .header("mcp-session-id", &session)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    stream
+}
+
+/// Whether the stream ends within `within` (its data read and dropped until then).
+async fn ends_within(stream: &mut reqwest::Response, within: Duration) -> bool {
+    tokio::time::timeout(within, async { while let Ok(Some(_)) = stream.chunk().await {} }).await.is_ok()
+}
+
+#[tokio::test]
+async fn an_mcp_stream_ends_when_its_key_is_revoked_or_its_agent_suspended() {
+    let app = TestApp::spawn_with(|config| config.settings.stream_recheck = Duration::from_millis(200)).await;
+    // A key revoked: the stream opened with it ends; one opened with the agent's other key stays.
+    let agent = app.register("streaming").await;
+    let added = app.post_empty("/v1/agents/me/keys", &agent.key).await.expect(201);
+    let second_key = added.body["api_key"].as_str().unwrap().to_owned();
+    let second_id = added.body["key"]["id"].as_str().unwrap().to_owned();
+    let mut revoked = open_stream(&app, &second_key).await;
+    let mut kept = open_stream(&app, &agent.key).await;
+    // Both stand past several re-checks before anything changes.
+    assert!(!ends_within(&mut revoked, Duration::from_millis(700)).await, "a stream ended with its key valid");
+    app.delete(format!("/v1/agents/me/keys/{second_id}"), &agent.key).await.expect(200);
+    assert!(ends_within(&mut revoked, Duration::from_secs(5)).await, "the stream outlived its revoked key");
+    assert!(!ends_within(&mut kept, Duration::from_millis(700)).await, "a stream ended with its key still valid");
+    // The agent suspended: its stream ends too.
+    let path = format!("/v1/admin/agents/{}/suspend", agent.id);
+    app.post(&path, crate::support::ADMIN_TOKEN, json!({ "reason": "abuse" })).await.expect(200);
+    assert!(ends_within(&mut kept, Duration::from_secs(5)).await, "the stream outlived its agent's suspension");
+}

@@ -15,12 +15,13 @@
 
 use std::sync::Arc;
 
-use axum::body::to_bytes;
+use axum::body::{Body, to_bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::Router;
+use futures::StreamExt;
 use haggle_mcp::Credentials;
 use haggle_mcp::http::{Sessions, Setup};
 use tower::ServiceBuilder;
@@ -28,7 +29,8 @@ use tower::ServiceBuilder;
 use super::AppState;
 pub use super::access::Access;
 use super::error::{ApiError, Code};
-use super::extract::{address_of, api_key_of, authenticate};
+use super::extract::{address_of, agent_key, api_key_of, authenticate};
+use super::recheck::Recheck;
 
 /// The path the service answers at (every method: POST, GET and DELETE).
 pub const PATH: &str = "/mcp";
@@ -96,9 +98,42 @@ async fn admit(State(gate): State<Gate>, mut request: Request, next: Next) -> Re
     }
     let method = request.method().clone();
     let sent_json = is_json(request.headers());
+    // A stream is open for as long as its client keeps it: it checks its key again as the
+    // API's streams do, and ends when the key is revoked or its agent suspended.
+    let recheck = match method {
+        Method::GET => match agent_key(caller, request.headers()) {
+            Ok(credential) => Some(Recheck::new(&gate.state, credential)),
+            Err(error) => return error.into_response(),
+        },
+        _ => None,
+    };
     request.extensions_mut().insert(Credentials { api_key, agent_id: caller.id });
-    let response = next.run(request).await;
-    answer(response, &method, sent_json).await
+    let response = answer(next.run(request).await, &method, sent_json).await;
+    match recheck {
+        Some(recheck) if response.status() == StatusCode::OK => ending_with_its_credential(response, recheck),
+        _ => response,
+    }
+}
+
+/// A stream's answer that ends once its credential no longer stands (checked every
+/// `HAGGLE_STREAM_RECHECK`), or when the service ends it.
+fn ending_with_its_credential(response: Response, recheck: Recheck) -> Response {
+    let (parts, body) = response.into_parts();
+    let chunks = body.into_data_stream();
+    let stream = futures::stream::unfold((chunks, recheck), |(mut chunks, mut recheck)| async move {
+        loop {
+            tokio::select! {
+                chunk = chunks.next() => return chunk.map(|chunk| (chunk, (chunks, recheck))),
+                () = tokio::time::sleep(recheck.due_in()) => {
+                    if let Err(error) = recheck.still_stands().await {
+                        tracing::info!(code = ?error.code, "an MCP stream ended: its credential no longer stands");
+                        return None;
+                    }
+                }
+            }
+        }
+    });
+    Response::from_parts(parts, Body::from_stream(stream))
 }
 
 /// Whether a message declares itself JSON.
