@@ -648,7 +648,14 @@ async fn revoking_a_key_ends_the_long_polls_and_bid_waits_opened_with_it() {
     let deal = Deal::new(&app, json!({})).await;
     let bid = app.place(&deal.buyer, &deal.listing, 90000).await;
     let (second, second_id) = second_key(&app, &deal.buyer).await;
-    let seen = app.get("/v1/events?limit=200", &deal.buyer.key).await.expect(200).body["next_cursor"].clone();
+    // The cursor after the bid's own event, once it is published (a few milliseconds after its
+    // commit): a long poll from an earlier cursor would be answered with it at once.
+    let seen = crate::support::eventually("the bid's event published", || async {
+        let page = app.get("/v1/events?limit=200", &deal.buyer.key).await.expect(200).body;
+        let placed = page["data"].as_array().is_some_and(|events| types(events).contains(&"bid.placed"));
+        placed.then(|| page["next_cursor"].clone())
+    })
+    .await;
     let poll = wait_in_background(&app, &second, format!("/v1/events?wait=60&after={}", seen.as_str().unwrap()));
     let bid_wait = wait_in_background(&app, &second, format!("/v1/bids/{bid}?wait=60"));
     let kept = wait_in_background(&app, &deal.buyer, format!("/v1/events?wait=60&after={}", seen.as_str().unwrap()));
