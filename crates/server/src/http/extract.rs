@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::address::ClientAddress;
 use super::error::{ApiError, Code};
 use super::recheck::Credential;
-use super::{AppState, console};
+use super::{AppState, session};
 use crate::db;
 use crate::db::agents::Caller;
 use crate::secrets;
@@ -278,7 +278,7 @@ pub fn agent_key(caller: Caller, headers: &axum::http::HeaderMap) -> Result<Cred
 /// The operator, authenticated by `HAGGLE_ADMIN_TOKEN` as `Authorization: Bearer <token>`, or
 /// by the session cookie of the console (`/console`), which signed in with that token. With the
 /// cookie, a request that changes something must also come from the console's own pages
-/// ([`console::session::same_origin`]), so that another site cannot make it in the operator's
+/// ([`session::same_origin`]), so that another site cannot make it in the operator's
 /// browser.
 pub struct Operator(pub Credential);
 
@@ -307,13 +307,13 @@ impl FromRequestParts<AppState> for Operator {
                 ))
             };
         }
-        let Some(session) = console::session::session_id(&parts.headers) else {
+        let Some(session) = session::session_id(&parts.headers) else {
             return Err(ApiError::unauthenticated("send the operator token as `Authorization: Bearer <token>`"));
         };
-        if !console::session::is_open(state, session).await? {
-            return Err(console::session::ended());
+        if !session::is_open(state, session).await? {
+            return Err(session::ended());
         }
-        if !console::session::is_safe(&parts.method) && !console::session::same_origin(&parts.headers) {
+        if !session::is_safe(&parts.method) && !session::same_origin(&parts.headers) {
             return Err(ApiError::new(
                 Code::Forbidden,
                 "a console session makes changes only from the console's own pages (same Origin)",

@@ -35,6 +35,7 @@ mod policies;
 pub mod ratelimit;
 mod recheck;
 mod retry;
+pub mod session;
 mod state;
 mod threads;
 mod webhooks;

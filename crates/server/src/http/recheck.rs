@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::error::ApiError;
-use super::{AppState, Settings, console};
+use super::{AppState, Settings, session};
 use crate::db;
 use crate::secrets;
 
@@ -67,7 +67,7 @@ impl Recheck {
             }
             Credential::ConsoleSession { digest } => {
                 if !db::again_if_lost(|| db::console::session_is_open(&self.pool, &digest)).await? {
-                    return Err(console::session::ended());
+                    return Err(session::ended());
                 }
             }
         }

@@ -4,7 +4,7 @@
 //! the system's health from `/readyz` and `/metrics`.
 //!
 //! The pages are server-rendered frames whose script reads the operator API
-//! (`/v1/admin/...`) with the console session's cookie ([`session`]), which the API's
+//! (`/v1/admin/...`) with the console session's cookie ([`super::session`]), which the API's
 //! `Operator` extractor accepts besides the operator token. Everything a page needs is built
 //! into the binary ([`assets`]) and served from here under a strict Content-Security-Policy:
 //! no script, style or connection to any other origin, and no inline script.
@@ -22,7 +22,6 @@ use super::AppState;
 
 mod assets;
 mod pages;
-pub mod session;
 mod sign;
 
 /// Where the console lives.

@@ -9,10 +9,11 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use haggle_api::EventType;
 use haggle_domain::Tier;
 
-use super::{assets, session};
+use super::assets;
 use crate::http::AppState;
 use crate::http::error::ApiError;
 use crate::http::extract::Id;
+use crate::http::session;
 
 /// What every page links.
 pub struct Frame {

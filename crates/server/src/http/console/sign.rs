@@ -8,11 +8,11 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use super::pages::SignIn;
-use super::session::{COOKIE, LASTS, is_open, same_origin, session_id};
 use crate::db;
 use crate::http::AppState;
 use crate::http::error::{ApiError, Code};
 use crate::http::extract::address_of;
+use crate::http::session::{COOKIE, LASTS, is_open, same_origin, session_id};
 use crate::secrets;
 
 /// `GET /console/sign-in`: the form.

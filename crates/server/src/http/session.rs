@@ -1,6 +1,7 @@
 //! The console's session: the cookie that carries the session id, whether it is open, and the
 //! same-origin rule a session's changes are held to (the `Operator` extractor applies them to
-//! the operator API; signing in and out is [`super::sign`]'s).
+//! the operator API; signing in and out is the console's, `console/sign.rs`). It sits below both
+//! the console and the API's extractors, which use it alike.
 //!
 //! The session id is 256 random bits, sent once in a `Secure; HttpOnly; SameSite=Strict` cookie
 //! and stored only as its SHA-256 (`console_sessions`), so every instance behind a load
