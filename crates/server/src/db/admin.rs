@@ -10,7 +10,7 @@ use sqlx::types::Json;
 use sqlx::{FromRow, PgConnection, PgExecutor, Postgres, QueryBuilder};
 use uuid::Uuid;
 
-use super::{Bid, Order, Page, Thread};
+use super::{Order, Page, Thread};
 use haggle_api::{Event, WebhookStatus};
 use haggle_domain::{Currency, ThreadStatus, Tier};
 
@@ -221,28 +221,6 @@ pub async fn threads(executor: impl PgExecutor<'_>, filter: &ThreadFilter) -> Re
     let rows: Vec<Json<Thread>> = query.build_query_scalar().fetch_all(executor).await?;
     let rows = rows.into_iter().map(|thread| thread.0).collect();
     Ok(Page::from_rows(rows, filter.limit, |thread| thread.id))
-}
-
-#[derive(Debug, FromRow)]
-struct ThreadWithBidsRow {
-    thread: Json<Thread>,
-    bids: Json<Vec<Bid>>,
-}
-
-/// Any thread with its bids in round order, read from one snapshot.
-pub async fn thread_with_bids(
-    executor: impl PgExecutor<'_>,
-    thread_id: Uuid,
-) -> Result<Option<(Thread, Vec<Bid>)>, sqlx::Error> {
-    let row: Option<ThreadWithBidsRow> = sqlx::query_as(
-        "SELECT row_to_json(t) AS thread,
-                COALESCE((SELECT json_agg(b ORDER BY b.round) FROM bids b WHERE b.thread_id = t.id), '[]') AS bids
-         FROM threads t WHERE t.id = $1",
-    )
-    .bind(thread_id)
-    .fetch_optional(executor)
-    .await?;
-    Ok(row.map(|row| (row.thread.0, row.bids.0)))
 }
 
 /// Which orders to list, market-wide.

@@ -26,21 +26,22 @@ struct ThreadWithBidsRow {
     bids: Json<Vec<Bid>>,
 }
 
-/// A thread with its bids in order, if the agent is party to it. One statement, so the thread
-/// and its bids are read from the same snapshot.
+/// A thread with its bids in order, if `party` (an agent) is party to it, or whoever's it is for
+/// `None` (the operator). One statement, so the thread and its bids are read from the same
+/// snapshot.
 pub async fn get_thread_with_bids(
     executor: impl PgExecutor<'_>,
     thread_id: Uuid,
-    agent_id: Uuid,
+    party: Option<Uuid>,
 ) -> Result<Option<(Thread, Vec<Bid>)>, sqlx::Error> {
     let row = sqlx::query_as!(
         ThreadWithBidsRow,
         r#"SELECT row_to_json(t) AS "thread!: Json<Thread>",
                   COALESCE((SELECT json_agg(b ORDER BY b.round) FROM bids b WHERE b.thread_id = t.id), '[]')
                       AS "bids!: Json<Vec<Bid>>"
-           FROM threads t WHERE t.id = $1 AND $2 IN (t.buyer_id, t.seller_id)"#,
+           FROM threads t WHERE t.id = $1 AND ($2::uuid IS NULL OR $2 IN (t.buyer_id, t.seller_id))"#,
         thread_id,
-        agent_id,
+        party,
     )
     .fetch_optional(executor)
     .await?;

@@ -233,7 +233,7 @@ async fn read_thread(
     Id(id): Id,
 ) -> Result<Json<ThreadWithBids>, ApiError> {
     let (thread, bids) =
-        db::admin::thread_with_bids(&state.pool, id).await?.ok_or_else(|| ApiError::not_found("thread"))?;
+        db::threads::get_thread_with_bids(&state.pool, id, None).await?.ok_or_else(|| ApiError::not_found("thread"))?;
     let now = Utc::now();
     Ok(Json(ThreadWithBids { thread: thread.at(now), bids: bids.iter().map(|bid| bid.at(now)).collect() }))
 }

@@ -66,7 +66,7 @@ async fn list(
 }
 
 async fn read(State(state): State<AppState>, caller: Caller, Id(id): Id) -> Result<Json<ThreadWithBids>, ApiError> {
-    let (thread, bids) = db::threads::get_thread_with_bids(&state.pool, id, caller.id)
+    let (thread, bids) = db::threads::get_thread_with_bids(&state.pool, id, Some(caller.id))
         .await?
         .ok_or_else(|| ApiError::not_found("thread"))?;
     let now = Utc::now();

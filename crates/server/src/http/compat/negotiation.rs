@@ -106,7 +106,7 @@ enum Play {
 /// The caller's proposal, before anything is claimed: 404 if the caller cannot see the
 /// thread, 403 if it is the seller of it.
 async fn find_proposal(state: &AppState, caller: Caller, id: Uuid) -> Result<(db::Thread, Vec<db::Bid>), ApiError> {
-    let (thread, bids) = db::threads::get_thread_with_bids(&state.pool, id, caller.id)
+    let (thread, bids) = db::threads::get_thread_with_bids(&state.pool, id, Some(caller.id))
         .await?
         .ok_or_else(|| ApiError::not_found("proposal"))?;
     if thread.buyer_id != caller.id {

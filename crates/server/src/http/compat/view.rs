@@ -195,7 +195,7 @@ impl View {
     pub async fn read(conn: &mut PgConnection, caller: Caller, thread_id: Uuid) -> market::Result<View> {
         let not_found = || Rejection::NotFound { what: "proposal" };
         let (thread, bids) =
-            db::threads::get_thread_with_bids(&mut *conn, thread_id, caller.id).await?.ok_or_else(not_found)?;
+            db::threads::get_thread_with_bids(&mut *conn, thread_id, Some(caller.id)).await?.ok_or_else(not_found)?;
         let listing = db::listings::get(&mut *conn, thread.listing_id).await?.ok_or_else(not_found)?;
         let stored = db::policies::seller_budget(&mut *conn, thread_id).await?;
         let policy = stored.policy.and_then(|policy| serde_json::from_value::<Policy>(policy.0).ok());
