@@ -173,18 +173,18 @@ impl<M: Moves> PhaseWorker for Making<M> {
 
 /// One concurrent worker: its own seller and buyer, and the seller's listings it bids on.
 pub(super) struct Worker {
-    pub(super) index: usize,
+    index: usize,
     pub(super) parties: Parties,
     /// The two agents' API keys, for clients other than the typed one (the MCP workload's).
     pub(super) seller_key: String,
     pub(super) buyer_key: String,
-    pub(super) listings: VecDeque<Listing>,
-    pub(super) listings_created_on_demand: u64,
+    listings: VecDeque<Listing>,
+    listings_created_on_demand: u64,
 }
 
 pub(super) struct Listing {
-    pub(super) id: Uuid,
-    pub(super) threads_left: u64,
+    id: Uuid,
+    threads_left: u64,
 }
 
 impl Worker {

@@ -100,6 +100,7 @@ impl From<StoredPolicy> for api::StoredPolicy {
         }
     }
 }
+
 impl From<AgentRecord> for api::AdminAgent {
     fn from(row: AgentRecord) -> api::AdminAgent {
         api::AdminAgent {

@@ -12,10 +12,11 @@ pub enum Error {
     /// The database failed; the transaction must be rolled back.
     #[error(transparent)]
     Database(#[from] sqlx::Error),
-    /// A move tried in one statement without locks ([`Access::Unlocked`](super::Access::Unlocked)) cannot be made that
-    /// way (it lost a race, found the bid past its deadline, or would end other threads too).
-    /// Nothing was written: run it again in a transaction with [`Access::Locked`](super::Access::Locked), which decides
-    /// on current rows and reports or records what happened.
+    /// A move tried in one statement without locks
+    /// ([`Access::Unlocked`](super::Access::Unlocked)) cannot be made that way (it lost a race,
+    /// found the bid past its deadline, or would end other threads too). Nothing was written: run
+    /// it again in a transaction with [`Access::Locked`](super::Access::Locked), which decides on
+    /// current rows and reports or records what happened.
     #[error("the move needs its locks")]
     NeedsLocks,
     /// The connection failed while the transaction was committing: the change may or may not
