@@ -515,14 +515,18 @@ impl ServerProcess {
         let sink = log.clone();
         std::thread::spawn(move || {
             for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                // Logged before the address is handed over: once `spawn` returns, the log holds
+                // every line up to the listener's.
+                {
+                    let mut log = sink.lock().unwrap();
+                    log.push_str(&line);
+                    log.push('\n');
+                }
                 if let Some(rest) = line.split("listening on ").nth(1) {
                     // The address ends the text line, or the JSON line's message.
                     let address = rest.split(|c: char| c == '"' || c.is_whitespace()).next().unwrap_or("");
                     let _ = found.send(address.to_owned());
                 }
-                let mut log = sink.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
             }
         });
         let base = match address.recv_timeout(Duration::from_secs(120)) {
