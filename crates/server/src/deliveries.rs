@@ -173,7 +173,10 @@ impl Deliverer {
 
     /// Claims up to `limit` due deliveries.
     pub async fn claim(&self, limit: usize) -> Result<Vec<Claimed>, sqlx::Error> {
-        db::webhooks::claim_due(self.market.pool(), limit as i64, self.lease()).await
+        let mut unit = self.market.begin().await?;
+        let claimed = db::webhooks::claim_due(unit.conn(), limit as i64, self.lease()).await?;
+        unit.commit().await?;
+        Ok(claimed)
     }
 
     /// Claims one batch and delivers it, all at once; returns the outcomes.

@@ -90,9 +90,8 @@ async fn update_agent(
     body: JsonBody<ProfilePatch>,
 ) -> Result<Response, Response> {
     let mut command = Write::begin(&state, uuid::Uuid::nil(), IdempotencyKey(None), body.digest).await?;
-    let outcome = agents::update_profile(command.conn(), id, body.value)
-        .await
-        .map(|agent| Reply::json(StatusCode::OK, &api::Agent::from(agent)));
+    let updated = async { agents::update_profile(command.conn().await?, id, body.value).await }.await;
+    let outcome = updated.map(|agent| Reply::json(StatusCode::OK, &api::Agent::from(agent)));
     let response = command.finish(outcome).await;
     // The next request here must read the new tier.
     state.keys.forget_agent(id);
@@ -138,12 +137,12 @@ async fn suspend_agent(
     body: OptionalBody<Suspension>,
 ) -> Result<Response, Response> {
     let mut command = Write::begin(&state, OPERATOR_SCOPE, key, body.digest).await?;
-    let (conn, events) = command.parts();
-    let suspended = agents::suspend(conn, events, id, body.value).await;
-    let outcome = match suspended {
-        Ok(_) => agent_reply(command.conn(), id).await,
-        Err(error) => Err(error),
-    };
+    let outcome = async {
+        let (conn, events) = command.parts().await?;
+        agents::suspend(conn, events, id, body.value).await?;
+        agent_reply(command.conn().await?, id).await
+    }
+    .await;
     let response = command.finish(outcome).await;
     // Committed (or not): either way this instance reads the agent afresh from now on.
     state.keys.forget_agent(id);
@@ -159,10 +158,11 @@ async fn reinstate_agent(
     body: OptionalBody<NoFields>,
 ) -> Result<Response, Response> {
     let mut command = Write::begin(&state, OPERATOR_SCOPE, key, body.digest).await?;
-    let outcome = match agents::reinstate(command.conn(), id).await {
-        Ok(()) => agent_reply(command.conn(), id).await,
-        Err(error) => Err(error),
-    };
+    let outcome = async {
+        agents::reinstate(command.conn().await?, id).await?;
+        agent_reply(command.conn().await?, id).await
+    }
+    .await;
     let response = command.finish(outcome).await;
     state.keys.forget_agent(id);
     Ok(response)
@@ -199,9 +199,9 @@ async fn revoke_key(
     _operator: Operator,
     Id(key_id): Id,
 ) -> Result<StatusCode, ApiError> {
-    let mut unit = state.market.begin().await?;
-    let agent_id = agents::revoke_any_key(unit.conn(), key_id).await?;
-    let committed = unit.commit().await;
+    let mut command = Write::new(&state);
+    let agent_id = agents::revoke_any_key(command.conn().await?, key_id).await?;
+    let committed = command.done().await;
     // Committed (or not): either way this instance reads the agent's keys afresh from now on.
     state.keys.forget_agent(agent_id);
     committed?;

@@ -41,7 +41,8 @@ async fn register(
         .into_response());
     }
     let mut command = Write::begin(&state, Uuid::nil(), key, body.digest).await?;
-    let outcome = agents::register(command.conn(), body.value, Tier::Public).await.map(|(agent, new_key)| {
+    let registered = async { agents::register(command.conn().await?, body.value, Tier::Public).await }.await;
+    let outcome = registered.map(|(agent, new_key)| {
         Reply::json(
             StatusCode::CREATED,
             &Registered { agent: agent.into(), api_key: new_key.api_key, key: new_key.key.into() },
@@ -74,7 +75,8 @@ async fn create_key(
     body: ActionBody,
 ) -> Result<Response, Response> {
     let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
-    let outcome = agents::issue_key(command.conn(), caller.id).await.map(|new_key| {
+    let issued = async { agents::issue_key(command.conn().await?, caller.id).await }.await;
+    let outcome = issued.map(|new_key| {
         Reply::json(StatusCode::CREATED, &IssuedKey { key: new_key.key.into(), api_key: new_key.api_key }).with_secret()
     });
     Ok(command.finish(outcome).await)
@@ -82,9 +84,8 @@ async fn create_key(
 
 async fn revoke_key(State(state): State<AppState>, caller: Caller, Id(key_id): Id) -> Result<Response, Response> {
     let mut command = Write::begin(&state, caller.id, IdempotencyKey(None), [0; 32]).await?;
-    let outcome = agents::revoke_key(command.conn(), caller.id, key_id)
-        .await
-        .map(|key| Reply::json(StatusCode::OK, &api::KeyRecord::from(key)));
+    let revoked = async { agents::revoke_key(command.conn().await?, caller.id, key_id).await }.await;
+    let outcome = revoked.map(|key| Reply::json(StatusCode::OK, &api::KeyRecord::from(key)));
     let response = command.finish(outcome).await;
     // Committed (or not): either way the next request here must read the key afresh.
     state.keys.forget_agent(caller.id);

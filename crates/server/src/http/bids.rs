@@ -106,7 +106,7 @@ async fn counter(
     key: IdempotencyKey,
     body: JsonBody<api::CounterOffer>,
 ) -> Result<Response, Response> {
-    let mut command = Write::begin_unlocked(&state, caller.id, key, body.digest).await?;
+    let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
     let rules = state.settings.rules;
     let offer = Proposal::from(body.value);
     let outcome = command
@@ -126,12 +126,8 @@ async fn answer(
     body: ActionBody,
     answer: Answer,
 ) -> Result<Response, Response> {
-    // Only an acceptance is tried unlocked; rejecting and withdrawing are rarer, and end the
-    // thread in the transaction that records any expiry found on the way.
-    let mut command = match answer {
-        Answer::Accept => Write::begin_unlocked(&state, caller.id, key, body.digest).await?,
-        Answer::Reject | Answer::Withdraw => Write::begin(&state, caller.id, key, body.digest).await?,
-    };
+    // Only an acceptance is made unlocked; rejecting and withdrawing ask for locks at once.
+    let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
     let outcome = command
         .run(|conn, events, access| Box::pin(negotiation::answer(conn, events, access, caller, id, answer)))
         .await;

@@ -35,7 +35,8 @@ async fn create(
     body: JsonBody<NewListing>,
 ) -> Result<Response, Response> {
     let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
-    let outcome = listings::create(command.conn(), caller, body.value, state.settings.rules).await;
+    let outcome =
+        async { listings::create(command.conn().await?, caller, body.value, state.settings.rules).await }.await;
     Ok(command.finish(outcome.map(|listing| Reply::json(StatusCode::CREATED, &api::Listing::from(listing)))).await)
 }
 
@@ -78,7 +79,8 @@ async fn update(
     body: JsonBody<ListingPatch>,
 ) -> Result<Response, Response> {
     let mut command = Write::begin(&state, caller.id, IdempotencyKey(None), body.digest).await?;
-    let outcome = listings::update(command.conn(), caller, id, body.value, state.settings.rules).await;
+    let outcome =
+        async { listings::update(command.conn().await?, caller, id, body.value, state.settings.rules).await }.await;
     Ok(command.finish(outcome.map(|listing| Reply::json(StatusCode::OK, &api::Listing::from(listing)))).await)
 }
 
@@ -90,8 +92,11 @@ async fn withdraw(
     body: ActionBody,
 ) -> Result<Response, Response> {
     let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
-    let (conn, events) = command.parts();
-    let outcome = listings::withdraw(conn, events, caller, id).await;
+    let outcome = async {
+        let (conn, events) = command.parts().await?;
+        listings::withdraw(conn, events, caller, id).await
+    }
+    .await;
     Ok(command.finish(outcome.map(|listing| Reply::json(StatusCode::OK, &api::Listing::from(listing)))).await)
 }
 
@@ -102,7 +107,7 @@ async fn place_bid(
     key: IdempotencyKey,
     body: JsonBody<api::Placement>,
 ) -> Result<Response, Response> {
-    let mut command = Write::begin_unlocked(&state, caller.id, key, body.digest).await?;
+    let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
     let rules = state.settings.rules;
     let placement = Proposal::from(body.value);
     let outcome = command
@@ -127,7 +132,10 @@ async fn purchase(
     body: ActionBody,
 ) -> Result<Response, Response> {
     let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
-    let (conn, events) = command.parts();
-    let outcome = listings::purchase(conn, events, caller, id).await;
+    let outcome = async {
+        let (conn, events) = command.parts().await?;
+        listings::purchase(conn, events, caller, id).await
+    }
+    .await;
     Ok(command.finish(outcome.map(|order| Reply::json(StatusCode::CREATED, &Purchased { order: order.into() }))).await)
 }

@@ -41,7 +41,7 @@ async fn create(
     };
     let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
     let outcome = match checked {
-        Ok(checked) => registry::create(command.conn(), caller.id, checked, &sealing_key).await,
+        Ok(checked) => async { registry::create(command.conn().await?, caller.id, checked, &sealing_key).await }.await,
         Err(rejection) => Err(rejection.into()),
     };
     Ok(command.finish(outcome.map(|created| Reply::json(StatusCode::CREATED, &created).with_secret())).await)
@@ -94,6 +94,6 @@ async fn enable(
     body: ActionBody,
 ) -> Result<Response, Response> {
     let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
-    let outcome = registry::enable(command.conn(), caller.id, id).await;
+    let outcome = async { registry::enable(command.conn().await?, caller.id, id).await }.await;
     Ok(command.finish(outcome.map(|webhook| Reply::json(StatusCode::OK, &api::Webhook::from(webhook)))).await)
 }

@@ -1,11 +1,15 @@
 //! One state-changing request = one transaction, with its `Idempotency-Key` honoured inside it.
 //!
-//! The request's writes are one unit of work of the market ([`Unit`]), which owns the
-//! transaction, the retry under locks and the wake-ups after the commit; this layer adds only
-//! what belongs to HTTP: the key's claim, the stored answer, and the response. The common moves
-//! may first be tried without a transaction ([`Write::begin_unlocked`]). With an
+//! Every handler writes this one way, the console's sessions and the MCP tools' calls included:
+//! [`Write::begin`], then the operation, then [`Write::finish`] (or [`Write::commit`]). The
+//! request's writes are one unit of work of the market ([`Unit`]), which owns the transaction,
+//! the retry under locks and the wake-ups after the commit; this layer adds only what belongs to
+//! HTTP: the key's claim, the stored answer, and the response. The unit is opened by what the
+//! handler does first: a market operation ([`Write::run`]) is tried without a transaction when
+//! the request has no key, and asks for one if it cannot be made so ([`market::Error::NeedsLocks`]);
+//! statements the handler runs itself ([`Write::parts`]) run in a transaction. With an
 //! `Idempotency-Key` the answer must be stored with the effect, so such a request always runs in
-//! a transaction.
+//! a transaction, opened before anything else.
 //!
 //! With a key, the transaction first takes an advisory lock on (agent, key): a concurrent
 //! duplicate finds it taken and gets 409 `idempotency_key_in_use`. Then it looks for a stored
@@ -27,7 +31,7 @@ use super::error::{ApiError, Code, PROBLEM_JSON};
 use super::extract::IdempotencyKey;
 use crate::db::idempotency::{self, Saved};
 use crate::events::Outbox;
-use crate::market::{self, Access, Unit};
+use crate::market::{self, Access, Market, Unit};
 use crate::secrets;
 
 const JSON: &str = "application/json";
@@ -129,14 +133,18 @@ impl Claim {
 /// A state-changing request in progress: its unit of work, and the claim on its
 /// `Idempotency-Key`, if it has one.
 pub struct Write {
-    unit: Unit,
+    market: Market,
+    /// Opened by the first thing the request does (in a transaction at once with a key).
+    unit: Option<Unit>,
     claim: Option<Claim>,
 }
 
 impl Write {
-    /// Opens the request's unit of work in a transaction. `Err` carries the whole answer when
-    /// there is nothing to run: a replay, a key in use or reused, or a database failure. `scope`
-    /// is the calling agent (the nil UUID for unauthenticated registration).
+    /// Opens the request's write. With an `Idempotency-Key`, its unit of work is opened at once,
+    /// in a transaction, and the key claimed: `Err` carries the whole answer when there is
+    /// nothing to run (a replay, a key in use or reused, or a database failure). Without one,
+    /// nothing is opened until the handler makes its first write. `scope` is the calling agent
+    /// (the nil UUID for unauthenticated registration).
     pub async fn begin(
         state: &AppState,
         scope: Uuid,
@@ -152,9 +160,8 @@ impl Write {
         key: IdempotencyKey,
         request_digest: [u8; 32],
     ) -> Result<Result<Write, Response>, ApiError> {
-        let mut unit = state.market.begin().await?;
         let Some(key) = key.0 else {
-            return Ok(Ok(Write { unit, claim: None }));
+            return Ok(Ok(Write::new(state)));
         };
         if scope.is_nil() && key.len() < MIN_ANONYMOUS_KEY_LEN {
             // Without an agent, the key alone decides who gets the stored answer (and the API key
@@ -169,6 +176,7 @@ impl Write {
             ));
         }
         let claim = Claim::new(scope, &key, request_digest);
+        let mut unit = state.market.begin().await?;
         if !idempotency::try_lock(unit.conn(), claim.lock_id()).await? {
             return Err(ApiError::new(
                 Code::IdempotencyKeyInUse,
@@ -178,43 +186,53 @@ impl Write {
         if let Some(saved) = idempotency::find(unit.conn(), scope, &claim.key_digest).await? {
             return Ok(Err(claim.replay(saved)?));
         }
-        Ok(Ok(Write { unit, claim: Some(claim) }))
+        Ok(Ok(Write { market: state.market.clone(), unit: Some(unit), claim: Some(claim) }))
     }
 
-    /// Opens the request without a transaction when it has no `Idempotency-Key` (its move is
-    /// then tried unlocked first), else as [`begin`](Self::begin) does: the answer to a keyed
-    /// request is stored with its effect, in one transaction.
-    pub async fn begin_unlocked(
-        state: &AppState,
-        scope: Uuid,
-        key: IdempotencyKey,
-        request_digest: [u8; 32],
-    ) -> Result<Write, Response> {
-        if key.0.is_some() {
-            return Self::begin(state, scope, key, request_digest).await;
+    /// A write with no `Idempotency-Key`, whose answer is not stored: nothing is opened until
+    /// its first write.
+    pub fn new(state: &AppState) -> Write {
+        Write { market: state.market.clone(), unit: None, claim: None }
+    }
+
+    /// The connection, in a transaction (opened now if the request has not written yet), and the
+    /// outbox the operation's events go to: for statements the handler runs itself.
+    pub async fn parts(&mut self) -> market::Result<(&mut PgConnection, &mut Outbox)> {
+        if self.unit.is_none() {
+            self.unit = Some(self.market.begin().await?);
         }
-        match state.market.begin_unlocked().await {
-            Ok(unit) => Ok(Write { unit, claim: None }),
-            Err(error) => Err(ApiError::from(error).into_response()),
-        }
+        let unit = self.unit.as_mut().expect("opened above");
+        unit.lock().await?;
+        Ok(unit.parts())
     }
 
-    /// The unit's connection, for an operation that runs in its transaction.
-    pub fn conn(&mut self) -> &mut PgConnection {
-        self.unit.conn()
+    /// The connection, in a transaction, as [`parts`](Self::parts).
+    pub async fn conn(&mut self) -> market::Result<&mut PgConnection> {
+        Ok(self.parts().await?.0)
     }
 
-    /// The connection, and the outbox the operation's events go to.
-    pub fn parts(&mut self) -> (&mut PgConnection, &mut Outbox) {
-        self.unit.parts()
-    }
-
-    /// Runs a market operation in the request's unit of work ([`Unit::run`]).
+    /// Runs a market operation in the request's unit of work ([`Unit::run`]): first without a
+    /// transaction if the request has not written yet and has no key, and under locks if the
+    /// operation asks for them.
     pub async fn run<T, F>(&mut self, operation: F) -> market::Result<T>
     where
         F: for<'u> FnMut(&'u mut PgConnection, &'u mut Outbox, Access) -> BoxFuture<'u, market::Result<T>>,
     {
-        self.unit.run(operation).await
+        let unit = match &mut self.unit {
+            Some(unit) => unit,
+            None => self.unit.insert(self.market.begin_unlocked().await?),
+        };
+        unit.run(operation).await
+    }
+
+    /// Commits a write whose answer is not stored for replays (it has no `Idempotency-Key`),
+    /// for a handler that answers in its own way (the console's redirects, a `204`).
+    pub async fn done(self) -> market::Result<()> {
+        debug_assert!(self.claim.is_none(), "a keyed request's answer is stored with its effect");
+        if let Some(unit) = self.unit {
+            unit.commit_reporting().await?;
+        }
+        Ok(())
     }
 
     /// Stores the answer with the effect and commits, or rolls back on a database failure.
@@ -243,14 +261,18 @@ impl Write {
         if let Some(claim) = &self.claim {
             // A keyed request always runs in a transaction: its answer is stored with its effect.
             let saved = Saved { in_progress: running, ..claim.record(&reply) };
-            if !idempotency::save(self.unit.conn(), claim.scope, &claim.key_digest, &saved).await? {
+            let unit = self.unit.as_mut().expect("a keyed request opens its unit at once");
+            if !idempotency::save(unit.conn(), claim.scope, &claim.key_digest, &saved).await? {
                 return Err(ApiError::new(
                     Code::IdempotencyKeyInUse,
                     "a concurrent request with this Idempotency-Key came first",
                 ));
             }
         }
-        self.unit.commit_reporting().await?;
+        // A request that wrote nothing (refused before its first statement) has nothing to commit.
+        if let Some(unit) = self.unit {
+            unit.commit_reporting().await?;
+        }
         Ok(Committed { reply, claim: self.claim })
     }
 }

@@ -100,12 +100,6 @@ impl Live {
         })
     }
 
-    /// Forgets the pending bid, if `agent` is party to it: it is being answered in a way this
-    /// instance does not remember.
-    pub fn forget(&self, bid_id: Uuid, agent: Uuid) {
-        self.state().remove_for(bid_id, agent);
-    }
-
     /// Remembers the listing as read or written, unless this version or a newer one is known.
     pub fn listing_seen(&self, listing: &Listing) {
         if self.capacity == 0 {

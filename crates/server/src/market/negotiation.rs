@@ -549,11 +549,10 @@ pub async fn answer(
             }
         }
         (Access::Locked, Answer::Reject | Answer::Withdraw) | (Access::Unlocked(_), Answer::Accept) => {}
-        (Access::Unlocked(batcher), Answer::Reject | Answer::Withdraw) => {
-            // Whatever comes of it, the bid will not be pending as this instance remembers it.
-            batcher.live().forget(bid_id, caller.id);
-            return Err(Error::NeedsLocks);
-        }
+        // Rejecting and withdrawing are rarer, and end the thread in the transaction that records
+        // any expiry found on the way: asked for before anything is read. What this instance
+        // remembers of the bid stays; a move decided on it is checked by its compare-and-set.
+        (Access::Unlocked(_), Answer::Reject | Answer::Withdraw) => return Err(Error::NeedsLocks),
     }
     let (context, party, remembered) = read_context(conn, &access, caller, bid_id, answer.kind()).await?;
     let transition =

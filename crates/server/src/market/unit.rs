@@ -1,8 +1,9 @@
 //! The unit of work: every write of the market, whoever makes it (a request, the executor, the
 //! sweeper, the webhook worker, an operator command), is one of these.
 //!
-//! A unit begins in a transaction ([`Market::begin`]) or, for the common moves, without one
-//! ([`Market::begin_unlocked`]): an unlocked read, then one statement that is its own
+//! A unit begins in a transaction ([`Market::begin`]: the workers' and the operator commands'
+//! way) or, for a request, as `http::Write` opens it: its moves without a transaction
+//! ([`Market::begin_unlocked`]), an unlocked read, then one statement that is its own
 //! transaction and makes the move only if nothing it was decided on has changed. An operation
 //! run through [`Unit::run`] that cannot be made that way ([`Error::NeedsLocks`]) has written
 //! nothing, and is run again at once in a transaction, which decides on current rows. The unit
@@ -140,7 +141,7 @@ impl Unit {
             let locked = access.is_locked();
             let (conn, events) = self.parts();
             match operation(conn, events, access).await {
-                Err(Error::NeedsLocks) if !locked => self.take_locks().await?,
+                Err(Error::NeedsLocks) if !locked => self.lock().await?,
                 Err(Error::Database(error)) if !locked && !reconnected && db::lost(&error) => {
                     tracing::info!(%error, "a database connection was lost before the move; making it on another");
                     db::suspect_idle_connections();
@@ -153,9 +154,13 @@ impl Unit {
         }
     }
 
-    /// Opens a transaction for an operation that could not be made unlocked. Nothing was written
-    /// by the unlocked attempt, so its events are dropped.
-    async fn take_locks(&mut self) -> std::result::Result<(), sqlx::Error> {
+    /// Opens a transaction on the unit's connection unless it is in one: for an operation that
+    /// could not be made unlocked, or for statements that must run together. What an unlocked
+    /// attempt collected in the outbox is dropped: it wrote nothing.
+    pub async fn lock(&mut self) -> std::result::Result<(), sqlx::Error> {
+        if !matches!(self.conn, Connection::Unlocked(_)) {
+            return Ok(());
+        }
         if let Connection::Unlocked(conn) = std::mem::replace(&mut self.conn, Connection::Opening) {
             self.events = Outbox::new();
             self.conn = Connection::Transaction(Transaction::begin(conn, None).await?);

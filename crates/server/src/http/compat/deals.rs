@@ -278,7 +278,7 @@ pub async fn request_quote(
         return Err(invalid(&[FieldError::new("target_cpm.currency", message)]).into_response());
     }
     let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
-    let outcome = quotes::quote(command.conn(), caller, request).await;
+    let outcome = async { quotes::quote(command.conn().await?, caller, request).await }.await;
     let reply = outcome.map(|quoted| {
         Reply::json(StatusCode::CREATED, &serde_json::json!({ "quote": QuoteView::of(&quoted, caller) }))
     });
@@ -356,8 +356,11 @@ pub async fn book_deal(
         return Err(invalid(&errors).into_response());
     };
     let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
-    let (conn, events) = command.parts();
-    let outcome = quotes::book(conn, events, caller, quote_id, Utc::now()).await;
+    let outcome = async {
+        let (conn, events) = command.parts().await?;
+        quotes::book(conn, events, caller, quote_id, Utc::now()).await
+    }
+    .await;
     let reply = outcome.map(|booked| {
         let status = if booked.newly { StatusCode::CREATED } else { StatusCode::OK };
         Reply::json(status, &DealReply::of(&booked, caller))

@@ -167,8 +167,8 @@ async fn play(
         Ok(command) => command,
         Err(answer) => return answer,
     };
-    let (conn, events) = command.parts();
     let outcome = async {
+        let (conn, events) = command.parts().await?;
         let before = View::read(conn, caller, thread_id).await?;
         // The thread's latest bid is its pending one while it is live; on an ended thread the
         // state machine refuses a move with the bid's status.
@@ -278,17 +278,21 @@ async fn answered(
     if fresh.awaiting.is_none() {
         return Ok(fresh);
     }
-    let mut unit = state.market.begin().await?;
-    let (conn, events) = unit.parts();
-    match negotiation::answer(conn, events, Access::Locked, caller, bid_id, Answer::Withdraw).await {
+    let mut command = Write::new(state);
+    match command
+        .run(|conn, events, access| {
+            Box::pin(negotiation::answer(conn, events, access, caller, bid_id, Answer::Withdraw))
+        })
+        .await
+    {
         Ok(_) => {
-            unit.commit_reporting().await?;
+            command.done().await?;
             tracing::info!(%thread_id, "the seller did not answer a compatibility route in time; the bid was withdrawn");
             Ok(read(state, caller, thread_id).await?.unanswered(wait))
         }
         // The seller answered meanwhile (or the bid expired): the thread says how.
         Err(market::Error::Rejected(_)) => {
-            drop(unit);
+            drop(command);
             read(state, caller, thread_id).await
         }
         Err(error) => Err(error),
@@ -337,7 +341,7 @@ pub async fn open_proposal(
         return Err(invalid(&errors).into_response());
     };
     let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
-    let (conn, events) = command.parts();
+    let (conn, events) = command.parts().await.map_err(|error| ApiError::from(error).into_response())?;
     let placement = Proposal::of(amount);
     let outcome =
         match negotiation::place(conn, events, Access::Locked, caller, listing_id, &placement, state.settings.rules)

@@ -9,10 +9,10 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use super::pages::SignIn;
 use crate::db;
-use crate::http::AppState;
 use crate::http::error::{ApiError, Code};
 use crate::http::extract::address_of;
 use crate::http::session::{COOKIE, LASTS, is_open, same_origin, session_id};
+use crate::http::{AppState, Write};
 use crate::secrets;
 
 /// `GET /console/sign-in`: the form.
@@ -59,7 +59,9 @@ pub async fn sign_in(
     }
     let id = URL_SAFE_NO_PAD.encode(secrets::random_bytes::<32>());
     let digest = secrets::sha256(id.as_bytes());
-    db::again_if_lost(|| db::console::open_session(&state.pool, &digest, LASTS)).await?;
+    let mut command = Write::new(&state);
+    db::console::open_session(command.conn().await?, &digest, LASTS).await?;
+    command.done().await?;
     tracing::info!("an operator signed in to the console");
     let cookie = format!("{COOKIE}={id}; Max-Age={}; Path=/; Secure; HttpOnly; SameSite=Strict", LASTS.as_secs());
     Ok(with_cookie(Redirect::to(super::PATH).into_response(), &cookie))
@@ -73,7 +75,9 @@ pub async fn sign_out(State(state): State<AppState>, headers: HeaderMap) -> Resu
     }
     if let Some(id) = session_id(&headers) {
         let digest = secrets::sha256(id.as_bytes());
-        db::again_if_lost(|| db::console::close_session(&state.pool, &digest)).await?;
+        let mut command = Write::new(&state);
+        db::console::close_session(command.conn().await?, &digest).await?;
+        command.done().await?;
     }
     let cookie = format!("{COOKIE}=; Max-Age=0; Path=/; Secure; HttpOnly; SameSite=Strict");
     Ok(with_cookie(Redirect::to(super::SIGN_IN).into_response(), &cookie))
