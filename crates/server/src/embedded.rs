@@ -237,11 +237,14 @@ impl EmbeddedPostgres {
 
     async fn ensure_database(&self) -> Result<(), EmbeddedError> {
         let mut conn = self.connect_options("postgres").disable_statement_logging().connect().await?;
-        let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
-            .bind(DATABASE)
-            .fetch_one(&mut conn)
-            .await?;
+        let exists = sqlx::query_scalar!(
+            r#"SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1) AS "exists!""#,
+            DATABASE
+        )
+        .fetch_one(&mut conn)
+        .await?;
         if !exists {
+            // Built at run time: a name in a statement is no parameter.
             sqlx::query(&format!("CREATE DATABASE {DATABASE}")).execute(&mut conn).await?;
         }
         conn.close().await?;

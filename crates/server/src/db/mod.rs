@@ -25,6 +25,7 @@ pub mod orders;
 pub mod policies;
 pub mod quotes;
 pub mod rows;
+pub mod server_keys;
 pub mod sweeps;
 pub mod tasks;
 pub mod text;

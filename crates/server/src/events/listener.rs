@@ -72,7 +72,7 @@ pub async fn run(
                 received = listener.try_recv() => received,
                 _ = ping.tick() => {
                     // A half-open connection would otherwise wait forever in silence.
-                    let alive = tokio::time::timeout(PING_TIMEOUT, sqlx::query("SELECT 1").execute(&mut listener)).await;
+                    let alive = tokio::time::timeout(PING_TIMEOUT, sqlx::query_scalar!("SELECT 1 AS alive").fetch_one(&mut listener)).await;
                     if matches!(alive, Ok(Ok(_))) {
                         continue;
                     }

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
+use crate::db;
+
 pub mod target;
 
 pub use haggle_api::signature;
@@ -17,6 +19,9 @@ pub use haggle_api::{DeliveryStatus, WebhookStatus};
 
 /// The most webhooks one agent may have.
 pub const MAX_WEBHOOKS_PER_AGENT: i64 = 20;
+
+/// The name the sealing key is stored under when none is configured.
+const SEALING_KEY: &str = "webhook_sealing";
 
 /// The operator's webhook settings.
 #[derive(Debug, Clone)]
@@ -65,12 +70,9 @@ impl SealingKey {
 
 async fn stored_key(pool: &PgPool) -> Result<[u8; 32], sqlx::Error> {
     let generated = crate::secrets::random_bytes::<32>();
-    sqlx::query("INSERT INTO server_keys (name, key) VALUES ('webhook_sealing', $1) ON CONFLICT (name) DO NOTHING")
-        .bind(&generated[..])
-        .execute(pool)
-        .await?;
-    let stored: Vec<u8> =
-        sqlx::query_scalar("SELECT key FROM server_keys WHERE name = 'webhook_sealing'").fetch_one(pool).await?;
+    // Two statements: a key another instance stores meanwhile is read by the second.
+    db::server_keys::store_if_absent(pool, SEALING_KEY, &generated).await?;
+    let stored = db::server_keys::get(pool, SEALING_KEY).await?;
     stored.try_into().map_err(|_| sqlx::Error::Decode("the stored webhook sealing key is not 32 bytes".into()))
 }
 
