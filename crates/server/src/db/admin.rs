@@ -10,9 +10,10 @@ use sqlx::types::Json;
 use sqlx::{FromRow, PgConnection, PgExecutor, Postgres, QueryBuilder};
 use uuid::Uuid;
 
+use super::text::Text;
 use super::{Order, Page, Thread};
-use haggle_api::{Event, WebhookStatus};
-use haggle_domain::{Currency, ThreadStatus, Tier};
+use haggle_api::{Event, EventType, WebhookStatus};
+use haggle_domain::{BidStatus, Currency, ThreadStatus, Tier};
 
 /// An agent as the operator reads it.
 #[derive(Debug, Clone, PartialEq, Eq, FromRow)]
@@ -61,6 +62,8 @@ pub struct AgentFilter {
 }
 
 pub async fn agents(executor: impl PgExecutor<'_>, filter: &AgentFilter) -> Result<Page<AgentRecord>, sqlx::Error> {
+    // Built at run time: each filter gives its own condition, so a suspended filter reads its
+    // partial index and a cursor bounds the primary key.
     let mut query: QueryBuilder<Postgres> =
         QueryBuilder::new(format!("SELECT {AGENT_RECORD} FROM agents a WHERE true"));
     if let Some(q) = &filter.q {
@@ -87,6 +90,7 @@ pub async fn agents(executor: impl PgExecutor<'_>, filter: &AgentFilter) -> Resu
 }
 
 pub async fn agent(executor: impl PgExecutor<'_>, id: Uuid) -> Result<Option<AgentRecord>, sqlx::Error> {
+    // Built at run time: it reads the list's columns, `AGENT_RECORD`, which the list splices.
     sqlx::query_as(&format!("SELECT {AGENT_RECORD} FROM agents a WHERE a.id = $1"))
         .bind(id)
         .fetch_optional(executor)
@@ -95,29 +99,30 @@ pub async fn agent(executor: impl PgExecutor<'_>, id: Uuid) -> Result<Option<Age
 
 /// Locks the agent's row; whether it is suspended, or `None` if there is no such agent.
 pub async fn lock_agent(conn: &mut PgConnection, id: Uuid) -> Result<Option<bool>, sqlx::Error> {
-    sqlx::query_scalar("SELECT suspended_at IS NOT NULL FROM agents WHERE id = $1 FOR UPDATE")
-        .bind(id)
+    sqlx::query_scalar!(r#"SELECT suspended_at IS NOT NULL AS "suspended!" FROM agents WHERE id = $1 FOR UPDATE"#, id)
         .fetch_optional(conn)
         .await
 }
 
 /// Marks the agent suspended (the caller holds its lock and knows it is not).
 pub async fn mark_suspended(conn: &mut PgConnection, id: Uuid, reason: Option<&str>) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE agents SET suspended_at = now(), suspended_reason = $2, updated_at = now() WHERE id = $1")
-        .bind(id)
-        .bind(reason)
-        .execute(conn)
-        .await
-        .map(drop)
+    sqlx::query!(
+        "UPDATE agents SET suspended_at = now(), suspended_reason = $2, updated_at = now() WHERE id = $1",
+        id,
+        reason,
+    )
+    .execute(conn)
+    .await
+    .map(drop)
 }
 
 /// Clears the agent's suspension, if it has one.
 pub async fn clear_suspension(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE agents SET suspended_at = NULL, suspended_reason = NULL, updated_at = now()
          WHERE id = $1 AND suspended_at IS NOT NULL",
+        id,
     )
-    .bind(id)
     .execute(conn)
     .await
     .map(drop)
@@ -126,13 +131,13 @@ pub async fn clear_suspension(conn: &mut PgConnection, id: Uuid) -> Result<(), s
 /// Locks the listings of the agent's live threads, in id order: listings are locked before
 /// threads.
 pub async fn lock_listings_of_live_threads(conn: &mut PgConnection, agent_id: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "SELECT 1 FROM listings WHERE id IN (
+    sqlx::query!(
+        "SELECT 1 AS locked FROM listings WHERE id IN (
              SELECT listing_id FROM threads WHERE (buyer_id = $1 OR seller_id = $1) AND status = 'ACTIVE')
          ORDER BY id FOR UPDATE",
+        agent_id,
     )
-    .bind(agent_id)
-    .execute(conn)
+    .fetch_all(conn)
     .await
     .map(drop)
 }
@@ -143,21 +148,22 @@ pub async fn lock_live_threads(
     conn: &mut PgConnection,
     agent_id: Uuid,
 ) -> Result<Vec<super::rows::BidDeadline>, sqlx::Error> {
-    let locked: Vec<Uuid> = sqlx::query_scalar(
+    let locked = sqlx::query_scalar!(
         "SELECT id FROM threads WHERE (buyer_id = $1 OR seller_id = $1) AND status = 'ACTIVE' ORDER BY id FOR UPDATE",
+        agent_id,
     )
-    .bind(agent_id)
     .fetch_all(&mut *conn)
     .await?;
     if locked.is_empty() {
         return Ok(Vec::new());
     }
-    sqlx::query_as(
-        "SELECT b.id AS bid_id, b.status, b.expires_at, now() AS db_now
-         FROM threads t JOIN bids b ON b.id = t.last_bid_id
-         WHERE t.id = ANY($1) AND t.status = 'ACTIVE' AND b.status = 'PENDING'",
+    sqlx::query_as!(
+        super::rows::BidDeadline,
+        r#"SELECT b.id AS bid_id, b.status AS "status: Text<BidStatus>", b.expires_at, now() AS "db_now!"
+           FROM threads t JOIN bids b ON b.id = t.last_bid_id
+           WHERE t.id = ANY($1) AND t.status = 'ACTIVE' AND b.status = 'PENDING'"#,
+        &locked,
     )
-    .bind(&locked)
     .fetch_all(conn)
     .await
 }
@@ -165,10 +171,12 @@ pub async fn lock_live_threads(
 /// Revokes any agent's key. Returns its agent, or `None` if there is no such key. A key already
 /// revoked keeps its first revocation time.
 pub async fn revoke_key(conn: &mut PgConnection, key_id: Uuid) -> Result<Option<Uuid>, sqlx::Error> {
-    sqlx::query_scalar("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 RETURNING agent_id")
-        .bind(key_id)
-        .fetch_optional(conn)
-        .await
+    sqlx::query_scalar!(
+        "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 RETURNING agent_id",
+        key_id
+    )
+    .fetch_optional(conn)
+    .await
 }
 
 /// The smallest UUIDv7 of the millisecond an hour before `at`: every row made at `at` or later
@@ -194,6 +202,7 @@ pub struct ThreadFilter {
 
 /// Threads, newest first. A status filter means the effective status, as on `/v1/threads`.
 pub async fn threads(executor: impl PgExecutor<'_>, filter: &ThreadFilter) -> Result<Page<Thread>, sqlx::Error> {
+    // Built at run time: each filter gives its own condition, so each reads its index.
     let mut query: QueryBuilder<Postgres> = QueryBuilder::new("SELECT row_to_json(threads) FROM threads WHERE true");
     match filter.status {
         Some(ThreadStatus::Active) => query.push(" AND status = 'ACTIVE' AND expires_at > now()"),
@@ -236,6 +245,7 @@ pub struct OrderFilter {
 }
 
 pub async fn orders(executor: impl PgExecutor<'_>, filter: &OrderFilter) -> Result<Page<Order>, sqlx::Error> {
+    // Built at run time: each filter gives its own condition, so each reads its index.
     let mut query: QueryBuilder<Postgres> = QueryBuilder::new(
         "SELECT id, listing_id, thread_id, bid_id, buyer_id, seller_id, amount, currency, terms, status, created_at,
                 updated_at
@@ -285,9 +295,11 @@ pub async fn webhooks(
     after: Option<Uuid>,
     limit: i64,
 ) -> Result<Page<WebhookRecord>, sqlx::Error> {
-    let rows: Vec<WebhookRecord> = sqlx::query_as(
-        "SELECT w.id, w.agent_id, a.name AS agent_name, w.url, w.events, w.status, w.disabled_reason, w.created_at,
-                w.updated_at, c.pending, c.succeeded, c.failed,
+    let rows = sqlx::query_as!(
+        WebhookRecord,
+        r#"SELECT w.id, w.agent_id, a.name AS agent_name, w.url, w.events, w.status AS "status: Text<WebhookStatus>",
+                w.disabled_reason, w.created_at, w.updated_at, c.pending AS "pending!", c.succeeded AS "succeeded!",
+                c.failed AS "failed!",
                 (SELECT max(x.started_at) FROM webhook_deliveries d JOIN webhook_attempts x ON x.delivery_id = d.id
                   WHERE d.webhook_id = w.id
                     AND (x.response_status IS NULL OR x.response_status NOT BETWEEN 200 AND 299)) AS last_failure_at
@@ -300,11 +312,11 @@ pub async fn webhooks(
              FROM webhook_deliveries d WHERE d.webhook_id = w.id) c
          WHERE ($1::uuid IS NULL OR w.id < $1)
            AND (NOT $2 OR w.status = 'DISABLED' OR c.failed > 0 OR c.retrying > 0)
-         ORDER BY w.id DESC LIMIT $3",
+         ORDER BY w.id DESC LIMIT $3"#,
+        after,
+        failing,
+        limit + 1,
     )
-    .bind(after)
-    .bind(failing)
-    .bind(limit + 1)
     .fetch_all(executor)
     .await?;
     Ok(Page::from_rows(rows, limit, |webhook| webhook.id))
@@ -312,17 +324,21 @@ pub async fn webhooks(
 
 /// Whether a webhook exists, whoever owns it.
 pub async fn webhook_exists(executor: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM webhooks WHERE id = $1)").bind(id).fetch_one(executor).await
+    sqlx::query_scalar!(r#"SELECT EXISTS (SELECT 1 FROM webhooks WHERE id = $1) AS "exists!""#, id)
+        .fetch_one(executor)
+        .await
 }
 
 /// Every event after `after`, oldest first, whoever it concerns.
 pub async fn events_after(executor: impl PgExecutor<'_>, after: i64, limit: i64) -> Result<Vec<Event>, sqlx::Error> {
-    let rows: Vec<super::events::EventRow> = sqlx::query_as(
-        "SELECT e.id, e.type, e.created_at, e.listing_id, e.thread_id, e.bid_id, e.order_id, e.data
-         FROM events e WHERE e.id > $1 ORDER BY e.id LIMIT $2",
+    let rows = sqlx::query_as!(
+        super::events::EventRow,
+        r#"SELECT e.id, e.type AS "kind: Text<EventType>", e.created_at, e.listing_id, e.thread_id, e.bid_id, e.order_id,
+                  e.data
+           FROM events e WHERE e.id > $1 ORDER BY e.id LIMIT $2"#,
+        after,
+        limit,
     )
-    .bind(after)
-    .bind(limit)
     .fetch_all(executor)
     .await?;
     Ok(rows.into_iter().map(Event::from).collect())
@@ -339,12 +355,13 @@ pub struct Totals {
 }
 
 pub async fn totals(executor: impl PgExecutor<'_>) -> Result<Totals, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT (SELECT count(*) FROM listings WHERE status = 'ACTIVE') AS listings_active,
-                (SELECT count(*) FROM listings) AS listings_total,
-                (SELECT count(*) FROM agents) AS agents_total,
-                (SELECT count(*) FROM agents WHERE suspended_at IS NOT NULL) AS agents_suspended,
-                (SELECT count(*) FROM threads WHERE status = 'ACTIVE' AND expires_at > now()) AS active_negotiations",
+    sqlx::query_as!(
+        Totals,
+        r#"SELECT (SELECT count(*) FROM listings WHERE status = 'ACTIVE') AS "listings_active!",
+                  (SELECT count(*) FROM listings) AS "listings_total!",
+                  (SELECT count(*) FROM agents) AS "agents_total!",
+                  (SELECT count(*) FROM agents WHERE suspended_at IS NOT NULL) AS "agents_suspended!",
+                  (SELECT count(*) FROM threads WHERE status = 'ACTIVE' AND expires_at > now()) AS "active_negotiations!""#,
     )
     .fetch_one(executor)
     .await
@@ -369,12 +386,14 @@ pub struct VolumeRow {
 /// The window of `hours` hours that ends with the current one, by the database's clock: the
 /// start of its first hour and of its last.
 pub async fn window(executor: impl PgExecutor<'_>, hours: i64) -> Result<(DateTime<Utc>, DateTime<Utc>), sqlx::Error> {
-    sqlx::query_as(
-        "SELECT date_trunc('hour', now(), 'UTC') - ($1 - 1) * interval '1 hour', date_trunc('hour', now(), 'UTC')",
+    let row = sqlx::query!(
+        r#"SELECT date_trunc('hour', now(), 'UTC') - ($1::bigint - 1) * interval '1 hour' AS "first!",
+                  date_trunc('hour', now(), 'UTC') AS "last!""#,
+        hours,
     )
-    .bind(hours)
     .fetch_one(executor)
-    .await
+    .await?;
+    Ok((row.first, row.last))
 }
 
 /// Every hour from `from` to `to` (starts of hours), oldest first, with the orders and threads
@@ -385,8 +404,9 @@ pub async fn hours(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Result<Vec<Hour>, sqlx::Error> {
-    sqlx::query_as(
-        "WITH series AS (
+    sqlx::query_as!(
+        Hour,
+        r#"WITH series AS (
              SELECT generate_series($1::timestamptz, $3::timestamptz, interval '1 hour') AS hour
          ), deals AS (
              SELECT date_trunc('hour', created_at, 'UTC') AS hour, currency, count(*) AS deals, sum(amount)::bigint AS amount
@@ -401,14 +421,14 @@ pub async fn hours(
                     json_agg(json_build_object('currency', currency, 'amount', amount) ORDER BY currency) AS volume
              FROM deals GROUP BY hour
          )
-         SELECT s.hour, COALESCE(d.deals, 0) AS deals, COALESCE(o.opened, 0) AS negotiations_opened,
-                COALESCE(d.volume, '[]') AS volume
+         SELECT s.hour AS "hour!", COALESCE(d.deals, 0) AS "deals!", COALESCE(o.opened, 0) AS "negotiations_opened!",
+                COALESCE(d.volume, '[]') AS "volume!: Json<Vec<VolumeRow>>"
          FROM series s LEFT JOIN by_hour d ON d.hour = s.hour LEFT JOIN opened o ON o.hour = s.hour
-         ORDER BY s.hour",
+         ORDER BY s.hour"#,
+        from,
+        id_floor(from),
+        to,
     )
-    .bind(from)
-    .bind(id_floor(from))
-    .bind(to)
     .fetch_all(executor)
     .await
 }
@@ -424,15 +444,16 @@ pub struct Outcomes {
 /// The threads opened since `from` that have ended (an ACTIVE one past its deadline has
 /// expired), those that ended ACCEPTED, and the median rounds of the latter.
 pub async fn outcomes(executor: impl PgExecutor<'_>, from: DateTime<Utc>) -> Result<Outcomes, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE status <> 'ACTIVE' OR expires_at <= now()) AS ended,
-                count(*) FILTER (WHERE status = 'ACCEPTED') AS accepted,
-                percentile_cont(0.5) WITHIN GROUP (ORDER BY rounds) FILTER (WHERE status = 'ACCEPTED')
-                    AS median_rounds_to_deal
-         FROM threads WHERE id >= $2 AND created_at >= $1",
+    sqlx::query_as!(
+        Outcomes,
+        r#"SELECT count(*) FILTER (WHERE status <> 'ACTIVE' OR expires_at <= now()) AS "ended!",
+                  count(*) FILTER (WHERE status = 'ACCEPTED') AS "accepted!",
+                  percentile_cont(0.5) WITHIN GROUP (ORDER BY rounds) FILTER (WHERE status = 'ACCEPTED')
+                      AS median_rounds_to_deal
+           FROM threads WHERE id >= $2 AND created_at >= $1"#,
+        from,
+        id_floor(from),
     )
-    .bind(from)
-    .bind(id_floor(from))
     .fetch_one(executor)
     .await
 }

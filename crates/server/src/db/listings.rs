@@ -62,12 +62,10 @@ impl Listing {
     }
 }
 
-macro_rules! listing_columns {
-    () => {
-        "id, seller_id, title, description, ask_amount, currency, quantity, quantity_available, status, negotiable, \
-         min_negotiation_tier, max_rounds, bid_ttl_seconds, max_threads_per_buyer, issues, created_at, updated_at"
-    };
-}
+/// The columns of [`Listing`], for the list built at run time.
+const LISTING_COLUMNS: &str = "id, seller_id, title, description, ask_amount, currency, quantity, quantity_available, \
+     status, negotiable, min_negotiation_tier, max_rounds, bid_ttl_seconds, max_threads_per_buyer, issues, created_at, \
+     updated_at";
 
 pub async fn insert(
     conn: &mut PgConnection,
@@ -75,50 +73,54 @@ pub async fn insert(
     seller_id: Uuid,
     terms: &ListingTerms,
 ) -> Result<Listing, sqlx::Error> {
-    sqlx::query_as(concat!(
-        "INSERT INTO listings (id, seller_id, title, description, ask_amount, currency, quantity, quantity_available,
-             status, negotiable, min_negotiation_tier, max_rounds, bid_ttl_seconds, max_threads_per_buyer, issues)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'ACTIVE', $9, $10, $11, $12, $13, $14)
-         RETURNING ",
-        listing_columns!()
-    ))
-    .bind(id)
-    .bind(seller_id)
-    .bind(&terms.title)
-    .bind(&terms.description)
-    .bind(terms.ask_amount)
-    .bind(terms.currency.as_str())
-    .bind(terms.quantity)
-    .bind(terms.quantity_available)
-    .bind(terms.negotiable)
-    .bind(terms.min_negotiation_tier.as_str())
-    .bind(terms.max_rounds)
-    .bind(terms.bid_ttl_seconds)
-    .bind(terms.max_threads_per_buyer)
-    .bind((!terms.issues.is_empty()).then_some(Json(&terms.issues)))
+    let Json(listing) = sqlx::query_scalar!(
+        r#"INSERT INTO listings AS l (id, seller_id, title, description, ask_amount, currency, quantity,
+               quantity_available, status, negotiable, min_negotiation_tier, max_rounds, bid_ttl_seconds,
+               max_threads_per_buyer, issues)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'ACTIVE', $9, $10, $11, $12, $13, $14)
+           RETURNING row_to_json(l) AS "listing!: Json<Listing>""#,
+        id,
+        seller_id,
+        terms.title,
+        terms.description,
+        terms.ask_amount,
+        terms.currency.as_str(),
+        terms.quantity,
+        terms.quantity_available,
+        terms.negotiable,
+        terms.min_negotiation_tier.as_str(),
+        terms.max_rounds,
+        terms.bid_ttl_seconds,
+        terms.max_threads_per_buyer,
+        (!terms.issues.is_empty()).then_some(Json(&terms.issues)) as _,
+    )
     .fetch_one(conn)
-    .await
+    .await?;
+    Ok(listing)
 }
 
 pub async fn get(executor: impl PgExecutor<'_>, id: Uuid) -> Result<Option<Listing>, sqlx::Error> {
-    sqlx::query_as(concat!("SELECT ", listing_columns!(), " FROM listings WHERE id = $1"))
-        .bind(id)
-        .fetch_optional(executor)
-        .await
+    let listing =
+        sqlx::query_scalar!(r#"SELECT row_to_json(l) AS "listing!: Json<Listing>" FROM listings l WHERE id = $1"#, id)
+            .fetch_optional(executor)
+            .await?;
+    Ok(listing.map(|listing| listing.0))
 }
 
 /// Locks the listing against changes of status and quantity until the transaction ends.
 pub async fn lock(conn: &mut PgConnection, id: Uuid) -> Result<Option<Listing>, sqlx::Error> {
-    sqlx::query_as(concat!("SELECT ", listing_columns!(), " FROM listings WHERE id = $1 FOR UPDATE"))
-        .bind(id)
-        .fetch_optional(conn)
-        .await
+    let listing = sqlx::query_scalar!(
+        r#"SELECT row_to_json(l) AS "listing!: Json<Listing>" FROM listings l WHERE id = $1 FOR UPDATE"#,
+        id
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(listing.map(|listing| listing.0))
 }
 
 /// A listing locked for placing a bid on it, with the database's clock.
-#[derive(Debug, FromRow)]
+#[derive(Debug)]
 pub struct LockedListing {
-    #[sqlx(flatten)]
     pub listing: Listing,
     pub db_now: DateTime<Utc>,
 }
@@ -132,18 +134,19 @@ pub async fn lock_for_placement(
     listing_id: Uuid,
     buyer_id: Uuid,
 ) -> Result<Option<LockedListing>, sqlx::Error> {
-    sqlx::query_as(concat!(
-        "SELECT ",
-        listing_columns!(),
-        ", now() AS db_now, pg_advisory_xact_lock($2, $3)::text AS placement_lock
-         FROM listings WHERE id = $1
-         FOR SHARE"
-    ))
-    .bind(listing_id)
-    .bind(placement_lock(listing_id, buyer_id).0)
-    .bind(placement_lock(listing_id, buyer_id).1)
+    let (space, key) = placement_lock(listing_id, buyer_id);
+    let row = sqlx::query!(
+        r#"SELECT row_to_json(l) AS "listing!: Json<Listing>", now() AS "db_now!",
+                  pg_advisory_xact_lock($2, $3)::text AS placement_lock
+           FROM listings l WHERE id = $1
+           FOR SHARE"#,
+        listing_id,
+        space,
+        key,
+    )
     .fetch_optional(conn)
-    .await
+    .await?;
+    Ok(row.map(|row| LockedListing { listing: row.listing.0, db_now: row.db_now }))
 }
 
 /// The first half of the two-part advisory lock keys of placements: "HAGL".
@@ -159,56 +162,52 @@ fn placement_lock_key(listing_id: Uuid, buyer_id: Uuid) -> i32 {
     i32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]])
 }
 
-/// The statement that reads [`BuyerThreads`] of the buyer and listing given (SQL expressions).
-macro_rules! buyer_threads_query {
-    ($listing:literal, $buyer:literal) => {
-        concat!(
-            "SELECT count(*) AS thread_count,
-                    (array_agg(t.id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_thread_id,
-                    max(t.expires_at) FILTER (WHERE t.status = 'ACTIVE') AS active_expires_at,
-                    (array_agg(t.last_bid_id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_last_bid_id
-             FROM threads t WHERE t.listing_id = ",
-            $listing,
-            " AND t.buyer_id = ",
-            $buyer
-        )
-    };
-}
-
 /// A listing and the buyer's threads on it, read together without locks, for a placement made
 /// in one statement (which locks the listing and checks what could have changed).
-#[derive(Debug, FromRow)]
+#[derive(Debug)]
 pub struct PlacementContext {
-    #[sqlx(flatten)]
     pub listing: Listing,
     pub db_now: DateTime<Utc>,
-    #[sqlx(flatten)]
     pub mine: BuyerThreads,
 }
 
+/// Reads the buyer's threads as [`buyer_threads`] does, in the same statement as the listing.
 pub async fn read_for_placement(
     conn: &mut PgConnection,
     listing_id: Uuid,
     buyer_id: Uuid,
 ) -> Result<Option<PlacementContext>, sqlx::Error> {
-    sqlx::query_as(concat!(
-        "SELECT ",
-        listing_columns!(),
-        ", now() AS db_now, m.*
-         FROM listings
-         CROSS JOIN LATERAL (",
-        buyer_threads_query!("listings.id", "$2"),
-        ") m
-         WHERE listings.id = $1"
-    ))
-    .bind(listing_id)
-    .bind(buyer_id)
+    let row = sqlx::query!(
+        r#"SELECT row_to_json(l) AS "listing!: Json<Listing>", now() AS "db_now!", m.thread_count AS "thread_count!",
+                  m.active_thread_id, m.active_expires_at, m.active_last_bid_id
+           FROM listings l
+           CROSS JOIN LATERAL (
+               SELECT count(*) AS thread_count,
+                      (array_agg(t.id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_thread_id,
+                      max(t.expires_at) FILTER (WHERE t.status = 'ACTIVE') AS active_expires_at,
+                      (array_agg(t.last_bid_id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_last_bid_id
+               FROM threads t WHERE t.listing_id = l.id AND t.buyer_id = $2
+           ) m
+           WHERE l.id = $1"#,
+        listing_id,
+        buyer_id,
+    )
     .fetch_optional(conn)
-    .await
+    .await?;
+    Ok(row.map(|row| PlacementContext {
+        listing: row.listing.0,
+        db_now: row.db_now,
+        mine: BuyerThreads {
+            thread_count: row.thread_count,
+            active_thread_id: row.active_thread_id,
+            active_expires_at: row.active_expires_at,
+            active_last_bid_id: row.active_last_bid_id,
+        },
+    }))
 }
 
 /// The buyer's threads on a listing, as placing a bid must know them.
-#[derive(Debug, Default, FromRow)]
+#[derive(Debug, Default)]
 pub struct BuyerThreads {
     /// Threads this buyer has had on the listing, whatever their status.
     pub thread_count: i64,
@@ -219,47 +218,59 @@ pub struct BuyerThreads {
 }
 
 /// Read after [`lock_for_placement`], in a statement of its own, so that it sees every thread
-/// committed while the locks were awaited.
+/// committed while the locks were awaited. [`read_for_placement`] reads the same.
 pub async fn buyer_threads(
     conn: &mut PgConnection,
     listing_id: Uuid,
     buyer_id: Uuid,
 ) -> Result<BuyerThreads, sqlx::Error> {
-    sqlx::query_as(buyer_threads_query!("$1", "$2")).bind(listing_id).bind(buyer_id).fetch_one(conn).await
+    sqlx::query_as!(
+        BuyerThreads,
+        r#"SELECT count(*) AS "thread_count!",
+                  (array_agg(t.id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_thread_id,
+                  max(t.expires_at) FILTER (WHERE t.status = 'ACTIVE') AS active_expires_at,
+                  (array_agg(t.last_bid_id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_last_bid_id
+           FROM threads t WHERE t.listing_id = $1 AND t.buyer_id = $2"#,
+        listing_id,
+        buyer_id,
+    )
+    .fetch_one(conn)
+    .await
 }
 
 pub async fn update_terms(conn: &mut PgConnection, id: Uuid, terms: &ListingTerms) -> Result<Listing, sqlx::Error> {
-    sqlx::query_as(concat!(
-        "UPDATE listings SET title = $2, description = $3, ask_amount = $4, quantity = $5, quantity_available = $6,
-             negotiable = $7, min_negotiation_tier = $8, max_rounds = $9, bid_ttl_seconds = $10,
-             max_threads_per_buyer = $11, updated_at = now()
-         WHERE id = $1
-         RETURNING ",
-        listing_columns!()
-    ))
-    .bind(id)
-    .bind(&terms.title)
-    .bind(&terms.description)
-    .bind(terms.ask_amount)
-    .bind(terms.quantity)
-    .bind(terms.quantity_available)
-    .bind(terms.negotiable)
-    .bind(terms.min_negotiation_tier.as_str())
-    .bind(terms.max_rounds)
-    .bind(terms.bid_ttl_seconds)
-    .bind(terms.max_threads_per_buyer)
+    let Json(listing) = sqlx::query_scalar!(
+        r#"UPDATE listings l SET title = $2, description = $3, ask_amount = $4, quantity = $5, quantity_available = $6,
+               negotiable = $7, min_negotiation_tier = $8, max_rounds = $9, bid_ttl_seconds = $10,
+               max_threads_per_buyer = $11, updated_at = now()
+           WHERE id = $1
+           RETURNING row_to_json(l) AS "listing!: Json<Listing>""#,
+        id,
+        terms.title,
+        terms.description,
+        terms.ask_amount,
+        terms.quantity,
+        terms.quantity_available,
+        terms.negotiable,
+        terms.min_negotiation_tier.as_str(),
+        terms.max_rounds,
+        terms.bid_ttl_seconds,
+        terms.max_threads_per_buyer,
+    )
     .fetch_one(conn)
-    .await
+    .await?;
+    Ok(listing)
 }
 
 pub async fn withdraw(conn: &mut PgConnection, id: Uuid) -> Result<Listing, sqlx::Error> {
-    sqlx::query_as(concat!(
-        "UPDATE listings SET status = 'WITHDRAWN', updated_at = now() WHERE id = $1 RETURNING ",
-        listing_columns!()
-    ))
-    .bind(id)
+    let Json(listing) = sqlx::query_scalar!(
+        r#"UPDATE listings l SET status = 'WITHDRAWN', updated_at = now()
+           WHERE id = $1 RETURNING row_to_json(l) AS "listing!: Json<Listing>""#,
+        id
+    )
     .fetch_one(conn)
-    .await
+    .await?;
+    Ok(listing)
 }
 
 #[derive(Debug, Default)]
@@ -274,7 +285,10 @@ pub struct ListingFilter {
 /// Newest first. The cursor is the id of the last listing of the previous page; ids are
 /// UUIDv7, so their order is their creation order.
 pub async fn list(executor: impl PgExecutor<'_>, filter: &ListingFilter) -> Result<Page<Listing>, sqlx::Error> {
-    let mut query = list_query(concat!("SELECT ", listing_columns!(), " FROM listings WHERE true"), filter);
+    // Built at run time: each filter gives its own condition, and `plan_of_list` explains the
+    // same statement.
+    let select = format!("SELECT {LISTING_COLUMNS} FROM listings WHERE true");
+    let mut query = list_query(&select, filter);
     // A search is planned for its own words, never from a cached generic plan: the generic
     // plan cannot tell a rare word (a few listings, found through the trigram indexes) from a
     // common one (the newest listings, found by walking the primary key), and picks the walk,
@@ -315,15 +329,16 @@ fn list_query<'a>(select: &str, filter: &'a ListingFilter) -> QueryBuilder<'a, P
 /// A page of the listings for sale (ACTIVE), newest first, by offset, and how many there are in
 /// all: the compatibility routes' product catalogue.
 pub async fn for_sale(conn: &mut PgConnection, limit: i64, offset: i64) -> Result<(Vec<Listing>, i64), sqlx::Error> {
-    let listings = sqlx::query_as(concat!(
-        "SELECT ",
-        listing_columns!(),
-        " FROM listings WHERE status = 'ACTIVE' ORDER BY id DESC LIMIT $1 OFFSET $2"
-    ))
-    .bind(limit)
-    .bind(offset)
+    let listings = sqlx::query_scalar!(
+        r#"SELECT row_to_json(l) AS "listing!: Json<Listing>" FROM listings l
+           WHERE status = 'ACTIVE' ORDER BY id DESC LIMIT $1 OFFSET $2"#,
+        limit,
+        offset,
+    )
     .fetch_all(&mut *conn)
     .await?;
-    let total = sqlx::query_scalar("SELECT count(*) FROM listings WHERE status = 'ACTIVE'").fetch_one(conn).await?;
-    Ok((listings, total))
+    let total = sqlx::query_scalar!(r#"SELECT count(*) AS "total!" FROM listings WHERE status = 'ACTIVE'"#)
+        .fetch_one(conn)
+        .await?;
+    Ok((listings.into_iter().map(|listing| listing.0).collect(), total))
 }

@@ -98,6 +98,7 @@ pub async fn list(
     agent_id: Uuid,
     filter: &OrderFilter,
 ) -> Result<Page<Order>, sqlx::Error> {
+    // Built at run time: each role and filter gives its own condition, so each reads its index.
     let mut query: QueryBuilder<Postgres> = QueryBuilder::new(format!("SELECT {ORDER_COLUMNS} FROM orders WHERE "));
     match filter.role {
         Some(Party::Buyer) => query.push("buyer_id = ").push_bind(agent_id),

@@ -5,6 +5,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use sqlx::{FromRow, PgConnection, PgExecutor};
 use uuid::Uuid;
 
+use super::text::Text;
 use haggle_domain::Currency;
 use haggle_domain::money::Amount;
 
@@ -28,27 +29,26 @@ pub struct Quote {
     pub created_at: DateTime<Utc>,
 }
 
-const QUOTE_COLUMNS: &str = "id, buyer_id, listing_id, order_id, amount, currency, deal_type, impressions, \
-     flight_start, flight_end, booked_at, expires_at, created_at";
-
 pub async fn insert(conn: &mut PgConnection, quote: &Quote) -> Result<Quote, sqlx::Error> {
-    sqlx::query_as(&format!(
-        "INSERT INTO quotes (id, buyer_id, listing_id, order_id, amount, currency, deal_type, impressions,
-                             flight_start, flight_end, expires_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-         RETURNING {QUOTE_COLUMNS}"
-    ))
-    .bind(quote.id)
-    .bind(quote.buyer_id)
-    .bind(quote.listing_id)
-    .bind(quote.order_id)
-    .bind(quote.amount)
-    .bind(quote.currency.as_str())
-    .bind(&quote.deal_type)
-    .bind(quote.impressions)
-    .bind(quote.flight_start)
-    .bind(quote.flight_end)
-    .bind(quote.expires_at)
+    sqlx::query_as!(
+        Quote,
+        r#"INSERT INTO quotes (id, buyer_id, listing_id, order_id, amount, currency, deal_type, impressions,
+                               flight_start, flight_end, expires_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+           RETURNING id, buyer_id, listing_id, order_id, amount, currency AS "currency: Text<Currency>", deal_type,
+                     impressions, flight_start, flight_end, booked_at, expires_at, created_at"#,
+        quote.id,
+        quote.buyer_id,
+        quote.listing_id,
+        quote.order_id,
+        quote.amount,
+        quote.currency.as_str(),
+        quote.deal_type,
+        quote.impressions,
+        quote.flight_start,
+        quote.flight_end,
+        quote.expires_at,
+    )
     .fetch_one(conn)
     .await
 }
@@ -56,21 +56,29 @@ pub async fn insert(conn: &mut PgConnection, quote: &Quote) -> Result<Quote, sql
 /// The buyer's quote, locked until the transaction ends, so that one booking at a time decides
 /// its order.
 pub async fn lock(conn: &mut PgConnection, id: Uuid, buyer_id: Uuid) -> Result<Option<Quote>, sqlx::Error> {
-    sqlx::query_as(&format!("SELECT {QUOTE_COLUMNS} FROM quotes WHERE id = $1 AND buyer_id = $2 FOR UPDATE"))
-        .bind(id)
-        .bind(buyer_id)
-        .fetch_optional(conn)
-        .await
+    sqlx::query_as!(
+        Quote,
+        r#"SELECT id, buyer_id, listing_id, order_id, amount, currency AS "currency: Text<Currency>", deal_type,
+                  impressions, flight_start, flight_end, booked_at, expires_at, created_at
+           FROM quotes WHERE id = $1 AND buyer_id = $2 FOR UPDATE"#,
+        id,
+        buyer_id,
+    )
+    .fetch_optional(conn)
+    .await
 }
 
 /// Marks the quote booked as `order_id` (kept if it was booked before).
 pub async fn book(conn: &mut PgConnection, id: Uuid, order_id: Uuid) -> Result<Quote, sqlx::Error> {
-    sqlx::query_as(&format!(
-        "UPDATE quotes SET order_id = $2, booked_at = coalesce(booked_at, now())
-         WHERE id = $1 RETURNING {QUOTE_COLUMNS}"
-    ))
-    .bind(id)
-    .bind(order_id)
+    sqlx::query_as!(
+        Quote,
+        r#"UPDATE quotes SET order_id = $2, booked_at = coalesce(booked_at, now())
+           WHERE id = $1
+           RETURNING id, buyer_id, listing_id, order_id, amount, currency AS "currency: Text<Currency>", deal_type,
+                     impressions, flight_start, flight_end, booked_at, expires_at, created_at"#,
+        id,
+        order_id,
+    )
     .fetch_one(conn)
     .await
 }
@@ -82,12 +90,12 @@ pub async fn agreed_order(
     listing_id: Uuid,
     amount: Amount,
 ) -> Result<Option<Uuid>, sqlx::Error> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "SELECT id FROM orders WHERE listing_id = $1 AND buyer_id = $2 AND amount = $3 ORDER BY id DESC LIMIT 1",
+        listing_id,
+        buyer_id,
+        amount.minor_units(),
     )
-    .bind(listing_id)
-    .bind(buyer_id)
-    .bind(amount.minor_units())
     .fetch_optional(executor)
     .await
 }
@@ -98,13 +106,13 @@ pub async fn purge_unbooked(
     before: DateTime<Utc>,
     batch: i64,
 ) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "DELETE FROM quotes WHERE id = ANY(ARRAY(
              SELECT id FROM quotes WHERE booked_at IS NULL AND expires_at < $1
              LIMIT $2 FOR UPDATE SKIP LOCKED))",
+        before,
+        batch,
     )
-    .bind(before)
-    .bind(batch)
     .execute(executor)
     .await?;
     Ok(done.rows_affected())

@@ -5,7 +5,9 @@ use sqlx::{FromRow, PgConnection, PgExecutor};
 use uuid::Uuid;
 
 use super::Page;
+use super::text::Text;
 use haggle_api::{Attempt, DeliveryStatus, EventType, WebhookStatus};
+use sqlx::types::Json;
 
 /// A webhook as its owner sees it: never its secret, only the secret's first characters.
 #[derive(Debug, Clone, PartialEq, Eq, FromRow)]
@@ -21,8 +23,6 @@ pub struct Webhook {
     pub updated_at: DateTime<Utc>,
 }
 
-const WEBHOOK_COLUMNS: &str = "id, url, events, status, disabled_reason, secret_prefix, created_at, updated_at";
-
 /// What a new webhook is made of.
 pub struct NewWebhook<'a> {
     pub id: Uuid,
@@ -34,33 +34,42 @@ pub struct NewWebhook<'a> {
 }
 
 pub async fn insert(conn: &mut PgConnection, new: &NewWebhook<'_>) -> Result<Webhook, sqlx::Error> {
-    sqlx::query_as(&format!(
-        "INSERT INTO webhooks (id, agent_id, url, events, secret_sealed, secret_prefix)
-         VALUES ($1, $2, $3, $4, $5, $6)
-         RETURNING {WEBHOOK_COLUMNS}"
-    ))
-    .bind(new.id)
-    .bind(new.agent_id)
-    .bind(new.url)
-    .bind(new.events)
-    .bind(new.secret_sealed)
-    .bind(new.secret_prefix)
+    sqlx::query_as!(
+        Webhook,
+        r#"INSERT INTO webhooks (id, agent_id, url, events, secret_sealed, secret_prefix)
+           VALUES ($1, $2, $3, $4, $5, $6)
+           RETURNING id, url, events, status AS "status: Text<WebhookStatus>", disabled_reason, secret_prefix,
+                     created_at, updated_at"#,
+        new.id,
+        new.agent_id,
+        new.url,
+        new.events,
+        new.secret_sealed,
+        new.secret_prefix,
+    )
     .fetch_one(conn)
     .await
 }
 
 /// How many webhooks the agent has.
 pub async fn count_for_agent(executor: impl PgExecutor<'_>, agent_id: Uuid) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar("SELECT count(*) FROM webhooks WHERE agent_id = $1").bind(agent_id).fetch_one(executor).await
+    sqlx::query_scalar!(r#"SELECT count(*) AS "count!" FROM webhooks WHERE agent_id = $1"#, agent_id)
+        .fetch_one(executor)
+        .await
 }
 
 /// A webhook, if the agent owns it.
 pub async fn get(executor: impl PgExecutor<'_>, id: Uuid, agent_id: Uuid) -> Result<Option<Webhook>, sqlx::Error> {
-    sqlx::query_as(&format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE id = $1 AND agent_id = $2"))
-        .bind(id)
-        .bind(agent_id)
-        .fetch_optional(executor)
-        .await
+    sqlx::query_as!(
+        Webhook,
+        r#"SELECT id, url, events, status AS "status: Text<WebhookStatus>", disabled_reason, secret_prefix, created_at,
+                  updated_at
+           FROM webhooks WHERE id = $1 AND agent_id = $2"#,
+        id,
+        agent_id,
+    )
+    .fetch_optional(executor)
+    .await
 }
 
 /// The agent's webhooks, newest first, after the cursor.
@@ -70,14 +79,17 @@ pub async fn list(
     after: Option<Uuid>,
     limit: i64,
 ) -> Result<Page<Webhook>, sqlx::Error> {
-    let rows: Vec<Webhook> = sqlx::query_as(&format!(
-        "SELECT {WEBHOOK_COLUMNS} FROM webhooks
-         WHERE agent_id = $1 AND ($2::uuid IS NULL OR id < $2)
-         ORDER BY id DESC LIMIT $3"
-    ))
-    .bind(agent_id)
-    .bind(after)
-    .bind(limit + 1)
+    let rows = sqlx::query_as!(
+        Webhook,
+        r#"SELECT id, url, events, status AS "status: Text<WebhookStatus>", disabled_reason, secret_prefix, created_at,
+                  updated_at
+           FROM webhooks
+           WHERE agent_id = $1 AND ($2::uuid IS NULL OR id < $2)
+           ORDER BY id DESC LIMIT $3"#,
+        agent_id,
+        after,
+        limit + 1,
+    )
     .fetch_all(executor)
     .await?;
     Ok(Page::from_rows(rows, limit, |webhook| webhook.id))
@@ -86,37 +98,42 @@ pub async fn list(
 /// Deletes the agent's webhook with its deliveries and their attempts; `false` if it has none
 /// with this id.
 pub async fn delete(executor: impl PgExecutor<'_>, id: Uuid, agent_id: Uuid) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query("DELETE FROM webhooks WHERE id = $1 AND agent_id = $2")
-        .bind(id)
-        .bind(agent_id)
-        .execute(executor)
-        .await?;
+    let done =
+        sqlx::query!("DELETE FROM webhooks WHERE id = $1 AND agent_id = $2", id, agent_id).execute(executor).await?;
     Ok(done.rows_affected() > 0)
 }
 
 /// Locks the agent's webhook until the transaction ends.
 pub async fn lock(conn: &mut PgConnection, id: Uuid, agent_id: Uuid) -> Result<Option<Webhook>, sqlx::Error> {
-    sqlx::query_as(&format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE id = $1 AND agent_id = $2 FOR UPDATE"))
-        .bind(id)
-        .bind(agent_id)
-        .fetch_optional(conn)
-        .await
+    sqlx::query_as!(
+        Webhook,
+        r#"SELECT id, url, events, status AS "status: Text<WebhookStatus>", disabled_reason, secret_prefix, created_at,
+                  updated_at
+           FROM webhooks WHERE id = $1 AND agent_id = $2 FOR UPDATE"#,
+        id,
+        agent_id,
+    )
+    .fetch_optional(conn)
+    .await
 }
 
 /// Makes a disabled webhook active again and its pending deliveries due now.
 pub async fn enable(conn: &mut PgConnection, id: Uuid) -> Result<Webhook, sqlx::Error> {
-    let webhook = sqlx::query_as(&format!(
-        "UPDATE webhooks SET status = 'ACTIVE', disabled_reason = NULL, updated_at = now()
-         WHERE id = $1 RETURNING {WEBHOOK_COLUMNS}"
-    ))
-    .bind(id)
+    let webhook = sqlx::query_as!(
+        Webhook,
+        r#"UPDATE webhooks SET status = 'ACTIVE', disabled_reason = NULL, updated_at = now()
+           WHERE id = $1
+           RETURNING id, url, events, status AS "status: Text<WebhookStatus>", disabled_reason, secret_prefix,
+                     created_at, updated_at"#,
+        id,
+    )
     .fetch_one(&mut *conn)
     .await?;
-    sqlx::query(
+    sqlx::query!(
         "UPDATE webhook_deliveries SET next_attempt_at = now(), updated_at = now()
          WHERE webhook_id = $1 AND status = 'PENDING'",
+        id,
     )
-    .bind(id)
     .execute(&mut *conn)
     .await?;
     Ok(webhook)
@@ -125,20 +142,23 @@ pub async fn enable(conn: &mut PgConnection, id: Uuid) -> Result<Webhook, sqlx::
 /// Disables an active webhook and unschedules its pending deliveries (they stay PENDING, with
 /// no next attempt, until it is enabled); `None` if it is gone or already disabled.
 pub async fn disable(conn: &mut PgConnection, id: Uuid, reason: &str) -> Result<Option<Webhook>, sqlx::Error> {
-    let webhook: Option<Webhook> = sqlx::query_as(&format!(
-        "UPDATE webhooks SET status = 'DISABLED', disabled_reason = $2, updated_at = now()
-         WHERE id = $1 AND status = 'ACTIVE' RETURNING {WEBHOOK_COLUMNS}"
-    ))
-    .bind(id)
-    .bind(reason)
+    let webhook = sqlx::query_as!(
+        Webhook,
+        r#"UPDATE webhooks SET status = 'DISABLED', disabled_reason = $2, updated_at = now()
+           WHERE id = $1 AND status = 'ACTIVE'
+           RETURNING id, url, events, status AS "status: Text<WebhookStatus>", disabled_reason, secret_prefix,
+                     created_at, updated_at"#,
+        id,
+        reason,
+    )
     .fetch_optional(&mut *conn)
     .await?;
     if webhook.is_some() {
-        sqlx::query(
+        sqlx::query!(
             "UPDATE webhook_deliveries SET next_attempt_at = NULL, updated_at = now()
              WHERE webhook_id = $1 AND status = 'PENDING'",
+            id,
         )
-        .bind(id)
         .execute(conn)
         .await?;
     }
@@ -170,24 +190,39 @@ pub async fn deliveries(
     after: Option<Uuid>,
     limit: i64,
 ) -> Result<Page<Delivery>, sqlx::Error> {
-    let rows: Vec<Delivery> = sqlx::query_as(
-        "SELECT d.id, d.webhook_id, d.event_id, e.type AS event_type, d.status, d.attempts, d.next_attempt_at,
-                d.created_at, d.updated_at,
-                COALESCE((SELECT json_agg(json_build_object(
-                                    'attempt', a.attempt, 'started_at', a.started_at, 'duration_ms', a.duration_ms,
-                                    'response_status', a.response_status, 'error', a.error) ORDER BY a.attempt)
-                          FROM webhook_attempts a WHERE a.delivery_id = d.id), '[]') AS attempt_log
-         FROM webhook_deliveries d JOIN events e ON e.id = d.event_id
-         WHERE d.webhook_id = $1
-           AND ($2::uuid IS NULL
-                OR d.event_id < (SELECT c.event_id FROM webhook_deliveries c WHERE c.id = $2 AND c.webhook_id = $1))
-         ORDER BY d.event_id DESC LIMIT $3",
+    let rows = sqlx::query!(
+        r#"SELECT d.id, d.webhook_id, d.event_id, e.type AS "event_type: Text<EventType>",
+                  d.status AS "status: Text<DeliveryStatus>", d.attempts, d.next_attempt_at, d.created_at, d.updated_at,
+                  COALESCE((SELECT json_agg(json_build_object(
+                                      'attempt', a.attempt, 'started_at', a.started_at, 'duration_ms', a.duration_ms,
+                                      'response_status', a.response_status, 'error', a.error) ORDER BY a.attempt)
+                            FROM webhook_attempts a WHERE a.delivery_id = d.id), '[]') AS "attempt_log!: Json<Vec<Attempt>>"
+           FROM webhook_deliveries d JOIN events e ON e.id = d.event_id
+           WHERE d.webhook_id = $1
+             AND ($2::uuid IS NULL
+                  OR d.event_id < (SELECT c.event_id FROM webhook_deliveries c WHERE c.id = $2 AND c.webhook_id = $1))
+           ORDER BY d.event_id DESC LIMIT $3"#,
+        webhook_id,
+        after,
+        limit + 1,
     )
-    .bind(webhook_id)
-    .bind(after)
-    .bind(limit + 1)
     .fetch_all(executor)
     .await?;
+    let rows = rows
+        .into_iter()
+        .map(|row| Delivery {
+            id: row.id,
+            webhook_id: row.webhook_id,
+            event_id: row.event_id,
+            event_type: row.event_type.0,
+            status: row.status.0,
+            attempts: row.attempts,
+            next_attempt_at: row.next_attempt_at,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+            attempt_log: row.attempt_log.0,
+        })
+        .collect();
     Ok(Page::from_rows(rows, limit, |delivery| delivery.id))
 }
 
@@ -221,8 +256,9 @@ pub async fn claim_due(
     limit: i64,
     lease: std::time::Duration,
 ) -> Result<Vec<Claimed>, sqlx::Error> {
-    sqlx::query_as(
-        "WITH due AS (
+    sqlx::query_as!(
+        Claimed,
+        r#"WITH due AS (
              -- One table, read in the due index's order: the scan stops at the limit instead of
              -- sorting every due delivery on each claim. A disabled webhook's deliveries have no
              -- next attempt, so they are never due.
@@ -241,11 +277,11 @@ pub async fn claim_due(
          FROM due, webhooks w
          WHERE d.id = due.id AND w.id = d.webhook_id
          RETURNING d.id, d.webhook_id, d.event_id, d.attempts, w.agent_id, w.url, w.secret_sealed,
-                   d.next_attempt_at AS lease_until",
+                   d.next_attempt_at AS "lease_until!""#,
+        limit,
+        lease.as_secs_f64(),
+        UNRECORDED_ATTEMPT,
     )
-    .bind(limit)
-    .bind(lease.as_secs_f64())
-    .bind(UNRECORDED_ATTEMPT)
     .fetch_all(executor)
     .await
 }
@@ -269,24 +305,25 @@ pub async fn record_attempt(
     response_status: Option<i32>,
     error: Option<&str>,
 ) -> Result<Option<Recorded>, sqlx::Error> {
-    let recorded: Option<Recorded> = sqlx::query_as(
-        "UPDATE webhook_deliveries SET attempts = attempts + 1, claimed_at = NULL, updated_at = now()
-         WHERE id = $1 RETURNING attempts, status",
+    let recorded = sqlx::query_as!(
+        Recorded,
+        r#"UPDATE webhook_deliveries SET attempts = attempts + 1, claimed_at = NULL, updated_at = now()
+           WHERE id = $1 RETURNING attempts, status AS "status: Text<DeliveryStatus>""#,
+        delivery_id,
     )
-    .bind(delivery_id)
     .fetch_optional(&mut *conn)
     .await?;
     let Some(recorded) = recorded else { return Ok(None) };
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO webhook_attempts (delivery_id, attempt, started_at, duration_ms, response_status, error)
          VALUES ($1, $2, $3, $4, $5, $6)",
+        delivery_id,
+        recorded.attempts,
+        started_at,
+        duration_ms,
+        response_status,
+        error,
     )
-    .bind(delivery_id)
-    .bind(recorded.attempts)
-    .bind(started_at)
-    .bind(duration_ms)
-    .bind(response_status)
-    .bind(error)
     .execute(&mut *conn)
     .await?;
     Ok(Some(recorded))
@@ -300,13 +337,13 @@ pub async fn finish(
     status: DeliveryStatus,
     lease_until: DateTime<Utc>,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE webhook_deliveries SET status = $2, next_attempt_at = NULL, updated_at = now()
          WHERE id = $1 AND status = 'PENDING' AND ($2 = 'SUCCEEDED' OR next_attempt_at = $3)",
+        delivery_id,
+        status.as_str(),
+        lease_until,
     )
-    .bind(delivery_id)
-    .bind(status.as_str())
-    .bind(lease_until)
     .execute(conn)
     .await?;
     Ok(done.rows_affected() > 0)
@@ -320,13 +357,13 @@ pub async fn retry_after(
     pause: std::time::Duration,
     lease_until: DateTime<Utc>,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE webhook_deliveries SET next_attempt_at = now() + make_interval(secs => $2), updated_at = now()
          WHERE id = $1 AND status = 'PENDING' AND next_attempt_at = $3",
+        delivery_id,
+        pause.as_secs_f64(),
+        lease_until,
     )
-    .bind(delivery_id)
-    .bind(pause.as_secs_f64())
-    .bind(lease_until)
     .execute(conn)
     .await?;
     Ok(done.rows_affected() > 0)
@@ -334,16 +371,17 @@ pub async fn retry_after(
 
 /// Locks a webhook row, before any of its deliveries, in the order deleting it takes them.
 pub async fn lock_for_outcome(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT 1 FROM webhooks WHERE id = $1 FOR UPDATE").bind(id).execute(conn).await.map(drop)
+    sqlx::query!("SELECT 1 AS locked FROM webhooks WHERE id = $1 FOR UPDATE", id).fetch_optional(conn).await.map(drop)
 }
 
 /// The deliveries pending over the deployment (those of disabled webhooks aside), and the age
 /// in seconds of the oldest (0 with none).
 pub async fn backlog(executor: impl PgExecutor<'_>) -> Result<(i64, f64), sqlx::Error> {
-    sqlx::query_as(
-        "SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() - min(created_at))::float8, 0)
-         FROM webhook_deliveries WHERE status = 'PENDING' AND next_attempt_at IS NOT NULL",
+    let row = sqlx::query!(
+        r#"SELECT count(*) AS "pending!", COALESCE(EXTRACT(EPOCH FROM now() - min(created_at))::float8, 0) AS "oldest!"
+           FROM webhook_deliveries WHERE status = 'PENDING' AND next_attempt_at IS NOT NULL"#,
     )
     .fetch_one(executor)
-    .await
+    .await?;
+    Ok((row.pending, row.oldest))
 }
