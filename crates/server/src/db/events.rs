@@ -4,13 +4,14 @@ use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
 use haggle_api::{Event, EventType};
-use serde::Serialize;
 use serde_json::Value;
-use sqlx::types::Json;
-use sqlx::{FromRow, PgConnection, PgExecutor};
+use sqlx::postgres::PgArguments;
+use sqlx::query::QueryAs;
+use sqlx::{FromRow, PgConnection, PgExecutor, Postgres};
 use uuid::Uuid;
 
 use super::tasks::{self, Requeue, STORED_PENDING};
+use super::text::Text;
 
 /// The NOTIFY channel that carries published events' ids and recipients.
 pub const CHANNEL: &str = "haggle_events";
@@ -20,9 +21,8 @@ pub const DELIVERIES_CHANNEL: &str = "haggle_deliveries";
 
 /// An event about to be written: its kind, who may see it, the ids it concerns and a snapshot
 /// of the objects as the change left them.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct NewEvent {
-    #[serde(rename = "type")]
     pub kind: EventType,
     pub audience: Vec<Uuid>,
     pub listing_id: Option<Uuid>,
@@ -40,10 +40,83 @@ pub struct Written {
     pub tasks: i64,
 }
 
+/// Events as a statement binds them, `$1` to `$9`: one array a field, every event's audience
+/// one after another in `audiences` (event `i`'s from `audience_from[i]` to `audience_to[i]`,
+/// an array slice's bounds), which [`EVENT_ROWS`] unnests.
+pub struct EventArrays<'a> {
+    kinds: Vec<&'static str>,
+    audiences: Vec<Uuid>,
+    audience_from: Vec<i32>,
+    audience_to: Vec<i32>,
+    listing_ids: Vec<Option<Uuid>>,
+    thread_ids: Vec<Option<Uuid>>,
+    bid_ids: Vec<Option<Uuid>>,
+    order_ids: Vec<Option<Uuid>>,
+    data: Vec<&'a Value>,
+}
+
+impl<'a> FromIterator<&'a NewEvent> for EventArrays<'a> {
+    fn from_iter<I: IntoIterator<Item = &'a NewEvent>>(events: I) -> EventArrays<'a> {
+        let mut arrays = EventArrays {
+            kinds: Vec::new(),
+            audiences: Vec::new(),
+            audience_from: Vec::new(),
+            audience_to: Vec::new(),
+            listing_ids: Vec::new(),
+            thread_ids: Vec::new(),
+            bid_ids: Vec::new(),
+            order_ids: Vec::new(),
+            data: Vec::new(),
+        };
+        for event in events {
+            arrays.kinds.push(event.kind.as_str());
+            arrays.audience_from.push(slice_bound(arrays.audiences.len() + 1));
+            arrays.audiences.extend_from_slice(&event.audience);
+            arrays.audience_to.push(slice_bound(arrays.audiences.len()));
+            arrays.listing_ids.push(event.listing_id);
+            arrays.thread_ids.push(event.thread_id);
+            arrays.bid_ids.push(event.bid_id);
+            arrays.order_ids.push(event.order_id);
+            arrays.data.push(&event.data);
+        }
+        arrays
+    }
+}
+
+/// A bound of an array slice: an event's audience is far from `i32::MAX` agents.
+fn slice_bound(index: usize) -> i32 {
+    i32::try_from(index).expect("an audience fits an array")
+}
+
+impl<'a> EventArrays<'a> {
+    /// Binds the arrays as `$1` to `$9`, to a statement that reads them through [`EVENT_ROWS`].
+    pub fn bind<O>(self, query: QueryAs<'a, Postgres, O, PgArguments>) -> QueryAs<'a, Postgres, O, PgArguments> {
+        query
+            .bind(self.kinds)
+            .bind(self.audiences)
+            .bind(self.audience_from)
+            .bind(self.audience_to)
+            .bind(self.listing_ids)
+            .bind(self.thread_ids)
+            .bind(self.bid_ids)
+            .bind(self.order_ids)
+            .bind(self.data)
+    }
+}
+
+/// The events bound as [`EventArrays`] (`$1` to `$9`), as the relation `e` with the outbox's
+/// columns and `n`, each event's place in the batch (from 1).
+pub const EVENT_ROWS: &str = "(SELECT u.type, ($2::uuid[])[u.audience_from : u.audience_to] AS audience, u.listing_id,
+             u.thread_id, u.bid_id, u.order_id, u.data, u.n
+      FROM unnest($1::text[], $3::int[], $4::int[], $5::uuid[], $6::uuid[], $7::uuid[], $8::uuid[], $9::jsonb[])
+           WITH ORDINALITY AS u(type, audience_from, audience_to, listing_id, thread_id, bid_id, order_id, data, n)
+     ) e";
+
 /// Writes events into the outbox, in the caller's transaction, and in the same statement
 /// queues a task for each new pending bid (`bid.placed`, `bid.countered`) whose responder has a
 /// policy covering it, announcing those on `haggle_auto` (delivered at commit).
 pub async fn insert_outbox(conn: &mut PgConnection, events: &[NewEvent]) -> Result<Written, sqlx::Error> {
+    // Built at run time: it splices the rule that queues tasks (`tasks::queue_tasks`).
     static STATEMENT: LazyLock<String> = LazyLock::new(|| {
         let new_pending = format!(
             "(SELECT p.* FROM written w JOIN {} p ON p.bid_id = w.bid_id
@@ -56,8 +129,8 @@ pub async fn insert_outbox(conn: &mut PgConnection, events: &[NewEvent]) -> Resu
             "WITH written AS (
                  INSERT INTO outbox (type, audience, listing_id, thread_id, bid_id, order_id, data)
                  SELECT e.type, e.audience, e.listing_id, e.thread_id, e.bid_id, e.order_id, e.data
-                 FROM jsonb_to_recordset($1) AS e(type text, audience uuid[], listing_id uuid, thread_id uuid,
-                                                  bid_id uuid, order_id uuid, data jsonb)
+                 FROM {EVENT_ROWS}
+                 ORDER BY e.n
                  RETURNING type, bid_id
              ), {}
              SELECT (SELECT count(*) FROM written) AS events, (SELECT count(*) FROM queued) AS tasks,
@@ -65,7 +138,7 @@ pub async fn insert_outbox(conn: &mut PgConnection, events: &[NewEvent]) -> Resu
             tasks::queue_tasks(&new_pending, Requeue::Never)
         )
     });
-    sqlx::query_as(STATEMENT.as_str()).bind(Json(events)).fetch_one(conn).await
+    events.iter().collect::<EventArrays>().bind(sqlx::query_as(STATEMENT.as_str())).fetch_one(conn).await
 }
 
 /// A batch that was published: the highest id, and every agent it concerned.
@@ -80,7 +153,6 @@ pub struct Published {
     pub lags: Vec<f64>,
 }
 
-#[derive(FromRow)]
 struct PublishedRow {
     count: i64,
     last_id: Option<i64>,
@@ -101,8 +173,9 @@ pub async fn publish(conn: &mut PgConnection, batch: i64) -> Result<Published, s
     )
     .fetch_optional(&mut *conn)
     .await?;
-    let row: PublishedRow = sqlx::query_as(
-        "WITH batch AS (
+    let row = sqlx::query_as!(
+        PublishedRow,
+        r#"WITH batch AS (
              SELECT seq FROM outbox ORDER BY seq LIMIT $1
          ), moved AS (
              DELETE FROM outbox o USING batch WHERE o.seq = batch.seq RETURNING o.*
@@ -127,12 +200,12 @@ pub async fn publish(conn: &mut PgConnection, batch: i64) -> Result<Published, s
                             AND (p.type = ANY (w.events) OR '*' = ANY (w.events))
              RETURNING 1
          )
-         SELECT count(*) AS count, max(id) AS last_id, (SELECT count(*) FROM deliveries) AS deliveries,
+         SELECT count(*) AS "count!", max(id) AS last_id, (SELECT count(*) FROM deliveries) AS "deliveries!",
                 (SELECT array_agg(DISTINCT a) FROM published, unnest(audience) a) AS recipients,
                 (SELECT array_agg(EXTRACT(EPOCH FROM clock_timestamp() - created_at)::float8) FROM numbered) AS lags
-         FROM published",
+         FROM published"#,
+        batch,
     )
-    .bind(batch)
     .fetch_one(&mut *conn)
     .await?;
     Ok(Published {
@@ -166,8 +239,6 @@ pub struct EventRow {
     pub data: serde_json::Value,
 }
 
-const EVENT_COLUMNS: &str = "e.id, e.type, e.created_at, e.listing_id, e.thread_id, e.bid_id, e.order_id, e.data";
-
 /// The agent's events after `after`, oldest first.
 pub async fn for_agent(
     executor: impl PgExecutor<'_>,
@@ -175,14 +246,17 @@ pub async fn for_agent(
     after: i64,
     limit: i64,
 ) -> Result<Vec<Event>, sqlx::Error> {
-    let rows: Vec<EventRow> = sqlx::query_as(&format!(
-        "SELECT {EVENT_COLUMNS} FROM event_recipients r JOIN events e ON e.id = r.event_id
-         WHERE r.agent_id = $1 AND r.event_id > $2
-         ORDER BY r.event_id LIMIT $3"
-    ))
-    .bind(agent_id)
-    .bind(after)
-    .bind(limit)
+    let rows = sqlx::query_as!(
+        EventRow,
+        r#"SELECT e.id, e.type AS "kind: Text<EventType>", e.created_at, e.listing_id, e.thread_id, e.bid_id,
+                  e.order_id, e.data
+           FROM event_recipients r JOIN events e ON e.id = r.event_id
+           WHERE r.agent_id = $1 AND r.event_id > $2
+           ORDER BY r.event_id LIMIT $3"#,
+        agent_id,
+        after,
+        limit,
+    )
     .fetch_all(executor)
     .await?;
     Ok(rows.into_iter().map(Event::from).collect())
@@ -195,10 +269,15 @@ pub async fn last_id(executor: impl PgExecutor<'_>) -> Result<i64, sqlx::Error> 
 
 /// One published event, whoever it concerns (for the webhook worker).
 pub async fn get(executor: impl PgExecutor<'_>, id: i64) -> Result<Option<Event>, sqlx::Error> {
-    let row: Option<EventRow> = sqlx::query_as(&format!("SELECT {EVENT_COLUMNS} FROM events e WHERE e.id = $1"))
-        .bind(id)
-        .fetch_optional(executor)
-        .await?;
+    let row = sqlx::query_as!(
+        EventRow,
+        r#"SELECT e.id, e.type AS "kind: Text<EventType>", e.created_at, e.listing_id, e.thread_id, e.bid_id,
+                  e.order_id, e.data
+           FROM events e WHERE e.id = $1"#,
+        id,
+    )
+    .fetch_optional(executor)
+    .await?;
     Ok(row.map(Event::from))
 }
 

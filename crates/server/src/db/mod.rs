@@ -154,7 +154,7 @@ pub fn lost(error: &sqlx::Error) -> bool {
 
 /// Whether the database answers a trivial query.
 pub async fn ping(pool: &PgPool) -> bool {
-    sqlx::query("SELECT 1").execute(pool).await.is_ok()
+    sqlx::query!("SELECT 1 AS alive").fetch_one(pool).await.is_ok()
 }
 
 /// Escapes `%`, `_` and `\` so user text matches literally inside an ILIKE pattern.

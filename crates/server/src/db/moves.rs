@@ -14,14 +14,16 @@
 use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use sqlx::postgres::PgArguments;
+use sqlx::query::QueryAs;
 use sqlx::types::Json;
-use sqlx::{FromRow, PgConnection};
+use sqlx::{FromRow, PgConnection, Postgres};
 use uuid::Uuid;
 
-use super::events::NewEvent;
+use super::events::{EVENT_ROWS, EventArrays, NewEvent};
 use super::rows::{BidContext, BidDeadline, bid_context_columns};
 use super::tasks::{self, Requeue};
+use super::text::Text;
 use super::{Bid, Listing, Order, Thread};
 use haggle_api::{self as api, OrderStatus};
 use haggle_domain::bid::Transition;
@@ -50,6 +52,8 @@ pub async fn lock_bid_context(
     bid_id: Uuid,
     agent_id: Uuid,
 ) -> Result<Option<BidContext>, sqlx::Error> {
+    // Built at run time: it splices a bid context's columns (`rows::bid_context_columns`), which
+    // `tasks::record_and_take_next` reads too.
     sqlx::query_as(bid_context_query!(" FOR UPDATE OF t")).bind(bid_id).bind(agent_id).fetch_optional(conn).await
 }
 
@@ -60,6 +64,7 @@ pub async fn read_bid_context(
     bid_id: Uuid,
     agent_id: Uuid,
 ) -> Result<Option<BidContext>, sqlx::Error> {
+    // Built at run time, as `lock_bid_context` is.
     sqlx::query_as(bid_context_query!("")).bind(bid_id).bind(agent_id).fetch_optional(conn).await
 }
 
@@ -67,14 +72,14 @@ pub async fn read_bid_context(
 /// may change the listing (the action then reads the listing with the bid). `false` if the agent
 /// cannot see the bid.
 pub async fn lock_listing_of_bid(conn: &mut PgConnection, bid_id: Uuid, agent_id: Uuid) -> Result<bool, sqlx::Error> {
-    let locked = sqlx::query(
-        "SELECT 1 FROM listings l
+    let locked = sqlx::query!(
+        "SELECT 1 AS locked FROM listings l
          WHERE l.id = (SELECT t.listing_id FROM bids b JOIN threads t ON t.id = b.thread_id
                        WHERE b.id = $1 AND $2 IN (t.buyer_id, t.seller_id))
          FOR UPDATE",
+        bid_id,
+        agent_id,
     )
-    .bind(bid_id)
-    .bind(agent_id)
     .fetch_optional(conn)
     .await?;
     Ok(locked.is_some())
@@ -83,29 +88,37 @@ pub async fn lock_listing_of_bid(conn: &mut PgConnection, bid_id: Uuid, agent_id
 /// Locks a thread row, for a caller that is about to change one of its bids without having
 /// read it through [`lock_bid_context`].
 pub async fn lock_thread(conn: &mut PgConnection, thread_id: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT 1 FROM threads WHERE id = $1 FOR UPDATE").bind(thread_id).execute(conn).await.map(drop)
+    sqlx::query!("SELECT 1 AS locked FROM threads WHERE id = $1 FOR UPDATE", thread_id)
+        .fetch_optional(conn)
+        .await
+        .map(drop)
 }
 
 /// The current status of a bid, to report why a compare-and-set found nothing to change.
 pub async fn stored_status(conn: &mut PgConnection, bid_id: Uuid) -> Result<BidDeadline, sqlx::Error> {
-    sqlx::query_as("SELECT id AS bid_id, status, expires_at, clock_timestamp() AS db_now FROM bids WHERE id = $1")
-        .bind(bid_id)
-        .fetch_one(conn)
-        .await
+    sqlx::query_as!(
+        BidDeadline,
+        r#"SELECT id AS bid_id, status AS "status: Text<BidStatus>", expires_at, clock_timestamp() AS "db_now!"
+           FROM bids WHERE id = $1"#,
+        bid_id,
+    )
+    .fetch_one(conn)
+    .await
 }
 
-/// The last part of a statement that makes moves: it writes the events (`$1`, each with the
-/// index of its move in `move`) of the moves that were made (`made`: a condition on `e.move`),
-/// and queues the new pending bids (the CTE `new_pending`) for their responders' policies
-/// ([`tasks::queue_tasks`]). The statement's SELECT must read `announced`.
+/// The last part of a statement that makes moves: it writes the events (bound by
+/// [`bind_events`], `$1` to `$10`) of the moves that were made (`made`: a condition on
+/// `e.move`, the index of an event's move), and queues the new pending bids (the CTE
+/// `new_pending`) for their responders' policies ([`tasks::queue_tasks`]). The statement's
+/// SELECT must read `announced`.
 fn move_events(made: &str) -> String {
     format!(
         "written AS (
              INSERT INTO outbox (type, audience, listing_id, thread_id, bid_id, order_id, data)
              SELECT e.type, e.audience, e.listing_id, e.thread_id, e.bid_id, e.order_id, e.data
-             FROM jsonb_to_recordset($1) AS e(move int, type text, audience uuid[], listing_id uuid, thread_id uuid,
-                                              bid_id uuid, order_id uuid, data jsonb)
+             FROM (SELECT e.*, ($10::int[])[e.n::int] AS move FROM {EVENT_ROWS}) e
              WHERE {made}
+             ORDER BY e.n
              RETURNING 1
          ), {}",
         tasks::queue_tasks("new_pending", Requeue::Never)
@@ -113,18 +126,41 @@ fn move_events(made: &str) -> String {
 }
 
 /// An event of the move at `index` in a statement's batch.
-#[derive(Serialize)]
 pub struct MoveEvent<'a> {
-    #[serde(rename = "move")]
     pub index: usize,
-    #[serde(flatten)]
     pub event: &'a NewEvent,
+}
+
+/// A statement's moves' events as it binds them, `$1` to `$10`: the events' fields
+/// ([`EventArrays`]) and the index of each one's move.
+fn bind_events<'a, O>(
+    query: QueryAs<'a, Postgres, O, PgArguments>,
+    events: &'a [MoveEvent<'a>],
+) -> QueryAs<'a, Postgres, O, PgArguments> {
+    let moves: Vec<i32> = events.iter().map(|event| index(event.index)).collect();
+    events.iter().map(|event| event.event).collect::<EventArrays>().bind(query).bind(moves)
+}
+
+/// A move's index in its batch, as a statement binds it (a batch is far shorter than
+/// `i32::MAX`).
+fn index(index: usize) -> i32 {
+    i32::try_from(index).expect("a batch of moves fits an array")
+}
+
+/// One array of a batch's moves: the field `field` of each.
+fn column<'m, M, T>(moves: &'m [M], field: impl Fn(&'m M) -> T) -> Vec<T> {
+    moves.iter().map(field).collect()
+}
+
+/// A bid's terms as a statement binds them: none stored as SQL NULL, as JSON `null` is.
+fn terms(bid: &Bid) -> Option<&serde_json::Value> {
+    bid.terms.as_ref().filter(|terms| !terms.is_null())
 }
 
 /// What a transition of the state machine writes to the bid it ends and to its thread, as a
 /// statement binds it: the statements take these from the domain's [`Transition`] rather than
 /// spelling them out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Effect {
     pub bid_status: BidStatus,
     pub reason: Reason,
@@ -144,21 +180,18 @@ impl From<Transition> for Effect {
 /// A counter to make: the pending bid it answers, what the counter does to it (the domain's
 /// [`Transition::Counter`]), and the counter's row as worked out at `now`, the time it was
 /// decided at (written as its timestamps).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct CounterMove {
     pub thread_id: Uuid,
     pub bid_id: Uuid,
     pub now: DateTime<Utc>,
-    #[serde(flatten)]
     pub effect: Effect,
     pub counter: Bid,
     /// The mediator's suggestion, when this counter deadlocked the thread: the statement marks
     /// the thread with it (once).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub mediation: Option<api::Suggestion>,
     /// For a counter decided without locks, what else it was decided on, which must not have
     /// changed: the statement makes it only if so.
-    #[serde(flatten)]
     pub decided_on: Option<DecidedOn>,
 }
 
@@ -166,7 +199,7 @@ pub struct CounterMove {
 /// thread as last changed, and the listing's terms a counter depends on (its round limit, its
 /// bids' lifetime, and the ask, the seller's first position). The rest of a listing a counter
 /// does not use, and its issues never change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DecidedOn {
     pub thread_updated_at: DateTime<Utc>,
     pub max_rounds: i32,
@@ -183,19 +216,6 @@ impl DecidedOn {
             ask_amount: context.listing.ask_amount,
         }
     }
-}
-
-/// A move as its statement reads it: with its index in the batch, which the statement's rows
-/// and the move's events carry.
-#[derive(Serialize)]
-struct Indexed<'a, M> {
-    index: usize,
-    #[serde(flatten)]
-    what: &'a M,
-}
-
-fn indexed<M>(moves: &[M]) -> Vec<Indexed<'_, M>> {
-    moves.iter().enumerate().map(|(index, what)| Indexed { index, what }).collect()
 }
 
 /// Each move's outcome, in the order of the moves, from those that were made (by index).
@@ -219,7 +239,7 @@ pub struct Made<T> {
 /// A thread to open with the buyer's first bid, worked out at `now` (the time it was decided
 /// at, written as its timestamps) from the listing as it was when last updated at
 /// `listing_updated_at`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct PlaceMove {
     pub listing_id: Uuid,
     pub listing_updated_at: DateTime<Utc>,
@@ -243,16 +263,17 @@ pub async fn place(
     moves: &[PlaceMove],
     events: &[MoveEvent<'_>],
 ) -> Result<Vec<Option<Made<(Bid, Thread)>>>, sqlx::Error> {
+    // Built at run time: it splices the rule that queues tasks (`move_events`).
     static STATEMENT: LazyLock<String> = LazyLock::new(|| {
-        ["WITH input AS (
-             SELECT i.index, i.listing_id, i.listing_updated_at, i.seller_id, i.max_threads_per_buyer, i.now,
-                    i.thread_status, o.*
-             FROM jsonb_to_recordset($2) AS i(index int, listing_id uuid, listing_updated_at timestamptz, seller_id uuid,
-                                              max_threads_per_buyer int, now timestamptz, thread_status text,
-                                              opening jsonb)
-             CROSS JOIN LATERAL jsonb_to_record(i.opening) AS o(id uuid, thread_id uuid, author text, author_id uuid,
-                 amount bigint, currency text, message text, terms jsonb, final boolean, status text, round int,
-                 expires_at timestamptz)
+        [
+            "WITH input AS (
+             SELECT (i.n - 1)::int AS index, i.*
+             FROM unnest($11::uuid[], $12::timestamptz[], $13::uuid[], $14::int[], $15::timestamptz[], $16::text[],
+                         $17::uuid[], $18::uuid[], $19::text[], $20::uuid[], $21::bigint[], $22::text[], $23::text[],
+                         $24::jsonb[], $25::boolean[], $26::text[], $27::int[], $28::timestamptz[])
+                  WITH ORDINALITY AS i(listing_id, listing_updated_at, seller_id, max_threads_per_buyer, now,
+                                       thread_status, id, thread_id, author, author_id, amount, currency, message,
+                                       terms, final, status, round, expires_at, n)
          ), locked_listing AS (
              SELECT i.index FROM (SELECT index, listing_id, listing_updated_at FROM input ORDER BY listing_id) i
              CROSS JOIN LATERAL (
@@ -274,25 +295,43 @@ pub async fn place(
          ), bid AS (
              INSERT INTO bids (id, thread_id, author, author_id, amount, currency, message, terms, final, status, round,
                                expires_at, created_at, updated_at)
-             SELECT i.id, thread.id, i.author, i.author_id, i.amount, i.currency, i.message,
-                    CASE WHEN jsonb_typeof(i.terms) = 'null' THEN NULL ELSE i.terms END, i.final, i.status, i.round,
-                    i.expires_at, i.now, i.now
+             SELECT i.id, thread.id, i.author, i.author_id, i.amount, i.currency, i.message, i.terms, i.final, i.status,
+                    i.round, i.expires_at, i.now, i.now
              FROM thread JOIN input i ON i.thread_id = thread.id
              RETURNING *
          ), new_pending AS (
              SELECT bid.id AS bid_id, bid.thread_id, thread.listing_id, thread.seller_id AS agent_id, 'seller' AS role
              FROM bid JOIN thread ON thread.id = bid.thread_id
          ), ",
-        &move_events("e.move IN (SELECT i.index FROM thread JOIN input i ON i.thread_id = thread.id)"),
-        "
+            &move_events("e.move IN (SELECT i.index FROM thread JOIN input i ON i.thread_id = thread.id)"),
+            "
          SELECT i.index, row_to_json(bid) AS bid, row_to_json(thread) AS thread,
                 EXISTS (SELECT 1 FROM queued q WHERE q.bid_id = bid.id) AS queued,
                 (SELECT count(*) FROM announced) AS announced
-         FROM bid JOIN thread ON thread.id = bid.thread_id JOIN input i ON i.thread_id = thread.id"]
+         FROM bid JOIN thread ON thread.id = bid.thread_id JOIN input i ON i.thread_id = thread.id",
+        ]
         .concat()
     });
-    let rows: Vec<MadeRow> =
-        sqlx::query_as(STATEMENT.as_str()).bind(Json(events)).bind(Json(indexed(moves))).fetch_all(conn).await?;
+    let query = bind_events(sqlx::query_as(STATEMENT.as_str()), events)
+        .bind(column(moves, |m| m.listing_id))
+        .bind(column(moves, |m| m.listing_updated_at))
+        .bind(column(moves, |m| m.seller_id))
+        .bind(column(moves, |m| m.max_threads_per_buyer))
+        .bind(column(moves, |m| m.now))
+        .bind(column(moves, |m| m.thread_status.as_str()))
+        .bind(column(moves, |m| m.opening.id))
+        .bind(column(moves, |m| m.opening.thread_id))
+        .bind(column(moves, |m| m.opening.author.as_str()))
+        .bind(column(moves, |m| m.opening.author_id))
+        .bind(column(moves, |m| m.opening.amount))
+        .bind(column(moves, |m| m.opening.currency.as_str()))
+        .bind(column(moves, |m| m.opening.message.as_deref()))
+        .bind(column(moves, |m| terms(&m.opening)))
+        .bind(column(moves, |m| m.opening.is_final))
+        .bind(column(moves, |m| m.opening.status.as_str()))
+        .bind(column(moves, |m| m.opening.round))
+        .bind(column(moves, |m| m.opening.expires_at));
+    let rows: Vec<MadeRow> = query.fetch_all(conn).await?;
     Ok(by_move(moves.len(), rows.into_iter().map(MadeRow::made)))
 }
 
@@ -323,18 +362,19 @@ pub async fn counter(
     moves: &[CounterMove],
     events: &[MoveEvent<'_>],
 ) -> Result<Vec<Option<Made<(Bid, Thread)>>>, sqlx::Error> {
+    // Built at run time: it splices the rule that queues tasks (`move_events`).
     static STATEMENT: LazyLock<String> = LazyLock::new(|| {
         [
             "WITH input AS (
-             SELECT i.index, i.thread_id, i.bid_id, i.now, i.bid_status AS answered_status,
-                    i.reason AS answered_reason, i.mediation AS new_mediation, i.thread_updated_at, i.max_rounds,
-                    i.bid_ttl_seconds, i.ask_amount, c.*
-             FROM jsonb_to_recordset($2) AS i(index int, thread_id uuid, bid_id uuid, now timestamptz, bid_status text,
-                                              reason text, counter jsonb, mediation jsonb, thread_updated_at timestamptz,
-                                              max_rounds int, bid_ttl_seconds int, ask_amount bigint)
-             CROSS JOIN LATERAL jsonb_to_record(i.counter) AS c(id uuid, author text, author_id uuid, amount bigint,
-                 currency text, message text, terms jsonb, final boolean, status text, round int,
-                 expires_at timestamptz)
+             SELECT (i.n - 1)::int AS index, i.*
+             FROM unnest($11::uuid[], $12::uuid[], $13::timestamptz[], $14::text[], $15::text[], $16::jsonb[],
+                         $17::timestamptz[], $18::int[], $19::int[], $20::bigint[], $21::uuid[], $22::text[],
+                         $23::uuid[], $24::bigint[], $25::text[], $26::text[], $27::jsonb[], $28::boolean[],
+                         $29::text[], $30::int[], $31::timestamptz[])
+                  WITH ORDINALITY AS i(thread_id, bid_id, now, answered_status, answered_reason, new_mediation,
+                                       thread_updated_at, max_rounds, bid_ttl_seconds, ask_amount, id, author,
+                                       author_id, amount, currency, message, terms, final, status, round,
+                                       expires_at, n)
          ), locked AS (
              SELECT t.id
              FROM (SELECT thread_id, thread_updated_at, max_rounds, bid_ttl_seconds, ask_amount FROM input
@@ -358,9 +398,8 @@ pub async fn counter(
          ), bid AS (
              INSERT INTO bids (id, thread_id, author, author_id, amount, currency, message, terms, final, status,
                                parent_bid_id, round, expires_at, created_at, updated_at)
-             SELECT i.id, a.thread_id, i.author, i.author_id, i.amount, i.currency, i.message,
-                    CASE WHEN jsonb_typeof(i.terms) = 'null' THEN NULL ELSE i.terms END, i.final, i.status, a.id,
-                    i.round, i.expires_at, i.now, i.now
+             SELECT i.id, a.thread_id, i.author, i.author_id, i.amount, i.currency, i.message, i.terms, i.final,
+                    i.status, a.id, i.round, i.expires_at, i.now, i.now
              FROM answered a JOIN input i ON i.index = a.index
              RETURNING *
          ), thread AS (
@@ -386,20 +425,40 @@ pub async fn counter(
         ]
         .concat()
     });
-    let rows: Vec<MadeRow> =
-        sqlx::query_as(STATEMENT.as_str()).bind(Json(events)).bind(Json(indexed(moves))).fetch_all(conn).await?;
+    let query = bind_events(sqlx::query_as(STATEMENT.as_str()), events)
+        .bind(column(moves, |m| m.thread_id))
+        .bind(column(moves, |m| m.bid_id))
+        .bind(column(moves, |m| m.now))
+        .bind(column(moves, |m| m.effect.bid_status.as_str()))
+        .bind(column(moves, |m| m.effect.reason.as_str()))
+        .bind(column(moves, |m| m.mediation.as_ref().map(Json)))
+        .bind(column(moves, |m| m.decided_on.map(|on| on.thread_updated_at)))
+        .bind(column(moves, |m| m.decided_on.map(|on| on.max_rounds)))
+        .bind(column(moves, |m| m.decided_on.map(|on| on.bid_ttl_seconds)))
+        .bind(column(moves, |m| m.decided_on.map(|on| on.ask_amount)))
+        .bind(column(moves, |m| m.counter.id))
+        .bind(column(moves, |m| m.counter.author.as_str()))
+        .bind(column(moves, |m| m.counter.author_id))
+        .bind(column(moves, |m| m.counter.amount))
+        .bind(column(moves, |m| m.counter.currency.as_str()))
+        .bind(column(moves, |m| m.counter.message.as_deref()))
+        .bind(column(moves, |m| terms(&m.counter)))
+        .bind(column(moves, |m| m.counter.is_final))
+        .bind(column(moves, |m| m.counter.status.as_str()))
+        .bind(column(moves, |m| m.counter.round))
+        .bind(column(moves, |m| m.counter.expires_at));
+    let rows: Vec<MadeRow> = query.fetch_all(conn).await?;
     Ok(by_move(moves.len(), rows.into_iter().map(MadeRow::made)))
 }
 
 /// An acceptance to make: the pending bid, its thread and listing, what accepting does to them
 /// (the domain's [`Transition::Accept`]), the new order's id and status, how many units the
 /// listing must still have, and `now`, the time it was decided at.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct AcceptMove {
     pub listing_id: Uuid,
     pub thread_id: Uuid,
     pub bid_id: Uuid,
-    #[serde(flatten)]
     pub effect: Effect,
     pub order_id: Uuid,
     pub order_status: OrderStatus,
@@ -407,7 +466,6 @@ pub struct AcceptMove {
     pub now: DateTime<Utc>,
     /// For an acceptance decided without locks, the thread as last changed when it was decided:
     /// the statement makes it only if the thread is unchanged.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub thread_updated_at: Option<DateTime<Utc>>,
 }
 
@@ -440,12 +498,14 @@ pub async fn accept(
     moves: &[AcceptMove],
     events: &[MoveEvent<'_>],
 ) -> Result<Vec<Option<Made<Accepted>>>, sqlx::Error> {
+    // Built at run time: it writes its events as the other moves do (`move_events`).
     static STATEMENT: LazyLock<String> = LazyLock::new(|| {
         [r#"WITH input AS (
-             SELECT * FROM jsonb_to_recordset($2) AS i(index int, listing_id uuid, thread_id uuid, bid_id uuid,
-                                                       bid_status text, reason text, thread_status text,
-                                                       order_id uuid, order_status text, min_available int,
-                                                       now timestamptz, thread_updated_at timestamptz)
+             SELECT (i.n - 1)::int AS index, i.*
+             FROM unnest($11::uuid[], $12::uuid[], $13::uuid[], $14::text[], $15::text[], $16::text[], $17::uuid[],
+                         $18::text[], $19::int[], $20::timestamptz[], $21::timestamptz[])
+                  WITH ORDINALITY AS i(listing_id, thread_id, bid_id, bid_status, reason, thread_status, order_id,
+                                       order_status, min_available, now, thread_updated_at, n)
          ), locked_listing AS (
              SELECT l.id FROM (SELECT listing_id, min_available FROM input ORDER BY listing_id) i
              CROSS JOIN LATERAL (
@@ -495,8 +555,19 @@ pub async fn accept(
          FROM bid JOIN input i ON i.bid_id = bid.id JOIN thread ON thread.id = bid.thread_id
          JOIN ordered ON ordered.bid_id = bid.id JOIN listing ON listing.id = ordered.listing_id"#].concat()
     });
-    let rows: Vec<AcceptedRow> =
-        sqlx::query_as(STATEMENT.as_str()).bind(Json(events)).bind(Json(indexed(moves))).fetch_all(conn).await?;
+    let query = bind_events(sqlx::query_as(STATEMENT.as_str()), events)
+        .bind(column(moves, |m| m.listing_id))
+        .bind(column(moves, |m| m.thread_id))
+        .bind(column(moves, |m| m.bid_id))
+        .bind(column(moves, |m| m.effect.bid_status.as_str()))
+        .bind(column(moves, |m| m.effect.reason.as_str()))
+        .bind(column(moves, |m| m.effect.thread_status.as_str()))
+        .bind(column(moves, |m| m.order_id))
+        .bind(column(moves, |m| m.order_status.as_str()))
+        .bind(column(moves, |m| m.min_available))
+        .bind(column(moves, |m| m.now))
+        .bind(column(moves, |m| m.thread_updated_at));
+    let rows: Vec<AcceptedRow> = query.fetch_all(conn).await?;
     Ok(by_move(
         moves.len(),
         rows.into_iter().map(|row| {

@@ -7,6 +7,7 @@ use sqlx::types::Json;
 use sqlx::{FromRow, PgConnection, PgExecutor};
 use uuid::Uuid;
 
+use super::text::Text;
 use haggle_domain::strategy::Policy;
 use haggle_domain::{Party, ThreadStatus};
 
@@ -48,15 +49,21 @@ pub struct StoredPolicy {
     pub updated_at: DateTime<Utc>,
 }
 
-const POLICY_COLUMNS: &str = "CASE WHEN thread_id IS NOT NULL THEN 'thread' WHEN listing_id IS NOT NULL THEN 'listing' \
-     ELSE 'agent' END AS scope, role, listing_id, thread_id, policy, created_at, updated_at";
-
-fn scope_condition(scope: Scope) -> &'static str {
-    match scope {
-        Scope::Agent => "agent_id = $1 AND role = $2 AND listing_id IS NULL AND thread_id IS NULL",
-        Scope::Listing(_) => "agent_id = $1 AND listing_id = $3",
-        Scope::Thread(_) => "agent_id = $1 AND thread_id = $4",
-    }
+/// `sqlx::query_as!` reading a [`StoredPolicy`]: the statement `$before`, the policy's columns,
+/// then `$after`, binding `$args`.
+macro_rules! query_policy {
+    ($before:literal, $after:literal, $($args:tt)*) => {
+        sqlx::query_as!(
+            StoredPolicy,
+            $before
+                + r#"CASE WHEN thread_id IS NOT NULL THEN 'thread' WHEN listing_id IS NOT NULL THEN 'listing'
+                          ELSE 'agent' END AS "scope!: Text<PolicyLevel>",
+                     role AS "role: Text<Party>", listing_id, thread_id, policy AS "policy: Json<Policy>",
+                     created_at, updated_at"#
+                + $after,
+            $($args)*
+        )
+    };
 }
 
 /// Creates or replaces the agent's policy for `scope`.
@@ -67,26 +74,62 @@ pub async fn put(
     scope: Scope,
     policy: &Policy,
 ) -> Result<StoredPolicy, sqlx::Error> {
-    let conflict = match scope {
-        Scope::Agent => "(agent_id, role) WHERE listing_id IS NULL AND thread_id IS NULL",
-        Scope::Listing(_) => "(agent_id, listing_id) WHERE listing_id IS NOT NULL",
-        Scope::Thread(_) => "(agent_id, thread_id) WHERE thread_id IS NOT NULL",
-    };
-    sqlx::query_as(&format!(
-        "INSERT INTO policies (id, agent_id, role, listing_id, thread_id, policy)
-         VALUES ($5, $1, $2, $3, $4, $6)
-         ON CONFLICT {conflict}
-         DO UPDATE SET policy = EXCLUDED.policy, role = EXCLUDED.role, updated_at = now()
-         RETURNING {POLICY_COLUMNS}"
-    ))
-    .bind(agent_id)
-    .bind(role.as_str())
-    .bind(scope.listing_id())
-    .bind(scope.thread_id())
-    .bind(Uuid::now_v7())
-    .bind(Json(policy))
-    .fetch_one(conn)
-    .await
+    let (id, role, policy) = (Uuid::now_v7(), role.as_str(), Json(policy));
+    let (listing_id, thread_id) = (scope.listing_id(), scope.thread_id());
+    // One statement a scope: each replaces the policy its own unique index finds.
+    match scope {
+        Scope::Agent => {
+            query_policy!(
+            "INSERT INTO policies (id, agent_id, role, listing_id, thread_id, policy) VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (agent_id, role) WHERE listing_id IS NULL AND thread_id IS NULL
+             DO UPDATE SET policy = EXCLUDED.policy, role = EXCLUDED.role, updated_at = now()
+             RETURNING ",
+            "",
+            id,
+            agent_id,
+            role,
+            listing_id,
+            thread_id,
+            policy as _,
+        )
+            .fetch_one(conn)
+            .await
+        }
+        Scope::Listing(_) => {
+            query_policy!(
+            "INSERT INTO policies (id, agent_id, role, listing_id, thread_id, policy) VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (agent_id, listing_id) WHERE listing_id IS NOT NULL
+             DO UPDATE SET policy = EXCLUDED.policy, role = EXCLUDED.role, updated_at = now()
+             RETURNING ",
+            "",
+            id,
+            agent_id,
+            role,
+            listing_id,
+            thread_id,
+            policy as _,
+        )
+            .fetch_one(conn)
+            .await
+        }
+        Scope::Thread(_) => {
+            query_policy!(
+            "INSERT INTO policies (id, agent_id, role, listing_id, thread_id, policy) VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (agent_id, thread_id) WHERE thread_id IS NOT NULL
+             DO UPDATE SET policy = EXCLUDED.policy, role = EXCLUDED.role, updated_at = now()
+             RETURNING ",
+            "",
+            id,
+            agent_id,
+            role,
+            listing_id,
+            thread_id,
+            policy as _,
+        )
+            .fetch_one(conn)
+            .await
+        }
+    }
 }
 
 pub async fn get(
@@ -95,13 +138,28 @@ pub async fn get(
     role: Party,
     scope: Scope,
 ) -> Result<Option<StoredPolicy>, sqlx::Error> {
-    sqlx::query_as(&format!("SELECT {POLICY_COLUMNS} FROM policies WHERE {}", scope_condition(scope)))
-        .bind(agent_id)
-        .bind(role.as_str())
-        .bind(scope.listing_id())
-        .bind(scope.thread_id())
-        .fetch_optional(executor)
-        .await
+    match scope {
+        Scope::Agent => {
+            query_policy!(
+                "SELECT ",
+                " FROM policies WHERE agent_id = $1 AND role = $2 AND listing_id IS NULL AND thread_id IS NULL",
+                agent_id,
+                role.as_str(),
+            )
+            .fetch_optional(executor)
+            .await
+        }
+        Scope::Listing(listing_id) => {
+            query_policy!("SELECT ", " FROM policies WHERE agent_id = $1 AND listing_id = $2", agent_id, listing_id)
+                .fetch_optional(executor)
+                .await
+        }
+        Scope::Thread(thread_id) => {
+            query_policy!("SELECT ", " FROM policies WHERE agent_id = $1 AND thread_id = $2", agent_id, thread_id)
+                .fetch_optional(executor)
+                .await
+        }
+    }
 }
 
 /// Deletes the agent's policy for `scope`; false if there was none.
@@ -111,13 +169,26 @@ pub async fn delete(
     role: Party,
     scope: Scope,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(&format!("DELETE FROM policies WHERE {}", scope_condition(scope)))
-        .bind(agent_id)
-        .bind(role.as_str())
-        .bind(scope.listing_id())
-        .bind(scope.thread_id())
-        .execute(executor)
-        .await?;
+    let done =
+        match scope {
+            Scope::Agent => sqlx::query!(
+                "DELETE FROM policies WHERE agent_id = $1 AND role = $2 AND listing_id IS NULL AND thread_id IS NULL",
+                agent_id,
+                role.as_str(),
+            )
+            .execute(executor)
+            .await?,
+            Scope::Listing(listing_id) => {
+                sqlx::query!("DELETE FROM policies WHERE agent_id = $1 AND listing_id = $2", agent_id, listing_id)
+                    .execute(executor)
+                    .await?
+            }
+            Scope::Thread(thread_id) => {
+                sqlx::query!("DELETE FROM policies WHERE agent_id = $1 AND thread_id = $2", agent_id, thread_id)
+                    .execute(executor)
+                    .await?
+            }
+        };
     Ok(done.rows_affected() > 0)
 }
 
@@ -135,21 +206,24 @@ pub async fn thread_for_party(
     thread_id: Uuid,
     agent_id: Uuid,
 ) -> Result<Option<PartyThread>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT CASE WHEN t.seller_id = $2 THEN 'seller' ELSE 'buyer' END AS role, l.ask_amount
-         FROM threads t JOIN listings l ON l.id = t.listing_id
-         WHERE t.id = $1 AND $2 IN (t.buyer_id, t.seller_id)",
+    sqlx::query_as!(
+        PartyThread,
+        r#"SELECT CASE WHEN t.seller_id = $2 THEN 'seller' ELSE 'buyer' END AS "role!: Text<Party>", l.ask_amount
+           FROM threads t JOIN listings l ON l.id = t.listing_id
+           WHERE t.id = $1 AND $2 IN (t.buyer_id, t.seller_id)"#,
+        thread_id,
+        agent_id,
     )
-    .bind(thread_id)
-    .bind(agent_id)
     .fetch_optional(executor)
     .await
 }
 
 pub async fn thread_status(conn: &mut PgConnection, thread_id: Uuid) -> Result<ThreadStatus, sqlx::Error> {
-    let status: String =
-        sqlx::query_scalar("SELECT status FROM threads WHERE id = $1").bind(thread_id).fetch_one(conn).await?;
-    ThreadStatus::try_from(status).map_err(|error| sqlx::Error::Decode(error.into()))
+    let status =
+        sqlx::query_scalar!(r#"SELECT status AS "status: Text<ThreadStatus>" FROM threads WHERE id = $1"#, thread_id)
+            .fetch_one(conn)
+            .await?;
+    Ok(status.0)
 }
 
 /// Two columns of a query over `threads t`: the counters `$agent`'s policies made in the thread
@@ -185,14 +259,14 @@ pub async fn rationale(
     agent_id: Uuid,
     bid_id: Uuid,
 ) -> Result<Option<String>, sqlx::Error> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "SELECT rationale FROM auto_decisions
          WHERE thread_id = $1 AND agent_id = $2 AND bid_id = $3 AND action <> 'stop'
          ORDER BY id DESC LIMIT 1",
+        thread_id,
+        agent_id,
+        bid_id,
     )
-    .bind(thread_id)
-    .bind(agent_id)
-    .bind(bid_id)
     .fetch_optional(conn)
     .await
 }
@@ -208,6 +282,7 @@ pub struct SellerBudget {
 }
 
 pub async fn seller_budget(executor: impl PgExecutor<'_>, thread_id: Uuid) -> Result<SellerBudget, sqlx::Error> {
+    // Built at run time: it splices `policy_in_thread`, which `tasks::task_context` reads too.
     sqlx::query_as(concat!(
         "SELECT l.max_rounds, ",
         policy_in_thread!("t.seller_id", "'seller'"),
@@ -224,13 +299,14 @@ pub async fn seller_policy(
     executor: impl PgExecutor<'_>,
     listing_id: Uuid,
 ) -> Result<Option<Json<serde_json::Value>>, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT p.policy FROM listings l JOIN policies p ON p.agent_id = l.seller_id
-         WHERE l.id = $1
-           AND (p.listing_id = l.id OR (p.thread_id IS NULL AND p.listing_id IS NULL AND p.role = 'seller'))
-         ORDER BY (p.listing_id IS NOT NULL) DESC LIMIT 1",
+    sqlx::query_scalar!(
+        r#"SELECT p.policy AS "policy: Json<serde_json::Value>"
+           FROM listings l JOIN policies p ON p.agent_id = l.seller_id
+           WHERE l.id = $1
+             AND (p.listing_id = l.id OR (p.thread_id IS NULL AND p.listing_id IS NULL AND p.role = 'seller'))
+           ORDER BY (p.listing_id IS NOT NULL) DESC LIMIT 1"#,
+        listing_id,
     )
-    .bind(listing_id)
     .fetch_optional(executor)
     .await
 }
@@ -244,20 +320,23 @@ pub struct ThreadPolicies {
 }
 
 pub async fn thread_policies(executor: impl PgExecutor<'_>, thread_id: Uuid) -> Result<ThreadPolicies, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT (SELECT p.policy FROM policies p
-                  WHERE p.agent_id = t.buyer_id
-                    AND (p.thread_id = t.id OR p.listing_id = t.listing_id
-                         OR (p.thread_id IS NULL AND p.listing_id IS NULL AND p.role = 'buyer'))
-                  ORDER BY (p.thread_id IS NOT NULL) DESC, (p.listing_id IS NOT NULL) DESC LIMIT 1) AS buyer,
-                (SELECT p.policy FROM policies p
-                  WHERE p.agent_id = t.seller_id
-                    AND (p.thread_id = t.id OR p.listing_id = t.listing_id
-                         OR (p.thread_id IS NULL AND p.listing_id IS NULL AND p.role = 'seller'))
-                  ORDER BY (p.thread_id IS NOT NULL) DESC, (p.listing_id IS NOT NULL) DESC LIMIT 1) AS seller
-         FROM threads t WHERE t.id = $1",
+    sqlx::query_as!(
+        ThreadPolicies,
+        r#"SELECT (SELECT p.policy FROM policies p
+                    WHERE p.agent_id = t.buyer_id
+                      AND (p.thread_id = t.id OR p.listing_id = t.listing_id
+                           OR (p.thread_id IS NULL AND p.listing_id IS NULL AND p.role = 'buyer'))
+                    ORDER BY (p.thread_id IS NOT NULL) DESC, (p.listing_id IS NOT NULL) DESC LIMIT 1)
+                      AS "buyer?: Json<serde_json::Value>",
+                  (SELECT p.policy FROM policies p
+                    WHERE p.agent_id = t.seller_id
+                      AND (p.thread_id = t.id OR p.listing_id = t.listing_id
+                           OR (p.thread_id IS NULL AND p.listing_id IS NULL AND p.role = 'seller'))
+                    ORDER BY (p.thread_id IS NOT NULL) DESC, (p.listing_id IS NOT NULL) DESC LIMIT 1)
+                      AS "seller?: Json<serde_json::Value>"
+           FROM threads t WHERE t.id = $1"#,
+        thread_id,
     )
-    .bind(thread_id)
     .fetch_one(executor)
     .await
 }

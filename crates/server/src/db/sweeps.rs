@@ -2,17 +2,18 @@
 //! out or was withdrawn, and the sweeper's expiries.
 
 use sqlx::types::Json;
-use sqlx::{FromRow, PgConnection, PgExecutor};
+use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
 use super::moves::Effect;
 use super::rows::BidDeadline;
+use super::text::Text;
 use super::{Bid, Thread};
-use haggle_domain::Reason;
 use haggle_domain::bid::{self, Transition};
+use haggle_domain::{BidStatus, Reason};
 
 /// A write that changed a bid and its thread together.
-#[derive(Debug, FromRow)]
+#[derive(Debug)]
 struct BidAndThreadRow {
     bid: Json<Bid>,
     thread: Json<Thread>,
@@ -42,20 +43,22 @@ pub async fn end_listing_threads(
     listing_id: Uuid,
     reason: Reason,
 ) -> Result<Vec<(Bid, Thread)>, sqlx::Error> {
-    let locked: Vec<Uuid> =
-        sqlx::query_scalar("SELECT id FROM threads WHERE listing_id = $1 AND status = 'ACTIVE' ORDER BY id FOR UPDATE")
-            .bind(listing_id)
-            .fetch_all(&mut *conn)
-            .await?;
+    let locked = sqlx::query_scalar!(
+        "SELECT id FROM threads WHERE listing_id = $1 AND status = 'ACTIVE' ORDER BY id FOR UPDATE",
+        listing_id,
+    )
+    .fetch_all(&mut *conn)
+    .await?;
     if locked.is_empty() {
         return Ok(Vec::new());
     }
-    let pending: Vec<BidDeadline> = sqlx::query_as(
-        "SELECT b.id AS bid_id, b.status, b.expires_at, now() AS db_now
-         FROM threads t JOIN bids b ON b.id = t.last_bid_id
-         WHERE t.id = ANY($1) AND t.status = 'ACTIVE' AND b.status = 'PENDING'",
+    let pending = sqlx::query_as!(
+        BidDeadline,
+        r#"SELECT b.id AS bid_id, b.status AS "status: Text<BidStatus>", b.expires_at, now() AS "db_now!"
+           FROM threads t JOIN bids b ON b.id = t.last_bid_id
+           WHERE t.id = ANY($1) AND t.status = 'ACTIVE' AND b.status = 'PENDING'"#,
+        &locked,
     )
-    .bind(&locked)
     .fetch_all(&mut *conn)
     .await?;
     let mut ended = Vec::new();
@@ -73,6 +76,7 @@ pub async fn end_listing_threads(
 /// Locks up to `batch` threads whose pending bid has reached its deadline, oldest deadline
 /// first, skipping threads another transaction holds. The domain then decides each expiry.
 pub async fn lock_due(conn: &mut PgConnection, batch: i64) -> Result<Vec<BidDeadline>, sqlx::Error> {
+    // Built at run time: the statement is shared with its own `EXPLAIN` (`plan_of_lock_due`).
     sqlx::query_as(LOCK_DUE).bind(batch).fetch_all(conn).await
 }
 
@@ -90,6 +94,7 @@ const LOCK_DUE: &str = "SELECT due.id AS bid_id, due.status, due.expires_at, now
 
 /// The plan PostgreSQL makes for `lock_due` (`EXPLAIN`'s text).
 pub async fn plan_of_lock_due(executor: impl PgExecutor<'_>, batch: i64) -> Result<String, sqlx::Error> {
+    // Built at run time: `EXPLAIN` of the statement `lock_due` runs, which a test reads.
     let lines: Vec<String> =
         sqlx::query_scalar(&format!("EXPLAIN {LOCK_DUE}")).bind(batch).persistent(false).fetch_all(executor).await?;
     Ok(lines.join("\n"))
@@ -119,24 +124,26 @@ async fn end_bids(
         return Ok(Vec::new());
     }
     let effect = Effect::from(transition);
-    let rows: Vec<BidAndThreadRow> = sqlx::query_as(
-        "WITH bid AS (
-             UPDATE bids SET status = $2, reason = $3, updated_at = now(),
-                    responded_at = CASE WHEN $2 = 'EXPIRED' THEN expires_at ELSE now() END
-             WHERE id = ANY($1) AND status = 'PENDING' AND (NOT $5 OR expires_at > clock_timestamp())
-             RETURNING *
-         ), thread AS (
-             UPDATE threads SET status = $4, closed_reason = $3, expires_at = NULL, updated_at = now()
-             FROM bid WHERE threads.id = bid.thread_id
-             RETURNING threads.*
-         )
-         SELECT row_to_json(bid) AS bid, row_to_json(thread) AS thread FROM bid JOIN thread ON thread.id = bid.thread_id",
+    let rows = sqlx::query_as!(
+        BidAndThreadRow,
+        r#"WITH bid AS (
+               UPDATE bids SET status = $2, reason = $3, updated_at = now(),
+                      responded_at = CASE WHEN $2 = 'EXPIRED' THEN expires_at ELSE now() END
+               WHERE id = ANY($1) AND status = 'PENDING' AND (NOT $5 OR expires_at > clock_timestamp())
+               RETURNING *
+           ), thread AS (
+               UPDATE threads SET status = $4, closed_reason = $3, expires_at = NULL, updated_at = now()
+               FROM bid WHERE threads.id = bid.thread_id
+               RETURNING threads.*
+           )
+           SELECT row_to_json(bid) AS "bid!: Json<Bid>", row_to_json(thread) AS "thread!: Json<Thread>"
+           FROM bid JOIN thread ON thread.id = bid.thread_id"#,
+        bids,
+        effect.bid_status.as_str(),
+        effect.reason.as_str(),
+        effect.thread_status.as_str(),
+        before_deadline,
     )
-    .bind(bids)
-    .bind(effect.bid_status.as_str())
-    .bind(effect.reason.as_str())
-    .bind(effect.thread_status.as_str())
-    .bind(before_deadline)
     .fetch_all(conn)
     .await?;
     Ok(rows.into_iter().map(|row| (row.bid.0, row.thread.0)).collect())

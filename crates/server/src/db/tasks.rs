@@ -78,6 +78,7 @@ pub async fn queue_waiting(
           WHERE p.agent_id = $1 AND {own_side} = $1
             AND ($2::uuid IS NULL OR t.listing_id = $2) AND ($3::uuid IS NULL OR t.id = $3))"
     );
+    // Built at run time: it splices the rule that queues tasks (`queue_tasks`) and the agent's side.
     let (queued, _announced): (i64, i64) = sqlx::query_as(&format!(
         "WITH {} SELECT (SELECT count(*) FROM queued), (SELECT count(*) FROM announced)",
         queue_tasks(&waiting, Requeue::IfDone)
@@ -95,6 +96,7 @@ pub async fn queue_waiting(
 /// committed after the policy's own queuing ([`queue_waiting`]) ran, could see neither the
 /// policy nor be seen by it: this catches its bid. Returns how many.
 pub async fn queue_after_changes(executor: impl PgExecutor<'_>, window_ms: i64) -> Result<u64, sqlx::Error> {
+    // Built at run time: it splices the rule that queues tasks (`queue_tasks`).
     static STATEMENT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
         let waiting = format!(
             "(SELECT DISTINCT p.* FROM
@@ -133,68 +135,35 @@ pub struct Task {
     pub waited: f64,
 }
 
-/// What taking a task returns, as a [`Task`]: a `RETURNING` list of `UPDATE auto_tasks`.
-macro_rules! taken_task {
-    () => {
-        "bid_id, thread_id, agent_id, attempts, EXTRACT(EPOCH FROM clock_timestamp() - due_at)::float8 AS waited"
-    };
-}
-
-/// Records a decision: the statement (or, in a `WITH`, the part of one) that
-/// `bind_decision!` binds as `$1` to `$7`.
-macro_rules! insert_decision {
-    () => {
-        "INSERT INTO auto_decisions (bid_id, thread_id, agent_id, action, reason, rationale, counter_bid_id)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)"
-    };
-}
-
-/// Binds a task's decision to a query that begins with `insert_decision!`.
-macro_rules! bind_decision {
-    ($query:expr, $task:expr, $decided:expr) => {
-        $query
-            .bind($task.bid_id)
-            .bind($task.thread_id)
-            .bind($task.agent_id)
-            .bind($decided.action)
-            .bind($decided.reason)
-            .bind($decided.rationale)
-            .bind($decided.counter_bid_id)
-    };
-}
-
 /// Takes the oldest due task, skipping those other executors hold, and marks it done in the
 /// caller's transaction, which keeps it locked: if the transaction does not commit, the task
 /// waits for the next executor.
 pub async fn take_task(conn: &mut PgConnection) -> Result<Option<Task>, sqlx::Error> {
-    sqlx::query_as(concat!(
-        "UPDATE auto_tasks SET done_at = now()
-         WHERE bid_id = (SELECT bid_id FROM auto_tasks WHERE done_at IS NULL AND due_at <= now()
-                         ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-         RETURNING ",
-        taken_task!()
-    ))
+    sqlx::query_as!(
+        Task,
+        r#"UPDATE auto_tasks SET done_at = now()
+           WHERE bid_id = (SELECT bid_id FROM auto_tasks WHERE done_at IS NULL AND due_at <= now()
+                           ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+           RETURNING bid_id, thread_id, agent_id, attempts,
+                     EXTRACT(EPOCH FROM clock_timestamp() - due_at)::float8 AS "waited!""#
+    )
     .fetch_optional(conn)
     .await
 }
 
 /// Marks a task done outside an executor's transaction (when the executor gives up on it).
 pub async fn finish_task(executor: impl PgExecutor<'_>, bid_id: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE auto_tasks SET done_at = now() WHERE bid_id = $1")
-        .bind(bid_id)
-        .execute(executor)
-        .await
-        .map(drop)
+    sqlx::query!("UPDATE auto_tasks SET done_at = now() WHERE bid_id = $1", bid_id).execute(executor).await.map(drop)
 }
 
 /// Puts off a task whose transaction failed, to be tried again after `delay_ms`.
 pub async fn retry_task(executor: impl PgExecutor<'_>, task: Task, delay_ms: i64) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "UPDATE auto_tasks SET due_at = now() + $2 * interval '1 millisecond', attempts = attempts + 1
+    sqlx::query!(
+        "UPDATE auto_tasks SET due_at = now() + $2::bigint * interval '1 millisecond', attempts = attempts + 1
          WHERE bid_id = $1 AND done_at IS NULL",
+        task.bid_id,
+        delay_ms,
     )
-    .bind(task.bid_id)
-    .bind(delay_ms)
     .execute(executor)
     .await
     .map(drop)
@@ -207,12 +176,12 @@ pub async fn purge_done_tasks(
     before: DateTime<Utc>,
     batch: i64,
 ) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "DELETE FROM auto_tasks WHERE bid_id IN (
              SELECT bid_id FROM auto_tasks WHERE done_at < $1 ORDER BY done_at LIMIT $2)",
+        before,
+        batch,
     )
-    .bind(before)
-    .bind(batch)
     .execute(executor)
     .await?;
     Ok(done.rows_affected())
@@ -225,13 +194,13 @@ pub async fn purge_decisions(
     before: DateTime<Utc>,
     batch: i64,
 ) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "DELETE FROM auto_decisions WHERE id IN (
              SELECT d.id FROM auto_decisions d JOIN threads t ON t.id = d.thread_id
              WHERE d.decided_at < $1 AND t.status <> 'ACTIVE' ORDER BY d.decided_at LIMIT $2)",
+        before,
+        batch,
     )
-    .bind(before)
-    .bind(batch)
     .execute(executor)
     .await?;
     Ok(done.rows_affected())
@@ -290,6 +259,8 @@ macro_rules! task_context_columns {
 }
 
 pub async fn task_context(conn: &mut PgConnection, task: Task) -> Result<Option<TaskContext>, sqlx::Error> {
+    // Built at run time: it splices a task context's columns (`task_context_columns`, with
+    // `policies::policy_in_thread`), which `record_and_take_next` reads too.
     sqlx::query_as(concat!(
         "SELECT ",
         task_context_columns!("$2"),
@@ -335,15 +306,18 @@ pub async fn record_and_take_next(
     task: Task,
     decided: Decided<'_>,
 ) -> Result<Option<Chained>, sqlx::Error> {
-    let query = sqlx::query_as(concat!(
-        "WITH decided AS (",
-        insert_decision!(),
-        "), taken AS (
+    // Built at run time: it splices the columns of a task's context and of a bid's
+    // (`task_context_columns`, `rows::bid_context_columns`), each read by another statement too.
+    sqlx::query_as(concat!(
+        "WITH decided AS (
+             INSERT INTO auto_decisions (bid_id, thread_id, agent_id, action, reason, rationale, counter_bid_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ), taken AS (
              UPDATE auto_tasks SET done_at = now()
              WHERE bid_id = $7 AND done_at IS NULL AND due_at <= now()
-             RETURNING ",
-        taken_task!(),
-        ")
+             RETURNING bid_id, thread_id, agent_id, attempts,
+                       EXTRACT(EPOCH FROM clock_timestamp() - due_at)::float8 AS waited
+         )
          SELECT taken.bid_id, taken.thread_id, taken.agent_id, taken.attempts, taken.waited, ",
         task_context_columns!("taken.agent_id"),
         ", ",
@@ -358,8 +332,16 @@ pub async fn record_and_take_next(
          LEFT JOIN bids p ON p.id = b.parent_bid_id
          WHERE taken.agent_id IN (t.buyer_id, t.seller_id)
          FOR UPDATE OF t"
-    ));
-    bind_decision!(query, task, decided).fetch_optional(conn).await
+    ))
+    .bind(task.bid_id)
+    .bind(task.thread_id)
+    .bind(task.agent_id)
+    .bind(decided.action)
+    .bind(decided.reason)
+    .bind(decided.rationale)
+    .bind(decided.counter_bid_id)
+    .fetch_optional(conn)
+    .await
 }
 
 /// A decision as it is recorded: the action, its reason code (the owner's), the sentence the
@@ -374,5 +356,18 @@ pub struct Decided<'a> {
 
 /// Records a decision, in the transaction that acts on it.
 pub async fn record_decision(conn: &mut PgConnection, task: Task, decided: Decided<'_>) -> Result<(), sqlx::Error> {
-    bind_decision!(sqlx::query(insert_decision!()), task, decided).execute(conn).await.map(drop)
+    sqlx::query!(
+        "INSERT INTO auto_decisions (bid_id, thread_id, agent_id, action, reason, rationale, counter_bid_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        task.bid_id,
+        task.thread_id,
+        task.agent_id,
+        decided.action,
+        decided.reason,
+        decided.rationale,
+        decided.counter_bid_id,
+    )
+    .execute(conn)
+    .await
+    .map(drop)
 }

@@ -69,6 +69,7 @@ pub async fn list_threads(
     agent_id: Uuid,
     filter: &ThreadFilter,
 ) -> Result<Page<Thread>, sqlx::Error> {
+    // Built at run time: from the filter's optional conditions, and shared with its own `EXPLAIN`.
     let mut query = threads_query("SELECT row_to_json(threads)", agent_id, filter);
     let rows: Vec<Json<Thread>> = query.build_query_scalar().fetch_all(executor).await?;
     let rows = rows.into_iter().map(|thread| thread.0).collect();
@@ -82,6 +83,7 @@ pub async fn plan_of_list_threads(
     agent_id: Uuid,
     filter: &ThreadFilter,
 ) -> Result<String, sqlx::Error> {
+    // Built at run time: `EXPLAIN` of the statement `list_threads` runs, which a test reads.
     let mut query = threads_query("EXPLAIN SELECT threads.id", agent_id, filter);
     let lines: Vec<String> = query.build_query_scalar().persistent(false).fetch_all(executor).await?;
     Ok(lines.join("\n"))
