@@ -776,6 +776,93 @@ async fn the_apis_rate_and_body_limits_hold_through_mcp() {
     assert_eq!(problem["code"], "payload_too_large");
 }
 
+#[tokio::test]
+async fn an_agents_rest_calls_and_tool_calls_draw_on_one_rate_limit() {
+    let app = TestApp::spawn_with(|config| config.settings.rate_limit = 1).await;
+    let agent = app.register("thrifty").await;
+    let session = over_http(&app, &agent).await;
+    // One request a second, in bursts of one: a REST call takes it, and the tool call after it
+    // is refused as a REST call would be.
+    app.get("/v1/agents/me", &agent.key).await.expect(200);
+    let document = refused(&session, "whoami", json!({}), "rate_limited").await;
+    assert_eq!(document["status"], 429, "{document}");
+    // The other way round, once the bucket has filled again: the tool call takes the token.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    ok(&session, "whoami", json!({})).await;
+    app.get("/v1/agents/me", &agent.key).await.expect_problem(429, "rate_limited");
+}
+
+#[tokio::test]
+async fn a_tools_api_request_is_held_to_the_apis_body_limit() {
+    let app = TestApp::spawn_with(|config| config.settings.body_limit = 4096).await;
+    let agent = app.register("verbose").await;
+    let session = over_http(&app, &agent).await;
+    // A learned strategy's table, all zeros: each `0` of the message is `0.0` in the body the
+    // tool sends, which is over the limit where the message is not.
+    let zeros = vec![0; 1200];
+    let target = json!({ "scope": "agent", "role": "seller" });
+    let policy = json!({ "limit": 9000, "counter": { "strategy": "learned", "levels": 1, "steps": 1, "q": [zeros] } });
+    let message = json!({ "jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": { "name": "set_policy", "arguments": { "target": target, "policy": policy } } });
+    assert!(message.to_string().len() < 3500, "the message itself is well within the limit");
+    let document =
+        refused(&session, "set_policy", json!({ "target": target, "policy": policy }), "payload_too_large").await;
+    assert_eq!(document["status"], 413, "{document}");
+    // The same body over REST is refused the same way.
+    let sent =
+        json!({ "limit": 9000, "counter": { "strategy": "learned", "levels": 1, "steps": 1, "q": [vec![0.0; 1200]] } });
+    assert!(sent.to_string().len() > 4096);
+    app.put("/v1/agents/me/policies/seller", &agent.key, sent).await.expect_problem(413, "payload_too_large");
+    assert_eq!(app.count("SELECT count(*) FROM policies").await, 0);
+}
+
+/// A message of the protocol on `session` (none for `initialize`), as `key`, over the test's
+/// client: the whole answer read, so that its connection is kept for the next.
+async fn exchange(app: &TestApp, key: &str, session: Option<&str>, message: &Value) -> reqwest::Response {
+    let mut request = app
+        .client
+        .post(format!("{}/mcp", app.base))
+        .bearer_auth(key)
+        .header("mcp-protocol-version", "2025-06-18")
+        .header(ACCEPT_BOTH.0, ACCEPT_BOTH.1)
+        .json(message);
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    request.send().await.unwrap()
+}
+
+/// The JSON-RPC message of an answer, as JSON or as the data of a Server-Sent Event.
+fn message_of(body: &str) -> Value {
+    let data = body.lines().filter_map(|line| line.strip_prefix("data:")).map(str::trim).find(|data| !data.is_empty());
+    serde_json::from_str(data.unwrap_or(body)).unwrap_or_else(|_| panic!("not a message: {body}"))
+}
+
+#[tokio::test]
+async fn a_tool_call_opens_no_connection_of_its_own() {
+    // One connection at a time: the test's own. A tool that called the API over a socket would
+    // be refused one.
+    let app = TestApp::spawn_with(|config| config.connections.max_connections = 1).await;
+    let agent = app.register("frugal").await;
+    let initialize = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "raw", "version": "1" } } });
+    let response = exchange(&app, &agent.key, None, &initialize).await;
+    assert_eq!(response.status(), 200);
+    let session = response.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    response.text().await.unwrap();
+    let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+    let response = exchange(&app, &agent.key, Some(&session), &initialized).await;
+    assert!(response.status().is_success(), "{}", response.status());
+    response.text().await.unwrap();
+    let whoami =
+        json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": { "name": "whoami", "arguments": {} } });
+    let response = exchange(&app, &agent.key, Some(&session), &whoami).await;
+    assert_eq!(response.status(), 200);
+    let result = message_of(&response.text().await.unwrap())["result"].clone();
+    assert_ne!(result["isError"], true, "{result}");
+    assert_eq!(result["structuredContent"]["id"], agent.id.as_str(), "{result}");
+}
+
 const ACCEPT_BOTH: (&str, &str) = ("accept", "application/json, text/event-stream");
 
 fn tools_list() -> Value {

@@ -57,7 +57,9 @@ fn failure_of(error: &ClientError) -> Failure {
         ClientError::UnexpectedResponse { status, .. } if (200..300).contains(status) => Failure::Unreadable,
         ClientError::UnexpectedResponse { status, .. } => Failure::Status(*status),
         // A client that was built has a valid URL; no request of it fails on one.
-        ClientError::Transport { .. } | ClientError::InvalidUrl { .. } => Failure::Transport,
+        ClientError::Transport { .. } | ClientError::InProcess { .. } | ClientError::InvalidUrl { .. } => {
+            Failure::Transport
+        }
     }
 }
 

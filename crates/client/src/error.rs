@@ -11,6 +11,10 @@ pub enum ClientError {
     /// No answer: the server could not be reached, the connection broke, or it took too long.
     #[error("{method} {url}: no answer from the server: {}", causes(.error))]
     Transport { method: String, url: String, error: reqwest::Error },
+    /// No answer from the API in this process ([`crate::Client::in_process`]): it took too
+    /// long, or its answer broke off. The in-process counterpart of `Transport`.
+    #[error("{method} {url}: no answer from the API in process: {detail}")]
+    InProcess { method: String, url: String, detail: String },
     /// An answer the API does not give: an error that is not problem+json, or a body of the
     /// wrong shape (a server of another version, or not Haggle at all).
     #[error("unexpected answer ({status}): {detail}")]
@@ -24,9 +28,10 @@ impl ClientError {
     pub fn code(&self) -> Option<&str> {
         match self {
             ClientError::Api(problem) => Some(&problem.code),
-            ClientError::Transport { .. } | ClientError::UnexpectedResponse { .. } | ClientError::InvalidUrl { .. } => {
-                None
-            }
+            ClientError::Transport { .. }
+            | ClientError::InProcess { .. }
+            | ClientError::UnexpectedResponse { .. }
+            | ClientError::InvalidUrl { .. } => None,
         }
     }
 
@@ -35,16 +40,17 @@ impl ClientError {
         match self {
             ClientError::Api(problem) => Some(problem.status),
             ClientError::UnexpectedResponse { status, .. } => Some(*status),
-            ClientError::Transport { .. } | ClientError::InvalidUrl { .. } => None,
+            ClientError::Transport { .. } | ClientError::InProcess { .. } | ClientError::InvalidUrl { .. } => None,
         }
     }
 
     pub fn problem(&self) -> Option<&Problem> {
         match self {
             ClientError::Api(problem) => Some(problem),
-            ClientError::Transport { .. } | ClientError::UnexpectedResponse { .. } | ClientError::InvalidUrl { .. } => {
-                None
-            }
+            ClientError::Transport { .. }
+            | ClientError::InProcess { .. }
+            | ClientError::UnexpectedResponse { .. }
+            | ClientError::InvalidUrl { .. } => None,
         }
     }
 
@@ -65,7 +71,9 @@ impl ClientError {
             ClientError::UnexpectedResponse { .. } => {
                 anyhow::anyhow!("{url} does not answer as a Haggle server ({self}); is {flag} pointing at one?")
             }
-            ClientError::Api(_) | ClientError::InvalidUrl { .. } => anyhow::Error::new(self),
+            ClientError::Api(_) | ClientError::InProcess { .. } | ClientError::InvalidUrl { .. } => {
+                anyhow::Error::new(self)
+            }
         }
     }
 
@@ -73,6 +81,8 @@ impl ClientError {
     pub(crate) fn is_retryable(&self) -> bool {
         match self {
             ClientError::Transport { error, .. } => !error.is_builder() && !error.is_decode(),
+            // As a broken connection or a timeout.
+            ClientError::InProcess { .. } => true,
             ClientError::Api(problem) => problem.code == "idempotency_key_in_use",
             ClientError::UnexpectedResponse { .. } | ClientError::InvalidUrl { .. } => false,
         }

@@ -16,8 +16,13 @@
 //! again with the same key, up to [`ATTEMPTS`] times in all, so a move is made at most once and
 //! its answer is the first attempt's. `GET`, `PUT` and `DELETE` are retried the same way, being
 //! safe to repeat. Other errors are returned at once.
+//!
+//! **In process.** A server that calls its own API (its MCP endpoint's tools) makes a client
+//! with [`Client::in_process`]: the same requests, retries and answers, handed to the server's
+//! router as a service instead of over a socket (see [`ApiService`]).
 
 mod error;
+mod in_process;
 mod stream;
 mod types;
 
@@ -29,10 +34,12 @@ use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
 pub use error::{ClientError, Problem, ProblemField};
+pub use in_process::{ApiBody, ApiService, BodyError, Carried};
 pub use stream::{EventStream, STREAM_IDLE_LIMIT};
 pub use types::*;
 
 use haggle_domain::strategy::Policy;
+use in_process::InProcess;
 
 /// How many times a request is sent, by default, before its transport failure is returned.
 pub const ATTEMPTS: u32 = 3;
@@ -40,6 +47,8 @@ pub const ATTEMPTS: u32 = 3;
 /// was given another [`Client::timeout`].
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The `User-Agent` of every request.
+pub(crate) const USER_AGENT: &str = concat!("haggle-client/", env!("CARGO_PKG_VERSION"));
 
 /// The URL a client uses when none is given.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
@@ -48,7 +57,10 @@ pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
 /// public routes).
 #[derive(Clone)]
 pub struct Client {
+    /// Sends the requests over HTTP, and builds them either way.
     http: reqwest::Client,
+    /// The API in this process, when the requests go to it instead.
+    in_process: Option<InProcess>,
     base: String,
     api_key: Option<String>,
     attempts: u32,
@@ -62,6 +74,7 @@ impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
             .field("base", &self.base)
+            .field("in_process", &self.in_process.is_some())
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("attempts", &self.attempts)
             .field("idempotency_keys", &self.idempotency_keys)
@@ -82,13 +95,14 @@ impl Client {
         }
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
-            .user_agent(concat!("haggle-client/", env!("CARGO_PKG_VERSION")))
+            .user_agent(USER_AGENT)
             .build()
             .map_err(|error| ClientError::Transport { method: "-".to_owned(), url: base_url.to_owned(), error })?;
         // An empty key (say, `HAGGLE_API_KEY=`) is no key.
         let api_key = api_key.filter(|key| !key.is_empty());
         Ok(Client {
             http,
+            in_process: None,
             base: base_url.trim_end_matches('/').to_owned(),
             api_key,
             attempts: ATTEMPTS,
@@ -96,6 +110,26 @@ impl Client {
             idempotency_key: None,
             timeout: REQUEST_TIMEOUT,
         })
+    }
+
+    /// A client of the API served in this process by `api` (the server's router, with all
+    /// its layers), reached at `base_url` as far as the requests say: their `Host`, and the URL
+    /// errors name. No request opens a socket.
+    pub fn in_process(base_url: &str, api: ApiService) -> Result<Client, ClientError> {
+        let client = Client::new(base_url, None)?;
+        Ok(Client { in_process: Some(InProcess { service: api, carried: Carried::default() }), ..client })
+    }
+
+    /// The same client, each request of which carries `carried`'s extensions and headers: what
+    /// the server knows of the request a call is made for (the address of the client behind
+    /// it), for the limits and logs that count by it. Only a client [in process](Self::in_process)
+    /// carries anything; over HTTP a request is only its own.
+    pub fn carrying(&self, carried: Carried) -> Client {
+        let mut client = self.clone();
+        if let Some(in_process) = &mut client.in_process {
+            in_process.carried = carried;
+        }
+        client
     }
 
     /// The same server and settings, as another agent. The clients share their connections.
@@ -274,15 +308,20 @@ impl Client {
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key);
         }
-        let response = request.send().await.map_err(|error| ClientError::Transport {
-            method: "GET".to_owned(),
-            url: url.clone(),
-            error,
-        })?;
-        if !response.status().is_success() {
-            return Err(stream::refused(&url, response).await);
+        let transport = |error| ClientError::Transport { method: "GET".to_owned(), url: url.clone(), error };
+        let source = match &self.in_process {
+            None => stream::Source::Http(request.send().await.map_err(transport)?),
+            Some(in_process) => {
+                let request = request.build().map_err(transport)?;
+                let response =
+                    in_process.send(request).await.map_err(|failure| failure.into_error(&Method::GET, &url))?;
+                stream::Source::InProcess(response)
+            }
+        };
+        if !source.status().is_success() {
+            return Err(source.refused(&url).await);
         }
-        Ok(EventStream::new(response, after))
+        Ok(EventStream::new(source, after))
     }
 
     // ----- policies -----
@@ -430,10 +469,7 @@ impl Client {
             if let Some(body) = body {
                 request = request.json(body);
             }
-            let outcome = match request.send().await {
-                Ok(response) => read(&method, &url, response).await,
-                Err(error) => Err(ClientError::Transport { method: method.to_string(), url: url.clone(), error }),
-            };
+            let outcome = self.send(&method, &url, request).await;
             match outcome {
                 Err(error) if attempt < attempts && error.is_retryable() => {
                     tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
@@ -443,28 +479,44 @@ impl Client {
             }
         }
     }
+
+    /// Sends a request once, over HTTP or in process, and reads the answer.
+    async fn send<T: DeserializeOwned>(
+        &self,
+        method: &Method,
+        url: &str,
+        request: RequestBuilder,
+    ) -> Result<T, ClientError> {
+        let transport = |error| ClientError::Transport { method: method.to_string(), url: url.to_owned(), error };
+        let (status, bytes) = match &self.in_process {
+            None => {
+                let response = request.send().await.map_err(transport)?;
+                let status = response.status();
+                (status, response.bytes().await.map_err(transport)?)
+            }
+            Some(in_process) => {
+                let request = request.build().map_err(transport)?;
+                in_process.exchange(request).await.map_err(|failure| failure.into_error(method, url))?
+            }
+        };
+        read(method, url, status, &bytes)
+    }
 }
 
-async fn read<T: DeserializeOwned>(method: &Method, url: &str, response: reqwest::Response) -> Result<T, ClientError> {
-    let status = response.status();
-    let transport = |error| ClientError::Transport { method: method.to_string(), url: url.to_owned(), error };
-    let bytes = response.bytes().await.map_err(transport)?;
+fn read<T: DeserializeOwned>(method: &Method, url: &str, status: StatusCode, bytes: &[u8]) -> Result<T, ClientError> {
     if status.is_success() {
         // A 204 has no body; read it as JSON null for callers that expect nothing.
-        let bytes: &[u8] = if status == StatusCode::NO_CONTENT || bytes.is_empty() { b"null" } else { &bytes };
+        let bytes: &[u8] = if status == StatusCode::NO_CONTENT || bytes.is_empty() { b"null" } else { bytes };
         return serde_json::from_slice(bytes).map_err(|error| ClientError::UnexpectedResponse {
             status: status.as_u16(),
             detail: format!("{method} {url}: the answer is not what the API describes ({error})"),
         });
     }
-    match serde_json::from_slice::<Problem>(&bytes) {
+    match serde_json::from_slice::<Problem>(bytes) {
         Ok(problem) => Err(ClientError::Api(Box::new(problem))),
         Err(_) => Err(ClientError::UnexpectedResponse {
             status: status.as_u16(),
-            detail: format!(
-                "{method} {url}: {}",
-                String::from_utf8_lossy(&bytes).chars().take(200).collect::<String>()
-            ),
+            detail: format!("{method} {url}: {}", String::from_utf8_lossy(bytes).chars().take(200).collect::<String>()),
         }),
     }
 }

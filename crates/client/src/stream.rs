@@ -3,9 +3,11 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use bytes::Bytes;
 use haggle_api::Event;
+use http_body_util::BodyExt;
 
-use crate::ClientError;
+use crate::{ApiBody, ClientError};
 
 /// How long a stream may stay silent before it counts as broken. The server sends a heartbeat
 /// every 15 s by default, so a longer silence means the connection is gone.
@@ -14,15 +16,15 @@ pub const STREAM_IDLE_LIMIT: Duration = Duration::from_secs(90);
 /// A live stream of the agent's events, oldest first. Reconnect after it ends with
 /// [`crate::Client::event_stream`] and `after` = [`EventStream::cursor`], so that nothing is missed.
 pub struct EventStream {
-    response: reqwest::Response,
+    source: Source,
     buffer: Vec<u8>,
     ready: VecDeque<Event>,
     cursor: Option<i64>,
 }
 
 impl EventStream {
-    pub(crate) fn new(response: reqwest::Response, after: Option<i64>) -> EventStream {
-        EventStream { response, buffer: Vec::new(), ready: VecDeque::new(), cursor: after }
+    pub(crate) fn new(source: Source, after: Option<i64>) -> EventStream {
+        EventStream { source, buffer: Vec::new(), ready: VecDeque::new(), cursor: after }
     }
 
     /// The id of the last event read (or the `after` the stream started from).
@@ -39,13 +41,12 @@ impl EventStream {
                 self.cursor = Some(event.id);
                 return Some(event);
             }
-            let chunk = tokio::time::timeout(STREAM_IDLE_LIMIT, self.response.chunk()).await;
-            match chunk {
-                Ok(Ok(Some(bytes))) => {
+            match tokio::time::timeout(STREAM_IDLE_LIMIT, self.source.chunk()).await {
+                Ok(Some(bytes)) => {
                     self.buffer.extend_from_slice(&bytes);
                     self.read_messages();
                 }
-                Ok(Ok(None) | Err(_)) | Err(_) => return None,
+                Ok(None) | Err(_) => return None,
             }
         }
     }
@@ -89,18 +90,69 @@ impl std::fmt::Debug for EventStream {
     }
 }
 
-/// Reads a refused stream request's problem document.
-pub(crate) async fn refused(url: &str, response: reqwest::Response) -> ClientError {
-    let status = response.status().as_u16();
-    match response.bytes().await {
-        Ok(bytes) => match serde_json::from_slice(&bytes) {
-            Ok(problem) => ClientError::Api(Box::new(problem)),
-            Err(_) => ClientError::UnexpectedResponse {
-                status,
-                detail: format!("GET {url}: {}", String::from_utf8_lossy(&bytes).chars().take(200).collect::<String>()),
+/// Where a stream's answer comes from: the network, or the API in this process.
+pub(crate) enum Source {
+    Http(reqwest::Response),
+    InProcess(http::Response<ApiBody>),
+}
+
+impl Source {
+    pub fn status(&self) -> http::StatusCode {
+        match self {
+            Source::Http(response) => response.status(),
+            Source::InProcess(response) => response.status(),
+        }
+    }
+
+    /// The next piece of the body; `None` once it ended or broke.
+    async fn chunk(&mut self) -> Option<Bytes> {
+        match self {
+            Source::Http(response) => response.chunk().await.ok().flatten(),
+            Source::InProcess(response) => loop {
+                match response.body_mut().frame().await {
+                    Some(Ok(frame)) => match frame.into_data() {
+                        Ok(data) => return Some(data),
+                        // Trailers: nothing to read.
+                        Err(_) => continue,
+                    },
+                    Some(Err(_)) | None => return None,
+                }
             },
-        },
-        Err(error) => ClientError::Transport { method: "GET".to_owned(), url: url.to_owned(), error },
+        }
+    }
+
+    /// A refused stream request's problem document.
+    pub async fn refused(self, url: &str) -> ClientError {
+        let status = self.status().as_u16();
+        let bytes = match self {
+            Source::Http(response) => response.bytes().await.map_err(|error| ClientError::Transport {
+                method: "GET".to_owned(),
+                url: url.to_owned(),
+                error,
+            }),
+            Source::InProcess(response) => {
+                response.into_body().collect().await.map(|body| body.to_bytes()).map_err(|error| {
+                    ClientError::InProcess {
+                        method: "GET".to_owned(),
+                        url: url.to_owned(),
+                        detail: format!("the answer broke off: {error}"),
+                    }
+                })
+            }
+        };
+        match bytes {
+            Ok(bytes) => match serde_json::from_slice(&bytes) {
+                Ok(problem) => ClientError::Api(Box::new(problem)),
+                Err(_) => ClientError::UnexpectedResponse {
+                    status,
+                    detail: format!(
+                        "GET {url}: {}",
+                        String::from_utf8_lossy(&bytes).chars().take(200).collect::<String>()
+                    ),
+                },
+            },
+            Err(error) => error,
+        }
     }
 }
 

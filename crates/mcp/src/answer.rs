@@ -33,7 +33,10 @@ pub(crate) fn done(summary: impl Into<String>, value: &impl Serialize) -> CallTo
 pub(crate) fn refused(error: ClientError) -> CallToolResult {
     let problem = match error {
         ClientError::Api(problem) => *problem,
-        ClientError::Transport { .. } | ClientError::UnexpectedResponse { .. } | ClientError::InvalidUrl { .. } => {
+        ClientError::Transport { .. }
+        | ClientError::InProcess { .. }
+        | ClientError::UnexpectedResponse { .. }
+        | ClientError::InvalidUrl { .. } => {
             return own_problem(Code::Unavailable, format!("the marketplace did not answer: {error}"));
         }
     };

@@ -5,7 +5,8 @@
 //! on the server, each request acting as the agent whose key it carries). Either way every tool
 //! calls the REST API through the typed client with the agent's key, so the API's rules, rate
 //! limits, body limits and idempotency hold unchanged, and nothing the API would not show the
-//! agent reaches it.
+//! agent reaches it: over stdio on the server at `--url`, over HTTP; at `/mcp`, on the
+//! server's own router in process, with no socket between them ([`http`]).
 //!
 //! The tools' input schemas are the API's request types (`haggle_api`'s `Placement`,
 //! `CounterOffer`, `ListingQuery`, ..., and the domain's `NewListing` and `Policy`); each tool's

@@ -3,8 +3,12 @@
 //!
 //! A request without a valid key is refused here with the API's `401` problem document. One
 //! with a key goes to the MCP service with the agent's [`Credentials`], and the service's tools
-//! call this instance's REST API over loopback with that key: the agent's rate limit, the body
-//! limit and idempotency are the REST API's own, charged per REST call. An MCP session
+//! call this instance's REST API with that key, in process: each call is a request handed to
+//! the API's router (built by [`super::router`] with every layer a request from the network
+//! passes) as a service, with no socket and no second HTTP parse, carrying the MCP request's
+//! client address (its `ConnectInfo` and `X-Forwarded-For`). The agent's rate limit, the body
+//! limit and idempotency are the REST API's own, charged per REST call, and the per-address
+//! limits and logs count the call as the MCP client's. An MCP session
 //! (protocol versions before 2026-07-28) belongs to the agent that opened it for its whole
 //! life: a session id that is not one of the caller's open sessions is answered `404`, whoever
 //! sends it (see [`haggle_mcp::http::Sessions`]).
@@ -13,21 +17,25 @@
 //! allowed ([`Access`]); its refusals of malformed requests are answered as problem documents
 //! here, each with its status's code, as the rest of the API answers.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::{Body, to_bytes};
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::Router;
 use futures::StreamExt;
 use haggle_mcp::Credentials;
-use haggle_mcp::http::{Sessions, Setup};
+use haggle_mcp::http::{ApiService, BodyError, Carried, Sessions, Setup};
+use http_body_util::BodyExt;
 use tower::ServiceBuilder;
+use tower::util::BoxCloneSyncService;
 
 use super::AppState;
 pub use super::access::Access;
+use super::address::ClientAddress;
 use super::error::{ApiError, Code};
 use super::extract::{address_of, agent_key, api_key_of, authenticate};
 use super::recheck::Recheck;
@@ -38,15 +46,18 @@ pub const PATH: &str = "/mcp";
 pub const METHODS: [Method; 3] = [Method::POST, Method::GET, Method::DELETE];
 
 const SESSION_HEADER: &str = "mcp-session-id";
+const FORWARDED_FOR: &str = "x-forwarded-for";
 
 /// The most of the SDK's own refusal read, to say why in the problem document.
 const MAX_REFUSAL_BYTES: usize = 1024;
 
-/// The router with the MCP service at [`PATH`], or unchanged if the service cannot be made
-/// (an unusable loopback address, which is logged).
-pub fn mount(router: Router<AppState>, state: &AppState) -> Router<AppState> {
+/// The router with the MCP service at [`PATH`], whose tools call `api` (the REST API's router,
+/// with its layers) in process, or unchanged if the service cannot be made (an unusable
+/// loopback address, which is logged).
+pub fn mount(router: Router<AppState>, state: &AppState, api: Router) -> Router<AppState> {
     let access = &state.settings.mcp;
     let setup = Setup {
+        api: in_process(api),
         api_url: state.loopback.clone(),
         body_limit: state.settings.body_limit,
         allowed_hosts: access.served_hosts(&state.loopback),
@@ -63,6 +74,31 @@ pub fn mount(router: Router<AppState>, state: &AppState) -> Router<AppState> {
     let gate = Gate { state: state.clone(), sessions };
     let service = ServiceBuilder::new().layer(middleware::from_fn_with_state(gate, admit)).service(service);
     router.nest_service(PATH, service)
+}
+
+/// The API's router as the service the tools' client calls.
+fn in_process(api: Router) -> ApiService {
+    let api = ServiceBuilder::new()
+        .map_response(|response: Response| response.map(|body| body.map_err(BodyError::new).boxed_unsync()))
+        .service(api);
+    BoxCloneSyncService::new(api)
+}
+
+/// What the tools' API calls carry of an MCP request: its peer and the `X-Forwarded-For` it
+/// came with, from which the API's layers find the same client address again, and the address
+/// found.
+fn carried(request: &Request) -> Carried {
+    let mut carried = Carried::default();
+    if let Some(peer) = request.extensions().get::<ConnectInfo<SocketAddr>>() {
+        carried.extensions.insert(*peer);
+    }
+    if let Some(address) = request.extensions().get::<ClientAddress>() {
+        carried.extensions.insert(*address);
+    }
+    for forwarded in request.headers().get_all(FORWARDED_FOR) {
+        carried.headers.append(FORWARDED_FOR, forwarded.clone());
+    }
+    carried
 }
 
 /// What the authentication in front of the MCP service needs.
@@ -107,7 +143,8 @@ async fn admit(State(gate): State<Gate>, mut request: Request, next: Next) -> Re
         },
         _ => None,
     };
-    request.extensions_mut().insert(Credentials { api_key, agent_id: caller.id });
+    let carried = carried(&request);
+    request.extensions_mut().insert(Credentials { api_key, agent_id: caller.id, carried });
     let response = answer(next.run(request).await, &method, sent_json).await;
     match recheck {
         Some(recheck) if response.status() == StatusCode::OK => ending_with_its_credential(response, recheck),

@@ -76,13 +76,26 @@ pub fn endpoints() -> Vec<Endpoint> {
     .collect()
 }
 
+/// The server's router: the API, `/mcp` and the console, behind the layers every request
+/// passes.
+///
+/// The MCP endpoint's tools call the API in process: they are given the API's own router (its
+/// routes behind the same layers, which a call then passes as a request from the network
+/// does), built first, so that it holds no `/mcp` of its own to call.
 pub fn router(state: AppState) -> Router {
-    let settings = state.settings.clone();
-    let mut router = Router::new();
+    let mut routes = Router::new();
     for endpoint in endpoints() {
-        router = router.route(endpoint.path, endpoint.handler);
+        routes = routes.route(endpoint.path, endpoint.handler);
     }
-    let router = console::mount(mcp::mount(router, &state));
+    let api = layered(routes.clone(), state.clone());
+    layered(console::mount(mcp::mount(routes, &state, api)), state)
+}
+
+/// `router` behind every layer a request passes: its id, its client's address, its log line
+/// and metrics, its time and body limits, the problem documents of refusals made outside the
+/// handlers, the retry of a read that lost its connection; and the fallbacks.
+fn layered(router: Router<AppState>, state: AppState) -> Router {
+    let settings = state.settings.clone();
     let middleware = ServiceBuilder::new()
         // First, so that every line the request logs carries its id.
         .layer(middleware::from_fn(observe::request_ids))

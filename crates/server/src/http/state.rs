@@ -41,8 +41,9 @@ pub struct AppState {
     pub sealing_key: SealingKey,
     /// The agents behind recently used API keys.
     pub keys: Arc<KeyCache>,
-    /// This instance's own API, over loopback (`http://127.0.0.1:8080`), which the MCP
-    /// endpoint's tools call as their agents.
+    /// This instance's own API's URL over loopback (`http://127.0.0.1:8080`): the `Host` of the
+    /// requests the MCP endpoint's tools make to the API in process, and the names `/mcp`
+    /// answers on.
     pub loopback: String,
     /// The metrics, when `/metrics` is served on this port (behind the operator token).
     pub metrics: Option<PrometheusHandle>,
