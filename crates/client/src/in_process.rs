@@ -20,6 +20,9 @@ use tower::util::BoxCloneSyncService;
 
 use crate::ClientError;
 
+/// The `User-Agent` of every request, over HTTP or in process.
+pub(crate) const USER_AGENT: &str = concat!("haggle-client/", env!("CARGO_PKG_VERSION"));
+
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Whatever went wrong inside a body.
@@ -134,7 +137,7 @@ impl InProcess {
         if let Ok(host) = http::HeaderValue::from_str(&host) {
             headers.insert(http::header::HOST, host);
         }
-        headers.insert(http::header::USER_AGENT, http::HeaderValue::from_static(crate::USER_AGENT));
+        headers.insert(http::header::USER_AGENT, http::HeaderValue::from_static(USER_AGENT));
         if request.body().is_some() {
             headers.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(body.len()));
         }

@@ -39,7 +39,7 @@ pub use stream::{EventStream, STREAM_IDLE_LIMIT};
 pub use types::*;
 
 use haggle_domain::strategy::Policy;
-use in_process::InProcess;
+use in_process::{InProcess, USER_AGENT};
 
 /// How many times a request is sent, by default, before its transport failure is returned.
 pub const ATTEMPTS: u32 = 3;
@@ -47,8 +47,6 @@ pub const ATTEMPTS: u32 = 3;
 /// was given another [`Client::timeout`].
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// The `User-Agent` of every request.
-pub(crate) const USER_AGENT: &str = concat!("haggle-client/", env!("CARGO_PKG_VERSION"));
 
 /// The URL a client uses when none is given.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
