@@ -49,14 +49,13 @@ pub struct StoredPolicy {
     pub updated_at: DateTime<Utc>,
 }
 
-/// `sqlx::query_as!` reading a [`StoredPolicy`]: the statement `$before`, the policy's columns,
-/// then `$after`, binding `$args`.
+/// `sqlx::query_as!` reading a [`StoredPolicy`]: the statement `$before` (its parts joined),
+/// the policy's columns, then `$after`, binding `$args`.
 macro_rules! query_policy {
-    ($before:literal, $after:literal, $($args:tt)*) => {
+    ([$($before:literal),+], $after:literal, $($args:tt)*) => {
         sqlx::query_as!(
             StoredPolicy,
-            $before
-                + r#"CASE WHEN thread_id IS NOT NULL THEN 'thread' WHEN listing_id IS NOT NULL THEN 'listing'
+            $($before +)+ r#"CASE WHEN thread_id IS NOT NULL THEN 'thread' WHEN listing_id IS NOT NULL THEN 'listing'
                           ELSE 'agent' END AS "scope!: Text<PolicyLevel>",
                      role AS "role: Text<Party>", listing_id, thread_id, policy AS "policy: Json<Policy>",
                      created_at, updated_at"#
@@ -76,59 +75,35 @@ pub async fn put(
 ) -> Result<StoredPolicy, sqlx::Error> {
     let (id, role, policy) = (Uuid::now_v7(), role.as_str(), Json(policy));
     let (listing_id, thread_id) = (scope.listing_id(), scope.thread_id());
-    // One statement a scope: each replaces the policy its own unique index finds.
+    // One statement a scope, each replacing the policy its own unique index finds: they differ
+    // only in the conflict's target.
+    macro_rules! upsert {
+        ($target:literal) => {
+            query_policy!(
+                [
+                    "INSERT INTO policies (id, agent_id, role, listing_id, thread_id, policy) VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT ",
+                    $target,
+                    "
+             DO UPDATE SET policy = EXCLUDED.policy, role = EXCLUDED.role, updated_at = now()
+             RETURNING "
+                ],
+                "",
+                id,
+                agent_id,
+                role,
+                listing_id,
+                thread_id,
+                policy as _,
+            )
+            .fetch_one(conn)
+            .await
+        };
+    }
     match scope {
-        Scope::Agent => {
-            query_policy!(
-            "INSERT INTO policies (id, agent_id, role, listing_id, thread_id, policy) VALUES ($1, $2, $3, $4, $5, $6)
-             ON CONFLICT (agent_id, role) WHERE listing_id IS NULL AND thread_id IS NULL
-             DO UPDATE SET policy = EXCLUDED.policy, role = EXCLUDED.role, updated_at = now()
-             RETURNING ",
-            "",
-            id,
-            agent_id,
-            role,
-            listing_id,
-            thread_id,
-            policy as _,
-        )
-            .fetch_one(conn)
-            .await
-        }
-        Scope::Listing(_) => {
-            query_policy!(
-            "INSERT INTO policies (id, agent_id, role, listing_id, thread_id, policy) VALUES ($1, $2, $3, $4, $5, $6)
-             ON CONFLICT (agent_id, listing_id) WHERE listing_id IS NOT NULL
-             DO UPDATE SET policy = EXCLUDED.policy, role = EXCLUDED.role, updated_at = now()
-             RETURNING ",
-            "",
-            id,
-            agent_id,
-            role,
-            listing_id,
-            thread_id,
-            policy as _,
-        )
-            .fetch_one(conn)
-            .await
-        }
-        Scope::Thread(_) => {
-            query_policy!(
-            "INSERT INTO policies (id, agent_id, role, listing_id, thread_id, policy) VALUES ($1, $2, $3, $4, $5, $6)
-             ON CONFLICT (agent_id, thread_id) WHERE thread_id IS NOT NULL
-             DO UPDATE SET policy = EXCLUDED.policy, role = EXCLUDED.role, updated_at = now()
-             RETURNING ",
-            "",
-            id,
-            agent_id,
-            role,
-            listing_id,
-            thread_id,
-            policy as _,
-        )
-            .fetch_one(conn)
-            .await
-        }
+        Scope::Agent => upsert!("(agent_id, role) WHERE listing_id IS NULL AND thread_id IS NULL"),
+        Scope::Listing(_) => upsert!("(agent_id, listing_id) WHERE listing_id IS NOT NULL"),
+        Scope::Thread(_) => upsert!("(agent_id, thread_id) WHERE thread_id IS NOT NULL"),
     }
 }
 
@@ -141,7 +116,7 @@ pub async fn get(
     match scope {
         Scope::Agent => {
             query_policy!(
-                "SELECT ",
+                ["SELECT "],
                 " FROM policies WHERE agent_id = $1 AND role = $2 AND listing_id IS NULL AND thread_id IS NULL",
                 agent_id,
                 role.as_str(),
@@ -150,12 +125,12 @@ pub async fn get(
             .await
         }
         Scope::Listing(listing_id) => {
-            query_policy!("SELECT ", " FROM policies WHERE agent_id = $1 AND listing_id = $2", agent_id, listing_id)
+            query_policy!(["SELECT "], " FROM policies WHERE agent_id = $1 AND listing_id = $2", agent_id, listing_id)
                 .fetch_optional(executor)
                 .await
         }
         Scope::Thread(thread_id) => {
-            query_policy!("SELECT ", " FROM policies WHERE agent_id = $1 AND thread_id = $2", agent_id, thread_id)
+            query_policy!(["SELECT "], " FROM policies WHERE agent_id = $1 AND thread_id = $2", agent_id, thread_id)
                 .fetch_optional(executor)
                 .await
         }
