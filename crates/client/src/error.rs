@@ -105,3 +105,14 @@ fn causes(error: &reqwest::Error) -> String {
     }
     if parts.is_empty() { error.to_string() } else { parts.join(": ") }
 }
+
+/// A refused request's answer: its problem document, or what came instead of one.
+pub(crate) fn refusal(method: &reqwest::Method, url: &str, status: reqwest::StatusCode, bytes: &[u8]) -> ClientError {
+    match serde_json::from_slice::<Problem>(bytes) {
+        Ok(problem) => ClientError::Api(Box::new(problem)),
+        Err(_) => ClientError::UnexpectedResponse {
+            status: status.as_u16(),
+            detail: format!("{method} {url}: {}", String::from_utf8_lossy(bytes).chars().take(200).collect::<String>()),
+        },
+    }
+}

@@ -33,6 +33,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
+use error::refusal;
 pub use error::{ClientError, Problem, ProblemField};
 pub use in_process::{ApiBody, ApiService, BodyError, Carried};
 pub use stream::{EventStream, STREAM_IDLE_LIMIT};
@@ -510,11 +511,5 @@ fn read<T: DeserializeOwned>(method: &Method, url: &str, status: StatusCode, byt
             detail: format!("{method} {url}: the answer is not what the API describes ({error})"),
         });
     }
-    match serde_json::from_slice::<Problem>(bytes) {
-        Ok(problem) => Err(ClientError::Api(Box::new(problem))),
-        Err(_) => Err(ClientError::UnexpectedResponse {
-            status: status.as_u16(),
-            detail: format!("{method} {url}: {}", String::from_utf8_lossy(bytes).chars().take(200).collect::<String>()),
-        }),
-    }
+    Err(refusal(method, url, status, bytes))
 }

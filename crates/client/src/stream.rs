@@ -7,6 +7,9 @@ use bytes::Bytes;
 use haggle_api::Event;
 use http_body_util::BodyExt;
 
+use reqwest::Method;
+
+use crate::in_process::Failure;
 use crate::{ApiBody, ClientError};
 
 /// How long a stream may stay silent before it counts as broken. The server sends a heartbeat
@@ -123,34 +126,22 @@ impl Source {
 
     /// A refused stream request's problem document.
     pub async fn refused(self, url: &str) -> ClientError {
-        let status = self.status().as_u16();
+        let status = self.status();
         let bytes = match self {
             Source::Http(response) => response.bytes().await.map_err(|error| ClientError::Transport {
                 method: "GET".to_owned(),
                 url: url.to_owned(),
                 error,
             }),
-            Source::InProcess(response) => {
-                response.into_body().collect().await.map(|body| body.to_bytes()).map_err(|error| {
-                    ClientError::InProcess {
-                        method: "GET".to_owned(),
-                        url: url.to_owned(),
-                        detail: format!("the answer broke off: {error}"),
-                    }
-                })
-            }
+            Source::InProcess(response) => response
+                .into_body()
+                .collect()
+                .await
+                .map(|body| body.to_bytes())
+                .map_err(|error| Failure::Body(error).into_error(&Method::GET, url)),
         };
         match bytes {
-            Ok(bytes) => match serde_json::from_slice(&bytes) {
-                Ok(problem) => ClientError::Api(Box::new(problem)),
-                Err(_) => ClientError::UnexpectedResponse {
-                    status,
-                    detail: format!(
-                        "GET {url}: {}",
-                        String::from_utf8_lossy(&bytes).chars().take(200).collect::<String>()
-                    ),
-                },
-            },
+            Ok(bytes) => crate::error::refusal(&Method::GET, url, status, &bytes),
             Err(error) => error,
         }
     }
