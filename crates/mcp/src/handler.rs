@@ -17,7 +17,7 @@ pub struct Haggle {
     /// The API's client: with the agent's key over stdio, without one over HTTP.
     pub(crate) client: Client,
     pub(crate) identity: Identity,
-    pub(crate) tool_router: ToolRouter<Haggle>,
+    pub(crate) tool_router: Arc<ToolRouter<Haggle>>,
     pub(crate) subscriptions: Arc<Subscriptions>,
 }
 

@@ -49,6 +49,10 @@ pub fn service(setup: Setup) -> Result<(McpService, Arc<Sessions>), ClientError>
         .with_allowed_origins(setup.allowed_origins)
         .enforce_origin_validation()
         .with_max_request_body_bytes(setup.body_limit)
+        // A stateless (2026-07-28) tool call that emits nothing before its result is answered
+        // as one JSON document rather than a one-message event stream: less to write and to
+        // read. A call that notifies first is still a stream, so nothing is lost.
+        .with_json_response(true)
         .with_cancellation_token(setup.shutdown);
     let sessions = Arc::new(Sessions::default());
     let service = StreamableHttpService::new(move || Ok(Haggle::per_request(client.clone())), sessions.clone(), config);

@@ -2,6 +2,7 @@
 //! schema made from the API's own request types and a description that states the rules it
 //! is held to.
 
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use haggle_client::{
@@ -704,7 +705,9 @@ fn listing_summary(listing: &Listing) -> String {
     )
 }
 
-/// The tools' router, for listing and calling them.
-pub(crate) fn router() -> ToolRouter<Haggle> {
-    Haggle::tool_router()
+/// The tools' router, for listing and calling them: built once, on first use, and shared by
+/// every handler (the stateless protocol makes a handler per request).
+pub(crate) fn router() -> Arc<ToolRouter<Haggle>> {
+    static ROUTER: LazyLock<Arc<ToolRouter<Haggle>>> = LazyLock::new(|| Arc::new(Haggle::tool_router()));
+    ROUTER.clone()
 }

@@ -125,8 +125,8 @@ impl App {
         let mut workers = tokio::task::JoinSet::new();
         // The batcher's connections are its own (a request waiting for its move holds one of the
         // pool's), three a worker, which makes its three kinds of move side by side. Their
-        // statements' plans do not depend on their parameters (every move comes in one JSON
-        // document), so they run on their generic plans, never planned again. One idle for a
+        // statements' plans do not depend on their parameters (each field of the moves comes as
+        // one array), so they run on their generic plans, never planned again. One idle for a
         // while is pinged before a statement: a statement sent on a connection that died while
         // idle would have an unknown outcome, where the ping's failure only costs another
         // connection. (Pinging every one cost W1 some 8 % of its calls a second.) They go by a

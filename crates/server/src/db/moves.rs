@@ -94,6 +94,15 @@ pub async fn lock_thread(conn: &mut PgConnection, thread_id: Uuid) -> Result<(),
         .map(drop)
 }
 
+/// Has the rest of the transaction run its statements on their generic plans. The statements
+/// of moves are planned the same whatever their arrays hold, and planning them costs more than
+/// running them for one move; without this, PostgreSQL plans them again at every call (their
+/// generic plan's estimates, made for arrays of unknown length, never win against one made
+/// for the move at hand). The batcher's connections run on generic plans always.
+pub async fn plan_generically(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+    sqlx::query!("SET LOCAL plan_cache_mode = force_generic_plan").execute(conn).await.map(drop)
+}
+
 /// The current status of a bid, to report why a compare-and-set found nothing to change.
 pub async fn stored_status(conn: &mut PgConnection, bid_id: Uuid) -> Result<BidDeadline, sqlx::Error> {
     sqlx::query_as!(

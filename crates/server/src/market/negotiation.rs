@@ -512,6 +512,7 @@ async fn make<M: Move>(
             for event in made_events {
                 events.push(event);
             }
+            db::moves::plan_generically(conn).await?;
             let moved: Vec<MoveEvent> = events.pending().iter().map(|event| MoveEvent { index: 0, event }).collect();
             let made = M::make(conn, std::slice::from_ref(&what), &moved).await?.pop().flatten();
             let count = moved.len() as i64;
