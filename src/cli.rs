@@ -41,6 +41,10 @@ pub enum Command {
     Listings(crate::terminal::ListingsArgs),
     /// List my negotiations on a running server.
     Threads(crate::terminal::ThreadsArgs),
+    /// List my orders on a running server.
+    Orders(crate::terminal::OrdersArgs),
+    /// Show one of my orders with its payments.
+    Order(crate::terminal::OrderArgs),
     /// Run a market of buyer and seller agents with private reservation prices and report how
     /// their strategies fare.
     Sim(haggle_sim::SimArgs),
@@ -60,6 +64,8 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Negotiate(args) => crate::terminal::negotiate(args).await,
         Command::Listings(args) => crate::terminal::listings(args).await,
         Command::Threads(args) => crate::terminal::threads(args).await,
+        Command::Orders(args) => crate::terminal::orders(args).await,
+        Command::Order(args) => crate::terminal::order(args).await,
         Command::Sim(args) => haggle_sim::run(args).await,
         Command::Mcp(args) => haggle_mcp::stdio::run(args).await,
     }

@@ -48,6 +48,11 @@ proposed = listing(other, "Display inventory", ask=5000)
 opening = call("POST", f"/v1/listings/{negotiated}/bids", fuzzer["key"], {"amount": 80000})
 counter = call("POST", f"/v1/bids/{opening['bid']['id']}/counter", other["key"], {"amount": 95000})
 order = call("POST", f"/v1/listings/{bought}/purchase", fuzzer["key"])["order"]["id"]
+# The fuzzer bought the chair and records a payment on it; and sells a lamp to the counterparty,
+# whose payment on it waits for the fuzzer's answer.
+paid = call("POST", f"/v1/orders/{order}/payments", fuzzer["key"], {"amount": 1000, "reference": "fixture"})
+sold = call("POST", f"/v1/listings/{own_listing}/purchase", other["key"])["order"]["id"]
+to_answer = call("POST", f"/v1/orders/{sold}/payments", other["key"], {"amount": 1000, "reference": "fixture"})
 
 # A proposal on inventory whose seller lets a policy answer, and a quote on it.
 call(
@@ -73,7 +78,8 @@ json.dump(
             "listing": [own_listing, negotiated, bought, proposed],
             "bid": [opening["bid"]["id"], counter["bid"]["id"]],
             "thread": [opening["thread"]["id"], proposal],
-            "order": [order],
+            "order": [order, sold],
+            "payment": [paid["payment"]["id"], to_answer["payment"]["id"]],
             "webhook": [webhook],
             "proposal": [proposal],
             "product": [proposed, bought],

@@ -41,7 +41,7 @@ LONGEST_KEY = 255
 SHORTEST_REGISTRATION_KEY = 32
 DIGITS = string.digits + string.ascii_letters
 
-# The kind of object each path template's id names.
+# The kind of object each path template's id names (by parameter, where a path has two).
 PATH_KINDS = {
     "/v1/agents/me/keys/{key_id}": "key",
     "/v1/admin/agents/{id}": "agent",
@@ -58,6 +58,11 @@ PATH_KINDS = {
     "/v1/threads/{id}": "thread",
     "/v1/threads/{id}/policy": "thread",
     "/v1/orders/{id}": "order",
+    "/v1/orders/{id}/fulfil": "order",
+    "/v1/orders/{id}/complete": "order",
+    "/v1/orders/{id}/payments": "order",
+    "/v1/orders/{id}/payments/{payment_id}/confirm": {"id": "order", "payment_id": "payment"},
+    "/v1/orders/{id}/payments/{payment_id}/dispute": {"id": "order", "payment_id": "payment"},
     "/v1/webhooks/{id}": "webhook",
     "/v1/webhooks/{id}/deliveries": "webhook",
     "/v1/webhooks/{id}/enable": "webhook",
@@ -127,7 +132,9 @@ def map_case(context, case):
     kind = PATH_KINDS.get(case.operation.path)
     if kind and case.path_parameters:
         for name, value in case.path_parameters.items():
-            case.path_parameters[name] = real_id(kind, value)
+            named = kind.get(name) if isinstance(kind, dict) else kind
+            if named:
+                case.path_parameters[name] = real_id(named, value)
     if isinstance(case.body, dict):
         for name, kind in BODY_KINDS.items():
             if name in case.body:

@@ -1,11 +1,12 @@
-//! `haggle listings` and `haggle threads`: a page of either as a table, or as the API's JSON.
+//! `haggle listings`, `haggle threads` and `haggle orders`: a page of any as a table, or as the
+//! API's JSON; `haggle order ID`: one order with its payments.
 
-use haggle_client::{ListingQuery, ThreadQuery};
+use haggle_client::{ListingQuery, OrderQuery, ThreadQuery};
 use haggle_domain::money::Price;
 use haggle_domain::{ListingStatus, Party, ThreadStatus};
 use uuid::Uuid;
 
-use super::{ServerArgs, agent_id, cursor, listing_id, parse_party};
+use super::{ServerArgs, agent_id, cursor, listing_id, order_id, parse_party};
 
 /// Paging and output, shared by `haggle listings` and `haggle threads`.
 #[derive(Debug, clap::Args)]
@@ -55,6 +56,112 @@ pub struct ThreadsArgs {
     pub listing: Option<Uuid>,
     #[command(flatten)]
     pub page: PageArgs,
+}
+
+/// `haggle orders` options.
+#[derive(Debug, clap::Args)]
+pub struct OrdersArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// Only orders where I am the buyer, or the seller.
+    #[arg(long, value_parser = parse_party)]
+    pub role: Option<Party>,
+    /// Only orders on this listing.
+    #[arg(long, value_name = "LISTING_ID", value_parser = listing_id)]
+    pub listing: Option<Uuid>,
+    #[command(flatten)]
+    pub page: PageArgs,
+}
+
+/// `haggle order` options.
+#[derive(Debug, clap::Args)]
+pub struct OrderArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// The order's id.
+    #[arg(value_name = "ORDER_ID", value_parser = order_id)]
+    pub id: Uuid,
+    /// Print the order as the API's JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn orders(args: OrdersArgs) -> anyhow::Result<()> {
+    let client = args.server.keyed_client("orders")?;
+    let query = OrderQuery {
+        role: args.role,
+        listing_id: args.listing,
+        limit: Some(args.page.limit),
+        cursor: args.page.cursor,
+    };
+    let page = client.list_orders(&query).await?;
+    if args.page.json {
+        println!("{}", serde_json::to_string_pretty(&page)?);
+        return Ok(());
+    }
+    let me = client.me().await?;
+    let rows = page
+        .data
+        .iter()
+        .map(|order| {
+            let role = if order.buyer_id == me.id { Party::Buyer } else { Party::Seller };
+            vec![
+                order.id.to_string(),
+                order.listing_id.to_string(),
+                role.as_str().to_owned(),
+                order.status.as_str().to_owned(),
+                Price::new(order.amount, order.currency).to_string(),
+                Price::new(order.outstanding, order.currency).to_string(),
+            ]
+        })
+        .collect::<Vec<_>>();
+    print!("{}", table(&["ID", "LISTING", "ROLE", "STATUS", "AMOUNT", "OUTSTANDING"], &rows, &[4, 5]));
+    more(page.next_cursor);
+    Ok(())
+}
+
+pub async fn order(args: OrderArgs) -> anyhow::Result<()> {
+    let client = args.server.keyed_client("order")?;
+    let read = client.get_order(args.id).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&read)?);
+        return Ok(());
+    }
+    let order = &read.order;
+    let price = |amount: i64| Price::new(amount, order.currency).to_string();
+    println!("order {}  {}", order.id, order.status.as_str());
+    println!("listing {}  buyer {}  seller {}", order.listing_id, order.buyer_id, order.seller_id);
+    println!(
+        "amount {}  paid {}  outstanding {}",
+        price(order.amount),
+        price(order.paid_amount),
+        price(order.outstanding)
+    );
+    if let Some(fulfilment) = &order.fulfilment {
+        let reference = fulfilment.reference.as_deref().map(|r| format!("  reference {}", truncate(r, 60)));
+        println!("fulfilled {}{}", fulfilment.fulfilled_at.to_rfc3339(), reference.unwrap_or_default());
+    }
+    if let Some(completed_at) = order.completed_at {
+        println!("completed {}", completed_at.to_rfc3339());
+    }
+    if !read.payments.is_empty() {
+        println!();
+        let rows = read
+            .payments
+            .iter()
+            .map(|payment| {
+                vec![
+                    payment.id.to_string(),
+                    price(payment.amount),
+                    payment.status.as_str().to_owned(),
+                    truncate(&payment.reference, 32),
+                    payment.dispute_reason.as_deref().map(|reason| truncate(reason, 40)).unwrap_or_default(),
+                ]
+            })
+            .collect::<Vec<_>>();
+        print!("{}", table(&["PAYMENT", "AMOUNT", "STATUS", "REFERENCE", "DISPUTED"], &rows, &[1]));
+    }
+    Ok(())
 }
 
 pub async fn listings(args: ListingsArgs) -> anyhow::Result<()> {

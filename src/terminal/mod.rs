@@ -1,5 +1,5 @@
-//! The terminal client: `haggle negotiate`, `haggle listings` and `haggle threads`, the API
-//! from a terminal through the typed client.
+//! The terminal client: `haggle negotiate`, `haggle listings`, `haggle threads`, `haggle
+//! orders` and `haggle order`, the API from a terminal through the typed client.
 //!
 //! Results go to standard output, progress and errors to standard error. Every amount is
 //! printed as a person reads a price (`haggle_domain::money::Price`: major units with the
@@ -16,7 +16,7 @@ use haggle_client::{Client, DEFAULT_URL};
 use haggle_domain::Party;
 use uuid::Uuid;
 
-pub use lists::{ListingsArgs, ThreadsArgs, listings, threads};
+pub use lists::{ListingsArgs, OrderArgs, OrdersArgs, ThreadsArgs, listings, order, orders, threads};
 pub use negotiate::{NegotiateArgs, negotiate};
 
 /// Where the server is and who I am there.
@@ -59,6 +59,10 @@ fn parse_id(text: &str, expected: &str) -> Result<Uuid, String> {
 
 fn listing_id(text: &str) -> Result<Uuid, String> {
     parse_id(text, "a listing id (as `haggle listings` shows them)")
+}
+
+fn order_id(text: &str) -> Result<Uuid, String> {
+    parse_id(text, "an order id (as `haggle orders` shows them)")
 }
 
 fn agent_id(text: &str) -> Result<Uuid, String> {

@@ -2,8 +2,8 @@
 
 use haggle_client::{
     AdminAgentQuery, AdminOrderQuery, AdminPageQuery, AdminThreadQuery, AdminWebhookQuery, AgentStatus, Client,
-    ClientError, CounterOffer, EventQuery, ListingQuery, NewListing, OrderQuery, PageQuery, Placement, PolicyScope,
-    StatsQuery, ThreadQuery,
+    ClientError, CounterOffer, EventQuery, Fulfil, ListingQuery, NewListing, NewPayment, OrderQuery, OrderStatus,
+    PageQuery, PaymentDispute, PaymentStatus, Placement, PolicyScope, StatsQuery, ThreadQuery,
 };
 use haggle_domain::strategy::{Policy, Strategy};
 use haggle_domain::{BidStatus, ListingStatus, Party, ThreadStatus, Tier};
@@ -53,7 +53,7 @@ async fn a_whole_negotiation_runs_through_the_typed_client() {
     assert_eq!(thread.bids.iter().map(|bid| bid.amount).collect::<Vec<_>>(), vec![120_000, 135_000, 130_000]);
     let orders = buyer.list_orders(&OrderQuery { role: Some(Party::Buyer), ..OrderQuery::default() }).await.unwrap();
     assert_eq!(orders.data.iter().map(|o| o.id).collect::<Vec<_>>(), vec![order.id]);
-    assert_eq!(seller.get_order(order.id).await.unwrap(), order);
+    assert_eq!(seller.get_order(order.id).await.unwrap().order, order);
     // Every POST went with an Idempotency-Key of its own: the buyer placed and countered.
     let buyer_id = buyer.me().await.unwrap().id;
     let keyed = app.count(format!("SELECT count(*) FROM idempotency_keys WHERE agent_id = '{buyer_id}'")).await;
@@ -84,6 +84,28 @@ async fn a_whole_negotiation_runs_through_the_typed_client() {
     let rejected_thread = buyer.place_bid(lamp.id, &Placement::new(4_100)).await.unwrap();
     let rejected = seller.reject(rejected_thread.bid.id).await.unwrap();
     assert_eq!(rejected.bid.status, BidStatus::Rejected);
+
+    // The order's life: paid in two parts, one disputed, fulfilled and completed.
+    let lamp_order = bought.order.id;
+    let paid = buyer.record_payment(lamp_order, &NewPayment { amount: 3_000.into(), reference: "ch_1".into() }).await;
+    let paid = paid.unwrap();
+    assert_eq!((paid.payment.status, paid.order.outstanding), (PaymentStatus::Recorded, 5_000));
+    let confirmed = seller.confirm_payment(lamp_order, paid.payment.id).await.unwrap();
+    assert_eq!((confirmed.order.paid_amount, confirmed.order.outstanding), (3_000, 2_000));
+    let over = buyer.record_payment(lamp_order, &NewPayment { amount: 2_001.into(), reference: "ch_2".into() }).await;
+    assert_eq!(over.unwrap_err().code(), Some("exceeds_outstanding"));
+    let rest = buyer.record_payment(lamp_order, &NewPayment { amount: 2_000.into(), reference: "ch_2".into() }).await;
+    let rest = rest.unwrap().payment.id;
+    let disputed =
+        seller.dispute_payment(lamp_order, rest, &PaymentDispute { reason: "not received".into() }).await.unwrap();
+    assert_eq!(disputed.payment.status, PaymentStatus::Disputed);
+    let fulfil = Fulfil { reference: Some("pickup 7".into()), note: None };
+    let fulfilled = seller.fulfil_order(lamp_order, &fulfil).await.unwrap();
+    assert_eq!(fulfilled.order.status, OrderStatus::Fulfilled);
+    assert_eq!(fulfilled.payments.len(), 2);
+    let completed = buyer.complete_order(lamp_order).await.unwrap();
+    assert_eq!(completed.order.status, OrderStatus::Completed);
+    assert_eq!(buyer.complete_order(lamp_order).await.unwrap_err().code(), Some("invalid_transition"));
 }
 
 #[tokio::test]

@@ -28,6 +28,7 @@ mod migrations;
 mod moves;
 mod negotiation;
 mod openapi;
+mod orders;
 mod proxy;
 mod races;
 mod request_ids;

@@ -216,18 +216,23 @@ async fn the_tools_are_listed_with_valid_schemas_and_the_rules_they_enforce() {
         names,
         [
             "accept_bid",
+            "answer_payment",
             "buy_now",
+            "complete_order",
             "counter_bid",
             "create_listing",
             "delete_policy",
             "find_listings",
+            "fulfil_order",
             "get_listing",
+            "get_order",
             "get_policy",
             "get_thread",
             "list_my_orders",
             "list_my_threads",
             "place_bid",
             "read_events",
+            "record_payment",
             "reject_bid",
             "set_policy",
             "update_listing",
@@ -239,10 +244,14 @@ async fn the_tools_are_listed_with_valid_schemas_and_the_rules_they_enforce() {
     );
     let moves = [
         "accept_bid",
+        "answer_payment",
         "buy_now",
+        "complete_order",
         "counter_bid",
         "create_listing",
+        "fulfil_order",
         "place_bid",
+        "record_payment",
         "reject_bid",
         "withdraw_bid",
         "withdraw_listing",
@@ -310,6 +319,45 @@ async fn two_agents_negotiate_over_http_sessions() {
     let buyer = app.buyer("mcp-buyer").await;
     let (seller, buyer) = (over_http(&app, &seller).await, over_http(&app, &buyer).await);
     negotiate(&app, &seller, &buyer).await;
+}
+
+#[tokio::test]
+async fn an_order_is_carried_through_by_tools() {
+    let app = TestApp::spawn().await;
+    let seller = app.register("tool-seller").await;
+    let buyer = app.buyer("tool-buyer").await;
+    let (seller, buyer) = (over_http(&app, &seller).await, over_http(&app, &buyer).await);
+    let thread = negotiate(&app, &seller, &buyer).await;
+    let order: String = sqlx::query_scalar("SELECT id::text FROM orders WHERE thread_id = $1::uuid")
+        .bind(&thread)
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+
+    let before = state(&app).await;
+    let over = json!({ "order_id": order, "amount": 130001, "reference": "wire 1" });
+    let document = refused(&buyer, "record_payment", over, "exceeds_outstanding").await;
+    assert_eq!(document["outstanding"], 130000);
+    refused(&buyer, "fulfil_order", json!({ "order_id": order }), "forbidden").await;
+    refused(&seller, "complete_order", json!({ "order_id": order }), "forbidden").await;
+    refused(&buyer, "complete_order", json!({ "order_id": order }), "invalid_transition").await;
+    assert_eq!(state(&app).await, before, "a refused tool call changed something");
+
+    let paid =
+        ok(&buyer, "record_payment", json!({ "order_id": order, "amount": 130000, "reference": "wire 1" })).await;
+    let payment = id(&paid["payment"]["id"]);
+    refused(&buyer, "answer_payment", json!({ "order_id": order, "payment_id": payment }), "forbidden").await;
+    let confirmed = ok(&seller, "answer_payment", json!({ "order_id": order, "payment_id": payment })).await;
+    assert_eq!(
+        (confirmed["payment"]["status"].as_str(), confirmed["order"]["outstanding"].as_i64()),
+        (Some("CONFIRMED"), Some(0))
+    );
+    let fulfilled = ok(&seller, "fulfil_order", json!({ "order_id": order, "reference": "TRACK-9" })).await;
+    assert_eq!(fulfilled["fulfilment"]["reference"], "TRACK-9");
+    let completed = ok(&buyer, "complete_order", json!({ "order_id": order })).await;
+    assert_eq!(completed["status"], "COMPLETED");
+    let read = ok(&seller, "get_order", json!({ "order_id": order })).await;
+    assert_eq!((read["status"].as_str(), read["payments"].as_array().map(Vec::len)), (Some("COMPLETED"), Some(1)));
 }
 
 #[tokio::test]

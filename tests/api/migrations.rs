@@ -42,6 +42,10 @@ const COMMITTED: &[(&str, &str)] = &[
         "0008_console_sessions.sql",
         "d476f183e3e1140d9fd1ff409b948c071ebaf87e65db7304df32ecf2463dd5d1351194e878459ed1a47d97f98fadcbb8",
     ),
+    (
+        "0009_order_life.sql",
+        "d6b845db10fa556e23294a06f009aa52e20f0be1b2a1e5784c825fb49b84497644d8f53bbde6432315a416c6ac90dfc2",
+    ),
 ];
 
 fn files() -> BTreeMap<String, Vec<u8>> {

@@ -185,3 +185,96 @@ async fn purchases_never_oversell_race(app: TestApp) {
     assert_eq!(counts.get(&(409, "listing_unavailable".to_owned())), Some(&9), "{counts:?}");
     assert_eq!(app.count("SELECT count(*) FROM orders").await, 3);
 }
+
+/// A listing asking 100000 bought at the ask: its deal and the order's id.
+async fn purchased(app: &TestApp) -> (Deal, String) {
+    let deal = Deal::new(app, json!({})).await;
+    let resp = app.post_empty(format!("/v1/listings/{}/purchase", deal.listing), &deal.buyer.key).await.expect(201);
+    (deal, resp.body["order"]["id"].as_str().unwrap().to_owned())
+}
+
+/// How many events of a type were published.
+async fn published(app: &TestApp, kind: &str) -> i64 {
+    haggle_server::events::publisher::publish_all(&app.pool).await.unwrap();
+    app.count(format!("SELECT count(*) FROM events WHERE type = '{kind}'")).await
+}
+
+#[test]
+fn twenty_fulfilments_of_one_order_fulfil_it_once() {
+    in_every_setting(twenty_fulfilments_of_one_order_fulfil_it_once_race);
+}
+
+async fn twenty_fulfilments_of_one_order_fulfil_it_once_race(app: TestApp) {
+    let (deal, order) = purchased(&app).await;
+    let path = format!("/v1/orders/{order}/fulfil");
+    let responses =
+        join_all((0..20).map(|i| app.post(&path, &deal.seller.key, json!({ "reference": format!("r{i}") })))).await;
+    let counts = tally(&responses);
+    assert_eq!(counts.get(&(200, String::new())), Some(&1), "{counts:?}");
+    assert_eq!(counts.get(&(409, "invalid_transition".to_owned())), Some(&19), "{counts:?}");
+    let winner = responses.iter().find(|resp| resp.status == 200).unwrap();
+    let stored: Option<String> = sqlx::query_scalar("SELECT fulfilment_reference FROM orders WHERE id = $1::uuid")
+        .bind(&order)
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(stored.as_deref(), winner.body["fulfilment"]["reference"].as_str(), "the winner's reference is kept");
+    assert_eq!(published(&app, "order.fulfilled").await, 1);
+}
+
+#[test]
+fn two_payments_confirmed_at_once_never_pass_the_order() {
+    in_every_setting(two_payments_confirmed_at_once_never_pass_the_order_race);
+}
+
+async fn two_payments_confirmed_at_once_never_pass_the_order_race(app: TestApp) {
+    let (deal, order) = purchased(&app).await;
+    let mut paths = Vec::new();
+    for reference in ["ch_a", "ch_b"] {
+        let body = json!({ "amount": 60000, "reference": reference });
+        let resp = app.post(format!("/v1/orders/{order}/payments"), &deal.buyer.key, body).await.expect(201);
+        let payment = resp.body["payment"]["id"].as_str().unwrap().to_owned();
+        paths.push(format!("/v1/orders/{order}/payments/{payment}/confirm"));
+    }
+    // Ten confirmations of each, interleaved: each payment fits alone, not both.
+    let responses = join_all((0..20).map(|i| app.post_empty(&paths[i % 2], &deal.seller.key))).await;
+    let counts = tally(&responses);
+    assert_eq!(counts.get(&(200, String::new())), Some(&1), "{counts:?}");
+    let refused: usize = counts
+        .iter()
+        .filter(|((status, code), _)| *status == 409 && (code == "invalid_transition" || code == "exceeds_outstanding"))
+        .map(|(_, count)| count)
+        .sum();
+    assert_eq!(refused, 19, "{counts:?}");
+    assert_eq!(counts.get(&(409, "exceeds_outstanding".to_owned())), Some(&10), "{counts:?}");
+    assert_eq!(app.count(format!("SELECT paid_amount FROM orders WHERE id = '{order}'")).await, 60000);
+    assert_eq!(app.count("SELECT count(*) FROM payments WHERE status = 'CONFIRMED'").await, 1);
+    assert_eq!(published(&app, "payment.confirmed").await, 1);
+}
+
+#[test]
+fn completion_by_the_buyer_racing_the_sweeper_completes_once() {
+    in_every_setting(completion_by_the_buyer_racing_the_sweeper_completes_once_race);
+}
+
+async fn completion_by_the_buyer_racing_the_sweeper_completes_once_race(app: TestApp) {
+    let (deal, order) = purchased(&app).await;
+    app.post_empty(format!("/v1/orders/{order}/fulfil"), &deal.seller.key).await.expect(200);
+    sqlx::query("UPDATE orders SET fulfilled_at = now() - interval '15 days' WHERE id = $1::uuid")
+        .bind(&order)
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    let path = format!("/v1/orders/{order}/complete");
+    let two_weeks = std::time::Duration::from_secs(14 * 24 * 3600);
+    let market = app.market();
+    let buyer = join_all((0..10).map(|_| app.post_empty(&path, &deal.buyer.key)));
+    let sweeper = join_all((0..3).map(|_| haggle_server::sweeper::complete_orders(&market, two_weeks, 10)));
+    let (responses, swept) = futures::join!(buyer, sweeper);
+    let by_sweeper: usize = swept.into_iter().map(|outcome| outcome.unwrap()).sum();
+    let counts = tally(&responses);
+    let by_buyer = counts.get(&(200, String::new())).copied().unwrap_or(0);
+    assert_eq!(by_buyer + by_sweeper, 1, "{counts:?}, {by_sweeper} by the sweeper");
+    assert_eq!(counts.get(&(409, "invalid_transition".to_owned())), Some(&(10 - by_buyer)), "{counts:?}");
+    assert_eq!(published(&app, "order.completed").await, 1);
+}

@@ -142,6 +142,7 @@ pub fn test_config() -> AppConfig {
         sweep_interval: Duration::ZERO,
         secret_key: None,
         event_retention: Duration::ZERO,
+        order_complete_after: Duration::from_secs(14 * 24 * 3600),
         auto_workers: 2,
         auto_chain: haggle_server::executor::DEFAULT_CHAIN,
         connections: Default::default(),

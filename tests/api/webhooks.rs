@@ -443,6 +443,50 @@ async fn deliveries_never_reach_an_internal_address_even_if_the_url_now_leads_th
 }
 
 #[tokio::test]
+async fn an_orders_life_reaches_the_webhooks_that_name_its_events() {
+    let app = TestApp::spawn().await;
+    let receiver = Receiver::start().await;
+    let deal = Deal::new(&app, json!({})).await;
+    hook(&app, &deal.seller, &receiver, "seller", json!(["payment.recorded", "order.completed"])).await;
+    hook(&app, &deal.buyer, &receiver, "buyer", json!(["order.fulfilled", "payment.confirmed", "payment.disputed"]))
+        .await;
+    let bought = app.post_empty(format!("/v1/listings/{}/purchase", deal.listing), &deal.buyer.key).await.expect(201);
+    let order = bought.body["order"]["id"].as_str().unwrap().to_owned();
+    let pay = |reference: &'static str| {
+        app.post(
+            format!("/v1/orders/{order}/payments"),
+            &deal.buyer.key,
+            json!({ "amount": 50000, "reference": reference }),
+        )
+    };
+    let first = pay("ch_1").await.expect(201).body["payment"]["id"].as_str().unwrap().to_owned();
+    let second = pay("ch_2").await.expect(201).body["payment"]["id"].as_str().unwrap().to_owned();
+    app.post_empty(format!("/v1/orders/{order}/payments/{first}/confirm"), &deal.seller.key).await.expect(200);
+    let reason = json!({ "reason": "reversed" });
+    app.post(format!("/v1/orders/{order}/payments/{second}/dispute"), &deal.seller.key, reason).await.expect(200);
+    app.post_empty(format!("/v1/orders/{order}/fulfil"), &deal.seller.key).await.expect(200);
+    app.post_empty(format!("/v1/orders/{order}/complete"), &deal.buyer.key).await.expect(200);
+
+    let got = receiver
+        .wait_until("the order's events each party named", |all| {
+            all.iter().filter(|a| a.name == "seller").count() >= 3
+                && all.iter().filter(|a| a.name == "buyer").count() >= 3
+        })
+        .await;
+    assert!(got.iter().all(|a| a.signed));
+    let types = |name: &str| {
+        let mut types: Vec<&str> = got.iter().filter(|a| a.name == name).map(|a| a.event_type.as_str()).collect();
+        types.sort_unstable();
+        types
+    };
+    assert_eq!(types("seller"), ["order.completed", "payment.recorded", "payment.recorded"]);
+    assert_eq!(types("buyer"), ["order.fulfilled", "payment.confirmed", "payment.disputed"]);
+    let confirmed = got.iter().find(|a| a.event_type == "payment.confirmed").unwrap();
+    assert_eq!(confirmed.body["order_id"], order.as_str());
+    assert_eq!(confirmed.body["data"]["order"]["paid_amount"], 50000);
+}
+
+#[tokio::test]
 async fn webhooks_are_their_owners_alone_and_hear_only_their_owners_events() {
     let app = TestApp::spawn().await;
     let receiver = Receiver::start().await;

@@ -25,6 +25,21 @@ pub enum EventType {
     ThreadClosed,
     #[serde(rename = "order.created")]
     OrderCreated,
+    /// The seller fulfilled an order.
+    #[serde(rename = "order.fulfilled")]
+    OrderFulfilled,
+    /// The buyer completed an order, or the server did after the configured time.
+    #[serde(rename = "order.completed")]
+    OrderCompleted,
+    /// The buyer recorded a payment on an order.
+    #[serde(rename = "payment.recorded")]
+    PaymentRecorded,
+    /// The seller confirmed a payment.
+    #[serde(rename = "payment.confirmed")]
+    PaymentConfirmed,
+    /// The seller disputed a payment.
+    #[serde(rename = "payment.disputed")]
+    PaymentDisputed,
     #[serde(rename = "listing.sold")]
     ListingSold,
     #[serde(rename = "listing.withdrawn")]
@@ -39,7 +54,7 @@ pub enum EventType {
 }
 
 impl EventType {
-    pub const ALL: [EventType; 12] = [
+    pub const ALL: [EventType; 17] = [
         EventType::BidPlaced,
         EventType::BidCountered,
         EventType::BidAccepted,
@@ -47,6 +62,11 @@ impl EventType {
         EventType::BidExpired,
         EventType::ThreadClosed,
         EventType::OrderCreated,
+        EventType::OrderFulfilled,
+        EventType::OrderCompleted,
+        EventType::PaymentRecorded,
+        EventType::PaymentConfirmed,
+        EventType::PaymentDisputed,
         EventType::ListingSold,
         EventType::ListingWithdrawn,
         EventType::NegotiationActionRequired,
@@ -63,6 +83,11 @@ impl EventType {
             EventType::BidExpired => "bid.expired",
             EventType::ThreadClosed => "thread.closed",
             EventType::OrderCreated => "order.created",
+            EventType::OrderFulfilled => "order.fulfilled",
+            EventType::OrderCompleted => "order.completed",
+            EventType::PaymentRecorded => "payment.recorded",
+            EventType::PaymentConfirmed => "payment.confirmed",
+            EventType::PaymentDisputed => "payment.disputed",
             EventType::ListingSold => "listing.sold",
             EventType::ListingWithdrawn => "listing.withdrawn",
             EventType::NegotiationActionRequired => "negotiation.action_required",

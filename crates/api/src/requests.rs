@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 pub use haggle_domain::listing::{ListingPatch, NewListing};
+pub use haggle_domain::order::{Fulfil, NewPayment, PaymentDispute};
 
 use crate::double_option;
 use crate::query::{choice, cursor, event_id, limit};

@@ -11,6 +11,8 @@ use haggle_domain::{BidStatus, Currency, ListingStatus, Party, Reason, ThreadSta
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+pub use haggle_domain::order::{OrderStatus, PaymentStatus};
+
 /// A registered agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Agent {
@@ -144,14 +146,6 @@ pub struct Bid {
     pub updated_at: DateTime<Utc>,
 }
 
-/// Where an order stands. Every order is CONFIRMED when made; the enum leaves room for what
-/// fulfilment will add.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum OrderStatus {
-    Confirmed,
-}
-
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Order {
     pub id: Uuid,
@@ -163,9 +157,62 @@ pub struct Order {
     pub amount: i64,
     pub currency: Currency,
     pub terms: Option<serde_json::Value>,
+    /// CONFIRMED when made, FULFILLED once the seller has handed it over, COMPLETED once the
+    /// buyer (or the server, after the configured time) has said so.
     pub status: OrderStatus,
+    /// The confirmed payments' sum, in minor units.
+    pub paid_amount: i64,
+    /// What is still owed: `amount` less `paid_amount`.
+    pub outstanding: i64,
+    /// The seller's word on the handover, once fulfilled.
+    pub fulfilment: Option<Fulfilment>,
+    pub completed_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// The seller's word on handing an order over.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fulfilment {
+    pub fulfilled_at: DateTime<Utc>,
+    /// A shipment's tracking number, a pickup code: whatever the seller gave.
+    pub reference: Option<String>,
+    pub note: Option<String>,
+}
+
+/// A payment the buyer recorded on an order: the money moved outside Haggle, and the seller
+/// confirms or disputes that it arrived.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Payment {
+    pub id: Uuid,
+    pub order_id: Uuid,
+    pub amount: i64,
+    pub currency: Currency,
+    /// The payer's reference of the transfer (a processor's charge id, a bank reference).
+    pub reference: String,
+    pub status: PaymentStatus,
+    /// Why the seller disputed it.
+    pub dispute_reason: Option<String>,
+    pub answered_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// An order with its payments, oldest first (`GET /v1/orders/{id}`, and the answers of the
+/// order's own routes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderWithPayments {
+    #[serde(flatten)]
+    pub order: Order,
+    pub payments: Vec<Payment>,
+}
+
+/// A payment and its order as the payment left it (`POST /v1/orders/{id}/payments`, and a
+/// payment's confirmation or dispute).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaymentAndOrder {
+    pub payment: Payment,
+    pub order: Order,
 }
 
 /// A thread with every bid in round order (`GET /v1/threads/{id}`).
@@ -327,7 +374,6 @@ macro_rules! named {
     };
 }
 
-named!(OrderStatus { Confirmed => "CONFIRMED" });
 named!(WebhookStatus { Active => "ACTIVE", Disabled => "DISABLED" });
 named!(DeliveryStatus { Pending => "PENDING", Succeeded => "SUCCEEDED", Failed => "FAILED" });
 named!(PolicyLevel { Agent => "agent", Listing => "listing", Thread => "thread" });

@@ -15,7 +15,9 @@ use uuid::Uuid;
 
 use super::http::{Agent, Api, Endpoint, Move};
 use super::record::{Ack, Ledger, MoveKind, Unacknowledged, Violations, Workload};
-use haggle_api::{Answered, BidAndThread, Listing, NewListing, Registered, WebhookCreated};
+use haggle_api::{
+    Answered, BidAndThread, Listing, NewListing, OrderWithPayments, PaymentAndOrder, Registered, WebhookCreated,
+};
 use haggle_domain::Tier;
 use haggle_domain::strategy::Policy;
 
@@ -176,6 +178,62 @@ impl Moves {
         };
         self.ledger.ack(workload, agent.id, at, replayed, ack);
         Ok(made)
+    }
+}
+
+impl Moves {
+    /// The seller fulfils the order.
+    pub async fn fulfil(&self, workload: Workload, seller: &Agent, order: Uuid, keyed: bool) -> Result<(), NotMade> {
+        let path = format!("/v1/orders/{order}/fulfil");
+        let (_, replayed, at) = self
+            .make::<OrderWithPayments>(step(workload, MoveKind::Fulfil, order, seller, keyed), path, json!({}))
+            .await?;
+        self.ledger.ack(workload, seller.id, at, replayed, Ack::Fulfilled { order });
+        Ok(())
+    }
+
+    /// The buyer records a payment of `amount` on the order; gives the payment's id.
+    pub async fn pay(
+        &self,
+        workload: Workload,
+        buyer: &Agent,
+        order: Uuid,
+        amount: i64,
+        keyed: bool,
+    ) -> Result<Uuid, NotMade> {
+        let path = format!("/v1/orders/{order}/payments");
+        let body = json!({ "amount": amount, "reference": format!("chaos {}", Uuid::now_v7()) });
+        let (made, replayed, at) =
+            self.make::<PaymentAndOrder>(step(workload, MoveKind::Pay, order, buyer, keyed), path, body).await?;
+        self.ledger.ack(workload, buyer.id, at, replayed, Ack::Paid { order, payment: made.payment.id });
+        Ok(made.payment.id)
+    }
+
+    /// The seller confirms the payment.
+    pub async fn confirm(
+        &self,
+        workload: Workload,
+        seller: &Agent,
+        order: Uuid,
+        payment: Uuid,
+        keyed: bool,
+    ) -> Result<(), NotMade> {
+        let path = format!("/v1/orders/{order}/payments/{payment}/confirm");
+        let (_, replayed, at) = self
+            .make::<PaymentAndOrder>(step(workload, MoveKind::Confirm, payment, seller, keyed), path, json!({}))
+            .await?;
+        self.ledger.ack(workload, seller.id, at, replayed, Ack::Confirmed { order, payment });
+        Ok(())
+    }
+
+    /// The buyer completes the order.
+    pub async fn complete(&self, workload: Workload, buyer: &Agent, order: Uuid, keyed: bool) -> Result<(), NotMade> {
+        let path = format!("/v1/orders/{order}/complete");
+        let (_, replayed, at) = self
+            .make::<OrderWithPayments>(step(workload, MoveKind::Complete, order, buyer, keyed), path, json!({}))
+            .await?;
+        self.ledger.ack(workload, buyer.id, at, replayed, Ack::Completed { order });
+        Ok(())
     }
 }
 

@@ -1,7 +1,8 @@
 //! The negotiations of the load, all through the balancer: W1 (the buyer bids, the seller
-//! counters, the buyer counters, the seller accepts), half of the workers with idempotency keys
-//! and half without; and negotiations the two sides' policies play on the server from one
-//! opening bid.
+//! counters, the buyer counters, the seller accepts, and the deal is carried through: the seller
+//! fulfils, the buyer pays in two parts that the seller confirms, the buyer completes), half of
+//! the workers with idempotency keys and half without; and negotiations the two sides' policies
+//! play on the server from one opening bid.
 
 use std::time::{Duration, Instant};
 
@@ -20,6 +21,8 @@ pub const ASK: i64 = 100_000;
 pub const OPENING_BID: i64 = 80_000;
 pub const SELLER_COUNTER: i64 = 95_000;
 const BUYER_COUNTER: i64 = 90_000;
+/// The first of the two payments on a W1 order, the rest paid by the second.
+const FIRST_PAYMENT: i64 = 40_000;
 /// The policy negotiations' opening bid.
 const POLICY_OPENING: i64 = 70_000;
 /// Threads a buyer may open on one listing, the most a listing allows.
@@ -99,7 +102,14 @@ pub async fn w1(moves: Moves, pair: Pair, keyed: bool, index: usize, until: Canc
             let placed = moves.place(workload, buyer, listing, OPENING_BID, keyed).await?;
             let countered = moves.counter(workload, seller, placed.bid.id, SELLER_COUNTER, keyed).await?;
             let answered = moves.counter(workload, buyer, countered.bid.id, BUYER_COUNTER, keyed).await?;
-            moves.answer(workload, seller, answered.bid.id, Answer::Accept, keyed).await?;
+            let accepted = moves.answer(workload, seller, answered.bid.id, Answer::Accept, keyed).await?;
+            let Some(order) = accepted.order else { return Err(NotMade) };
+            moves.fulfil(workload, seller, order.id, keyed).await?;
+            let first = moves.pay(workload, buyer, order.id, FIRST_PAYMENT, keyed).await?;
+            moves.confirm(workload, seller, order.id, first, keyed).await?;
+            let rest = moves.pay(workload, buyer, order.id, order.amount - FIRST_PAYMENT, keyed).await?;
+            moves.confirm(workload, seller, order.id, rest, keyed).await?;
+            moves.complete(workload, buyer, order.id, keyed).await?;
             Ok::<_, NotMade>(())
         };
         match negotiated.await {

@@ -121,7 +121,13 @@ async fn race(
                     .map(|made| Ack::Accepted { bid, order: made.order.map(|order| order.id) }),
                 MoveKind::Reject => Some(Ack::Rejected { bid }),
                 MoveKind::Withdraw => Some(Ack::Withdrew { bid }),
-                MoveKind::List | MoveKind::Place => None,
+                // Races are between moves on a bid only.
+                MoveKind::List
+                | MoveKind::Place
+                | MoveKind::Fulfil
+                | MoveKind::Pay
+                | MoveKind::Confirm
+                | MoveKind::Complete => None,
             };
             match ack {
                 Some(ack) => moves.ledger.ack(Workload::Race, agent.id, reply.answered, reply.replayed, ack),

@@ -22,11 +22,29 @@ pub enum MoveKind {
     Accept,
     Reject,
     Withdraw,
+    /// The seller fulfils the order.
+    Fulfil,
+    /// The buyer records a payment on the order.
+    Pay,
+    /// The seller confirms a payment.
+    Confirm,
+    /// The buyer completes the order.
+    Complete,
 }
 
 impl MoveKind {
-    pub const ALL: [MoveKind; 6] =
-        [MoveKind::List, MoveKind::Place, MoveKind::Counter, MoveKind::Accept, MoveKind::Reject, MoveKind::Withdraw];
+    pub const ALL: [MoveKind; 10] = [
+        MoveKind::List,
+        MoveKind::Place,
+        MoveKind::Counter,
+        MoveKind::Accept,
+        MoveKind::Reject,
+        MoveKind::Withdraw,
+        MoveKind::Fulfil,
+        MoveKind::Pay,
+        MoveKind::Confirm,
+        MoveKind::Complete,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -36,6 +54,10 @@ impl MoveKind {
             MoveKind::Accept => "accept",
             MoveKind::Reject => "reject",
             MoveKind::Withdraw => "withdrawal",
+            MoveKind::Fulfil => "fulfilment",
+            MoveKind::Pay => "payment",
+            MoveKind::Confirm => "confirmation",
+            MoveKind::Complete => "completion",
         }
     }
 }
@@ -81,6 +103,20 @@ pub enum Ack {
     Withdrew {
         bid: Uuid,
     },
+    Fulfilled {
+        order: Uuid,
+    },
+    Paid {
+        order: Uuid,
+        payment: Uuid,
+    },
+    Confirmed {
+        order: Uuid,
+        payment: Uuid,
+    },
+    Completed {
+        order: Uuid,
+    },
 }
 
 impl Ack {
@@ -92,6 +128,10 @@ impl Ack {
             Ack::Accepted { .. } => MoveKind::Accept,
             Ack::Rejected { .. } => MoveKind::Reject,
             Ack::Withdrew { .. } => MoveKind::Withdraw,
+            Ack::Fulfilled { .. } => MoveKind::Fulfil,
+            Ack::Paid { .. } => MoveKind::Pay,
+            Ack::Confirmed { .. } => MoveKind::Confirm,
+            Ack::Completed { .. } => MoveKind::Complete,
         }
     }
 }
@@ -114,7 +154,8 @@ pub struct AckRecord {
 pub struct Unacknowledged {
     pub workload: Workload,
     pub kind: MoveKind,
-    /// The bid moved (counter, accept, reject, withdraw), or the listing bid on (placement).
+    /// The bid moved (counter, accept, reject, withdraw), the listing bid on (placement), the
+    /// order (fulfilment, payment, completion) or the payment confirmed.
     pub target: Uuid,
     /// The agent that sent it.
     pub agent: Uuid,

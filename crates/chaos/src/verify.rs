@@ -103,12 +103,26 @@ pub async fn check(pool: &PgPool, evidence: Evidence<'_>, violations: &Violation
             .into_iter()
             .collect();
     findings.orders = orders.len() as u64;
+    let order_statuses: HashMap<Uuid, String> = sqlx::query_as::<_, (Uuid, String)>("SELECT id, status FROM orders")
+        .fetch_all(pool)
+        .await?
+        .into_iter()
+        .collect();
+    let payments: HashMap<Uuid, (Uuid, String)> =
+        sqlx::query_as::<_, (Uuid, Uuid, String)>("SELECT id, order_id, status FROM payments")
+            .fetch_all(pool)
+            .await?
+            .into_iter()
+            .map(|(id, order, status)| (id, (order, status)))
+            .collect();
+    let deals = Deals { orders: &order_statuses, payments: &payments };
     let order_of_bid: HashMap<Uuid, Uuid> =
         orders.iter().filter_map(|(order, bid)| bid.map(|bid| (bid, *order))).collect();
 
-    check_acks(&evidence, &bids, &orders, &mut findings, violations);
+    check_acks(&evidence, &bids, &orders, &deals, &mut findings, violations);
     check_orders(pool, &bids, &order_of_bid, violations).await?;
-    check_unacknowledged(pool, &evidence, &bids, &mut findings, violations).await?;
+    check_ledgers(pool, violations).await?;
+    check_unacknowledged(pool, &evidence, &bids, &deals, &mut findings, violations).await?;
     findings.races = check_races(&evidence.ledger.races(), &bids, &order_of_bid, violations);
     check_policies(pool, &evidence, &mut findings, violations).await?;
 
@@ -162,10 +176,28 @@ pub async fn check(pool: &PgPool, evidence: Evidence<'_>, violations: &Violation
     Ok(findings)
 }
 
+/// What the database holds of the orders' lives: each order's status, each payment's order and
+/// status.
+struct Deals<'a> {
+    orders: &'a HashMap<Uuid, String>,
+    payments: &'a HashMap<Uuid, (Uuid, String)>,
+}
+
+impl Deals<'_> {
+    fn order(&self, order: &Uuid) -> Option<&str> {
+        self.orders.get(order).map(String::as_str)
+    }
+
+    fn payment(&self, payment: &Uuid) -> Option<(Uuid, &str)> {
+        self.payments.get(payment).map(|(order, status)| (*order, status.as_str()))
+    }
+}
+
 fn check_acks(
     evidence: &Evidence<'_>,
     bids: &HashMap<Uuid, BidRow>,
     orders: &HashMap<Uuid, Option<Uuid>>,
+    deals: &Deals<'_>,
     findings: &mut Findings,
     violations: &Violations,
 ) {
@@ -209,6 +241,23 @@ fn check_acks(
                 Some(row) if row.status == "REJECTED" && row.reason.as_deref() == Some("withdrawn") => None,
                 Some(row) => Some(format!("the bid is {} ({})", row.status, row.reason.as_deref().unwrap_or("-"))),
                 None => Some("no such bid".to_owned()),
+            },
+            Ack::Fulfilled { order } => match deals.order(order) {
+                Some("FULFILLED" | "COMPLETED") => None,
+                other => Some(format!("the order is {}", other.unwrap_or("missing"))),
+            },
+            Ack::Completed { order } => match deals.order(order) {
+                Some("COMPLETED") => None,
+                other => Some(format!("the order is {}", other.unwrap_or("missing"))),
+            },
+            Ack::Paid { order, payment } => match deals.payment(payment) {
+                Some((of, _)) if of == *order => None,
+                Some(_) => Some("the payment is another order's".to_owned()),
+                None => Some("no such payment".to_owned()),
+            },
+            Ack::Confirmed { order, payment } => match deals.payment(payment) {
+                Some((of, "CONFIRMED")) if of == *order => None,
+                other => Some(format!("the payment is {}", other.map_or("missing", |(_, status)| status))),
             },
         };
         if let Some(why) = missing {
@@ -268,12 +317,34 @@ async fn check_orders(
     Ok(())
 }
 
+/// Every order's ledger exact: its paid amount is the sum of its confirmed payments and never
+/// more than its amount.
+async fn check_ledgers(pool: &PgPool, violations: &Violations) -> anyhow::Result<()> {
+    for (order, amount, paid, confirmed) in sqlx::query_as::<_, (Uuid, i64, i64, i64)>(
+        "SELECT o.id, o.amount, o.paid_amount,
+                coalesce((SELECT sum(p.amount) FROM payments p WHERE p.order_id = o.id AND p.status = 'CONFIRMED'), 0)::bigint
+         FROM orders o",
+    )
+    .fetch_all(pool)
+    .await?
+    {
+        if paid != confirmed || paid > amount {
+            violations.add(
+                "an order's ledger is not exact",
+                format!("order {order}: amount {amount}, paid {paid}, confirmed payments {confirmed}"),
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Moves that got no 2xx: those whose every answer said nothing was done must not be there;
 /// those whose outcome was unknown are counted when they were made.
 async fn check_unacknowledged(
     pool: &PgPool,
     evidence: &Evidence<'_>,
     bids: &HashMap<Uuid, BidRow>,
+    deals: &Deals<'_>,
     findings: &mut Findings,
     violations: &Violations,
 ) -> anyhow::Result<()> {
@@ -298,7 +369,10 @@ async fn check_unacknowledged(
             MoveKind::Accept => bids.get(&moved.target).map(|row| row.status == "ACCEPTED"),
             MoveKind::Reject => bids.get(&moved.target).map(|row| row.status == "REJECTED"),
             MoveKind::Withdraw => bids.get(&moved.target).map(|row| row.reason.as_deref() == Some("withdrawn")),
-            MoveKind::Place | MoveKind::List => None,
+            MoveKind::Fulfil => deals.order(&moved.target).map(|status| status != "CONFIRMED"),
+            MoveKind::Complete => deals.order(&moved.target).map(|status| status == "COMPLETED"),
+            MoveKind::Confirm => deals.payment(&moved.target).map(|(_, status)| status == "CONFIRMED"),
+            MoveKind::Place | MoveKind::List | MoveKind::Pay => None,
         };
         match made {
             Some(true) if moved.claims_not_made => {
@@ -306,7 +380,7 @@ async fn check_unacknowledged(
                 violations.add(
                     "move made though its answer said it was not",
                     format!(
-                        "{} of bid {} ({:?}) by agent {}: last answer {}",
+                        "{} of {} ({:?}) by agent {}: last answer {}",
                         moved.kind.as_str(),
                         moved.target,
                         moved.workload,
@@ -324,20 +398,46 @@ async fn check_unacknowledged(
     // left unclear.
     let mut placements: HashMap<(Uuid, Uuid), (i64, i64, i64)> = HashMap::new();
     let mut listed: HashMap<Uuid, (i64, i64, i64)> = HashMap::new();
+    let mut paid: HashMap<Uuid, (i64, i64, i64)> = HashMap::new();
     for (_, record) in evidence.ledger.acks() {
         match record.ack {
             Ack::Placed { listing, .. } => placements.entry((listing, record.agent)).or_default().0 += 1,
             Ack::Listed { .. } => listed.entry(record.agent).or_default().0 += 1,
-            Ack::Countered { .. } | Ack::Accepted { .. } | Ack::Rejected { .. } | Ack::Withdrew { .. } => {}
+            Ack::Paid { order, .. } => paid.entry(order).or_default().0 += 1,
+            Ack::Countered { .. }
+            | Ack::Accepted { .. }
+            | Ack::Rejected { .. }
+            | Ack::Withdrew { .. }
+            | Ack::Fulfilled { .. }
+            | Ack::Confirmed { .. }
+            | Ack::Completed { .. } => {}
         }
     }
     for moved in &unacknowledged {
         let slot = match moved.kind {
             MoveKind::Place => placements.entry((moved.target, moved.agent)).or_default(),
             MoveKind::List => listed.entry(moved.agent).or_default(),
+            MoveKind::Pay => paid.entry(moved.target).or_default(),
             _ => continue,
         };
         if moved.claims_not_made { slot.2 += 1 } else { slot.1 += 1 }
+    }
+    let mut payments_of: HashMap<Uuid, i64> = HashMap::new();
+    for (order, _) in deals.payments.values() {
+        *payments_of.entry(*order).or_default() += 1;
+    }
+    for (order, (acked, unclear, refused)) in paid {
+        let there = payments_of.get(&order).copied().unwrap_or(0);
+        findings.refusals_checked += refused as u64;
+        findings.made_unacknowledged += (there - acked).clamp(0, unclear) as u64;
+        if there > acked + unclear || there < acked {
+            violations.add(
+                if there < acked { "acknowledged move missing" } else { "move made though its answer said it was not" },
+                format!(
+                    "order {order} has {there} payments: {acked} acknowledged, {unclear} unclear, {refused} refused"
+                ),
+            );
+        }
     }
     for ((listing, buyer), (acked, unclear, refused)) in placements {
         let there = threads.get(&(listing, buyer)).copied().unwrap_or(0);

@@ -284,8 +284,39 @@ impl Client {
         self.get("/v1/threads", query).await
     }
 
-    pub async fn get_order(&self, order: Uuid) -> Result<Order, ClientError> {
+    /// An order with its payments.
+    pub async fn get_order(&self, order: Uuid) -> Result<OrderWithPayments, ClientError> {
         self.get(&format!("/v1/orders/{order}"), &()).await
+    }
+
+    /// The seller fulfils a CONFIRMED order.
+    pub async fn fulfil_order(&self, order: Uuid, fulfilment: &Fulfil) -> Result<OrderWithPayments, ClientError> {
+        self.post(&format!("/v1/orders/{order}/fulfil"), fulfilment).await
+    }
+
+    /// The buyer completes a FULFILLED order.
+    pub async fn complete_order(&self, order: Uuid) -> Result<OrderWithPayments, ClientError> {
+        self.post(&format!("/v1/orders/{order}/complete"), &serde_json::json!({})).await
+    }
+
+    /// The buyer records a payment of at most the order's outstanding amount.
+    pub async fn record_payment(&self, order: Uuid, payment: &NewPayment) -> Result<PaymentAndOrder, ClientError> {
+        self.post(&format!("/v1/orders/{order}/payments"), payment).await
+    }
+
+    /// The seller confirms a recorded payment.
+    pub async fn confirm_payment(&self, order: Uuid, payment: Uuid) -> Result<PaymentAndOrder, ClientError> {
+        self.post(&format!("/v1/orders/{order}/payments/{payment}/confirm"), &serde_json::json!({})).await
+    }
+
+    /// The seller disputes a recorded payment.
+    pub async fn dispute_payment(
+        &self,
+        order: Uuid,
+        payment: Uuid,
+        dispute: &PaymentDispute,
+    ) -> Result<PaymentAndOrder, ClientError> {
+        self.post(&format!("/v1/orders/{order}/payments/{payment}/dispute"), dispute).await
     }
 
     pub async fn list_orders(&self, query: &OrderQuery) -> Result<Page<Order>, ClientError> {

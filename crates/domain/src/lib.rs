@@ -8,6 +8,7 @@ pub mod deadlock;
 pub mod issues;
 pub mod listing;
 pub mod money;
+pub mod order;
 pub mod party;
 pub mod rejection;
 pub mod strategy;

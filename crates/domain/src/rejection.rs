@@ -69,6 +69,10 @@ pub enum Rejection {
     QuoteExpired {
         detail: String,
     },
+    /// A payment larger than what is still owed on the order.
+    ExceedsOutstanding {
+        outstanding: i64,
+    },
 }
 
 impl Rejection {
@@ -117,10 +121,12 @@ pub enum Code {
     AgentSuspended,
     /// The body is not of a media type the route reads (`/mcp` reads `application/json`).
     UnsupportedMediaType,
+    /// A payment larger than what is still owed on the order.
+    ExceedsOutstanding,
 }
 
 impl Code {
-    pub const ALL: [Code; 28] = [
+    pub const ALL: [Code; 29] = [
         Code::MalformedRequest,
         Code::Unauthenticated,
         Code::Forbidden,
@@ -149,6 +155,7 @@ impl Code {
         Code::NotAcceptable,
         Code::AgentSuspended,
         Code::UnsupportedMediaType,
+        Code::ExceedsOutstanding,
     ];
 
     pub fn status(self) -> u16 {
@@ -170,7 +177,8 @@ impl Code {
             | Code::OfferLimitReached
             | Code::ListingUnavailable
             | Code::IdempotencyKeyInUse
-            | Code::NegotiationUnavailable => 409,
+            | Code::NegotiationUnavailable
+            | Code::ExceedsOutstanding => 409,
             Code::QuoteExpired => 410,
             Code::PayloadTooLarge => 413,
             Code::UnsupportedMediaType => 415,
@@ -211,6 +219,7 @@ impl Code {
             Code::NotAcceptable => "not_acceptable",
             Code::AgentSuspended => "agent_suspended",
             Code::UnsupportedMediaType => "unsupported_media_type",
+            Code::ExceedsOutstanding => "exceeds_outstanding",
         }
     }
 
@@ -244,6 +253,7 @@ impl Code {
             Code::NotAcceptable => "Not acceptable",
             Code::AgentSuspended => "Agent suspended",
             Code::UnsupportedMediaType => "Unsupported media type",
+            Code::ExceedsOutstanding => "More than is outstanding",
         }
     }
 }
@@ -283,6 +293,7 @@ impl Rejection {
             Rejection::Validation(_) => Code::ValidationFailed,
             Rejection::NotAConcession { .. } => Code::NotAConcession,
             Rejection::QuoteExpired { .. } => Code::QuoteExpired,
+            Rejection::ExceedsOutstanding { .. } => Code::ExceedsOutstanding,
         }
     }
 
@@ -311,6 +322,10 @@ impl Rejection {
                 format!("the listing is {current_status} and no longer takes bids, purchases or changes")
             }
             Rejection::Validation(_) => "some fields of the request are invalid".into(),
+            Rejection::ExceedsOutstanding { outstanding } => format!(
+                "the payment is more than the {outstanding} minor units still outstanding on the order; \
+                 a payment never takes the paid amount past the order's"
+            ),
         }
     }
 }

@@ -163,6 +163,11 @@ fn hint(code: Code, problem: Option<&Problem>) -> String {
                                  is reinstated. Tell your principal."
             .to_owned(),
         Code::NegotiationUnavailable | Code::QuoteExpired => "Read `detail`.".to_owned(),
+        Code::ExceedsOutstanding => format!(
+            "A payment may be at most what is still owed on the order ({} minor units): record or confirm a \
+             smaller one.",
+            extra("outstanding").unwrap_or_else(|| "its outstanding amount".to_owned())
+        ),
         Code::NotFound => "The id names nothing you can see (a negotiation is its two parties' only): check it \
                            against list_my_threads, find_listings or list_my_orders."
             .to_owned(),

@@ -6,8 +6,8 @@ use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use haggle_client::{
-    Bid, CounterOffer, EventQuery, Listing, ListingPatch, ListingQuery, NewListing, OrderQuery, Page, Placement,
-    PolicyScope, ThreadQuery, ThreadWithBids,
+    Bid, CounterOffer, EventQuery, Fulfil, Listing, ListingPatch, ListingQuery, NewListing, NewPayment, OrderQuery,
+    OrderWithPayments, Page, PaymentAndOrder, PaymentDispute, Placement, PolicyScope, ThreadQuery, ThreadWithBids,
 };
 use haggle_domain::strategy::Policy;
 use haggle_domain::{BidStatus, Party, ThreadStatus};
@@ -60,6 +60,13 @@ fn known_only(unknown: &Unknown) -> Result<(), CallToolResult> {
 pub(crate) struct ListingId {
     /// The listing's id.
     pub listing_id: Uuid,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OrderId {
+    /// The order's id.
+    pub order_id: Uuid,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -135,6 +142,55 @@ pub(crate) struct CounterBid {
 pub(crate) struct BidMove {
     /// The pending bid.
     pub bid_id: Uuid,
+    pub idempotency_key: Option<IdempotencyKey>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OrderMove {
+    /// The order (`order.id` in an accept's or a purchase's answer).
+    pub order_id: Uuid,
+    pub idempotency_key: Option<IdempotencyKey>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub(crate) struct FulfilOrder {
+    /// The order you sold.
+    pub order_id: Uuid,
+    #[serde(flatten)]
+    pub fulfilment: Fulfil,
+    pub idempotency_key: Option<IdempotencyKey>,
+    /// Arguments no field takes: refused, as the API refuses unknown fields.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: Unknown,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub(crate) struct RecordPayment {
+    /// The order you bought.
+    pub order_id: Uuid,
+    #[serde(flatten)]
+    pub payment: NewPayment,
+    pub idempotency_key: Option<IdempotencyKey>,
+    /// Arguments no field takes: refused, as the API refuses unknown fields.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: Unknown,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AnswerPayment {
+    /// The order you sold.
+    pub order_id: Uuid,
+    /// The recorded payment (`payment.id` in record_payment's answer, or in the order's `payments`).
+    pub payment_id: Uuid,
+    /// Leave out to confirm that the money arrived; give a reason (1 to 500 characters) to dispute it.
+    #[schemars(length(min = 1, max = 500))]
+    pub dispute_reason: Option<String>,
     pub idempotency_key: Option<IdempotencyKey>,
 }
 
@@ -672,6 +728,113 @@ impl Haggle {
     }
 
     #[tool(
+        description = "Read one of your orders with its payments: its status (CONFIRMED, FULFILLED, \
+                       COMPLETED), paid_amount and outstanding. Only its buyer and seller can see an order.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn get_order(&self, Parameters(args): Parameters<OrderId>, context: RequestContext<RoleServer>) -> Answer {
+        let acting = self.acting_in(&context)?;
+        match acting.client.get_order(args.order_id).await {
+            Ok(order) => Ok(done(order_summary(&order), &order)),
+            Err(error) => Ok(refused(error)),
+        }
+    }
+
+    #[tool(
+        description = "As an order's seller, say you handed it over (shipped, delivered, ready for pickup), \
+                       with an optional reference (a tracking number, up to 200 characters) and note: the \
+                       order becomes FULFILLED. Rules: only from CONFIRMED, only once.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn fulfil_order(
+        &self,
+        Parameters(args): Parameters<FulfilOrder>,
+        context: RequestContext<RoleServer>,
+    ) -> Answer {
+        if let Err(refusal) = known_only(&args.unknown) {
+            return Ok(refusal);
+        }
+        let acting = self.acting_in(&context)?;
+        match with_key(&acting.client, args.idempotency_key).fulfil_order(args.order_id, &args.fulfilment).await {
+            Ok(order) => Ok(done(order_summary(&order), &order)),
+            Err(error) => Ok(refused(error)),
+        }
+    }
+
+    #[tool(
+        description = "As an order's buyer, say you received what you bought: the order becomes COMPLETED. \
+                       Rules: only once the seller fulfilled it (FULFILLED); the server completes it itself \
+                       some days after fulfilment if you do not.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn complete_order(
+        &self,
+        Parameters(args): Parameters<OrderMove>,
+        context: RequestContext<RoleServer>,
+    ) -> Answer {
+        let acting = self.acting_in(&context)?;
+        match with_key(&acting.client, args.idempotency_key).complete_order(args.order_id).await {
+            Ok(order) => Ok(done(order_summary(&order), &order)),
+            Err(error) => Ok(refused(error)),
+        }
+    }
+
+    #[tool(
+        description = "As an order's buyer, record that you paid part or all of it outside the marketplace, \
+                       with the transfer's reference: the payment is RECORDED until the seller confirms or \
+                       disputes it. Rules: amount in minor units, at most the order's outstanding amount.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn record_payment(
+        &self,
+        Parameters(args): Parameters<RecordPayment>,
+        context: RequestContext<RoleServer>,
+    ) -> Answer {
+        if let Err(refusal) = known_only(&args.unknown) {
+            return Ok(refusal);
+        }
+        let acting = self.acting_in(&context)?;
+        match with_key(&acting.client, args.idempotency_key).record_payment(args.order_id, &args.payment).await {
+            Ok(answer) => Ok(done(payment_summary(&answer), &answer)),
+            Err(error) => Ok(refused(error)),
+        }
+    }
+
+    #[tool(
+        description = "As an order's seller, answer a payment the buyer recorded: confirm that the money \
+                       arrived (it then counts in paid_amount), or give dispute_reason to dispute it. Rules: \
+                       only the seller, only once per payment, and a confirmation never takes paid_amount past \
+                       the order's amount.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn answer_payment(
+        &self,
+        Parameters(args): Parameters<AnswerPayment>,
+        context: RequestContext<RoleServer>,
+    ) -> Answer {
+        let acting = self.acting_in(&context)?;
+        let client = with_key(&acting.client, args.idempotency_key);
+        let answer = match args.dispute_reason {
+            None => client.confirm_payment(args.order_id, args.payment_id).await,
+            Some(reason) => client.dispute_payment(args.order_id, args.payment_id, &PaymentDispute { reason }).await,
+        };
+        match answer {
+            Ok(answer) => Ok(done(payment_summary(&answer), &answer)),
+            Err(error) => Ok(refused(error)),
+        }
+    }
+
+    #[tool(
         description = "List your orders (deals made by an accepted bid or a purchase), newest first: filter by \
                        role (buyer or seller) and listing_id; page with limit and cursor.",
         annotations(read_only_hint = true, open_world_hint = false)
@@ -687,6 +850,30 @@ impl Haggle {
             Err(error) => Ok(refused(error)),
         }
     }
+}
+
+fn order_summary(order: &OrderWithPayments) -> String {
+    let view = &order.order;
+    format!(
+        "Order {} is {}: {} paid of {}, {} outstanding, {} payments.",
+        view.id,
+        view.status,
+        money(view.paid_amount, view.currency),
+        money(view.amount, view.currency),
+        money(view.outstanding, view.currency),
+        order.payments.len()
+    )
+}
+
+fn payment_summary(answer: &PaymentAndOrder) -> String {
+    format!(
+        "Payment {} of {} is {}; order {} has {} outstanding.",
+        answer.payment.id,
+        money(answer.payment.amount, answer.payment.currency),
+        answer.payment.status,
+        answer.order.id,
+        money(answer.order.outstanding, answer.order.currency)
+    )
 }
 
 fn listing_summary(listing: &Listing) -> String {

@@ -49,6 +49,8 @@ pub struct AppConfig {
     pub secret_key: Option<String>,
     /// How long events are kept; `Duration::ZERO` keeps them for ever.
     pub event_retention: Duration,
+    /// How long after its fulfilment the sweeper completes an order its buyer left alone.
+    pub order_complete_after: Duration,
     /// Auto-negotiation workers; `0` runs none on this instance.
     pub auto_workers: usize,
     /// The most moves one auto-negotiation transaction makes on a thread whose sides both have
@@ -205,6 +207,7 @@ impl App {
                 self.config.sweep_interval,
                 SWEEP_BATCH,
                 Some(self.config.event_retention).filter(|retention| !retention.is_zero()),
+                self.config.order_complete_after,
                 shutdown.clone(),
             ));
         }

@@ -150,6 +150,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             sweep_interval: args.sweep_interval,
             secret_key: args.secret_key.clone(),
             event_retention: args.event_retention,
+            order_complete_after: args.order_complete_after,
             auto_workers: usize::from(args.auto_workers),
             auto_chain: usize::from(args.auto_chain),
             connections: Limits {

@@ -166,6 +166,10 @@ pub struct ServeArgs {
     /// `0` keeps them for ever.
     #[arg(long, env = "HAGGLE_EVENT_RETENTION", default_value = "30d", value_parser = parse_duration)]
     pub event_retention: Duration,
+    /// How long after its fulfilment an order the buyer has not completed is completed by the
+    /// server (e.g. `14d`).
+    #[arg(long, env = "HAGGLE_ORDER_COMPLETE_AFTER", default_value = "14d", value_parser = parse_positive_duration)]
+    pub order_complete_after: Duration,
     /// Auto-negotiation workers on this instance (each decides one bid at a time); `0` leaves
     /// policies to other instances.
     #[arg(long, env = "HAGGLE_AUTO_WORKERS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(0..=64))]
@@ -250,6 +254,7 @@ impl fmt::Debug for ServeArgs {
             .field("webhook_timeout", &self.webhook_timeout)
             .field("webhook_concurrency", &self.webhook_concurrency)
             .field("event_retention", &self.event_retention)
+            .field("order_complete_after", &self.order_complete_after)
             .field("auto_workers", &self.auto_workers)
             .field("auto_chain", &self.auto_chain)
             .field("metrics", &self.metrics)

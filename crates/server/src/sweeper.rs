@@ -72,6 +72,16 @@ fn before(age: Duration) -> chrono::DateTime<chrono::Utc> {
         .map_or(chrono::DateTime::UNIX_EPOCH, |at| at.max(chrono::DateTime::UNIX_EPOCH))
 }
 
+/// Completes up to `batch` orders fulfilled at least `complete_after` ago that their buyers
+/// left alone, in one unit of work with their `order.completed` events. Returns how many.
+pub async fn complete_orders(market: &Market, complete_after: Duration, batch: i64) -> Result<usize, sqlx::Error> {
+    let mut unit = market.begin().await?;
+    let (conn, events) = unit.parts();
+    let completed = crate::market::orders::complete_due(conn, events, before(complete_after), batch).await?;
+    unit.commit().await?;
+    Ok(completed)
+}
+
 /// Deletes up to `batch` events older than `retention`, with their inboxes and webhook
 /// deliveries, and up to `batch` auto-negotiation decisions as old in ended threads. Returns
 /// how many of each went.
@@ -81,13 +91,15 @@ pub async fn purge_events(pool: &PgPool, retention: Duration, batch: i64) -> Res
     Ok((events, decisions))
 }
 
-/// Sweeps every `interval` until cancelled, and again at once after a full batch. With an
-/// `event_retention`, older events are purged on the same rhythm.
+/// Sweeps every `interval` until cancelled, and again at once after a full batch. Orders
+/// fulfilled `order_complete_after` ago are completed on the same rhythm, and with an
+/// `event_retention`, older events are purged.
 pub async fn run(
     market: Market,
     interval: Duration,
     batch: i64,
     event_retention: Option<Duration>,
+    order_complete_after: Duration,
     shutdown: CancellationToken,
 ) {
     tracing::info!(?interval, batch, ?event_retention, "expiry sweeper started");
@@ -104,6 +116,12 @@ pub async fn run(
                 interval
             }
         };
+        match complete_orders(&market, order_complete_after, batch).await {
+            Ok(completed) if completed as i64 >= batch => pause = Duration::ZERO,
+            Ok(completed) if completed > 0 => tracing::info!(completed, "fulfilled orders completed"),
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "completing fulfilled orders failed; retrying after the interval"),
+        }
         if let Some(retention) = event_retention {
             match purge_events(market.pool(), retention, batch).await {
                 Ok((events, decisions)) if events.max(decisions) as i64 >= batch => pause = Duration::ZERO,

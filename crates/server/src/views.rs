@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 
 use crate::db::admin::{AgentRecord, WebhookRecord};
 use crate::db::events::EventRow;
+use crate::db::orders::Payment;
 use crate::db::policies::StoredPolicy;
 use crate::db::webhooks::{Delivery, Webhook};
 use crate::db::{Agent, ApiKey, Bid, Listing, Order, Thread};
@@ -185,6 +186,12 @@ impl From<Listing> for api::Listing {
 
 impl From<Order> for api::Order {
     fn from(row: Order) -> api::Order {
+        let outstanding = row.ledger().outstanding();
+        let fulfilment = row.fulfilled_at.map(|fulfilled_at| api::Fulfilment {
+            fulfilled_at,
+            reference: row.fulfilment_reference,
+            note: row.fulfilment_note,
+        });
         api::Order {
             id: row.id,
             listing_id: row.listing_id,
@@ -196,10 +203,36 @@ impl From<Order> for api::Order {
             currency: row.currency,
             terms: row.terms,
             status: row.status,
+            paid_amount: row.paid_amount,
+            outstanding,
+            fulfilment,
+            completed_at: row.completed_at,
             created_at: row.created_at,
             updated_at: row.updated_at,
         }
     }
+}
+
+impl From<Payment> for api::Payment {
+    fn from(row: Payment) -> api::Payment {
+        api::Payment {
+            id: row.id,
+            order_id: row.order_id,
+            amount: row.amount,
+            currency: row.currency,
+            reference: row.reference,
+            status: row.status,
+            dispute_reason: row.dispute_reason,
+            answered_at: row.answered_at,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        }
+    }
+}
+
+/// An order with its payments, oldest first.
+pub fn order_with_payments(order: Order, payments: Vec<Payment>) -> api::OrderWithPayments {
+    api::OrderWithPayments { order: order.into(), payments: payments.into_iter().map(api::Payment::from).collect() }
 }
 
 impl From<Webhook> for api::Webhook {

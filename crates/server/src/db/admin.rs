@@ -246,11 +246,8 @@ pub struct OrderFilter {
 
 pub async fn orders(executor: impl PgExecutor<'_>, filter: &OrderFilter) -> Result<Page<Order>, sqlx::Error> {
     // Built at run time: each filter gives its own condition, so each reads its index.
-    let mut query: QueryBuilder<Postgres> = QueryBuilder::new(
-        "SELECT id, listing_id, thread_id, bid_id, buyer_id, seller_id, amount, currency, terms, status, created_at,
-                updated_at
-         FROM orders WHERE true",
-    );
+    let mut query: QueryBuilder<Postgres> =
+        QueryBuilder::new(format!("SELECT {} FROM orders WHERE true", super::orders::ORDER_COLUMNS));
     if let Some(agent_id) = filter.agent_id {
         query.push(" AND (buyer_id = ").push_bind(agent_id).push(" OR seller_id = ").push_bind(agent_id).push(")");
     }

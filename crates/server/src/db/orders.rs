@@ -1,7 +1,8 @@
-//! Orders: made by an accepted bid or a purchase at the ask.
+//! Orders: made by an accepted bid or a purchase at the ask, then fulfilled and completed; and
+//! the payments recorded on them.
 
 use chrono::{DateTime, Utc};
-use haggle_api::OrderStatus;
+use haggle_api::{OrderStatus, PaymentStatus};
 use serde::Deserialize;
 use sqlx::types::Json;
 use sqlx::{FromRow, PgConnection, PgExecutor, Postgres, QueryBuilder};
@@ -9,7 +10,8 @@ use uuid::Uuid;
 
 use super::text::Text;
 use super::{Listing, Page};
-use haggle_domain::{Currency, Party};
+use haggle_domain::order::Ledger;
+use haggle_domain::{Amount, Currency, Party};
 
 /// An order as stored; shown as [`api::Order`].
 #[derive(Debug, Clone, PartialEq, Eq, FromRow, Deserialize)]
@@ -26,12 +28,42 @@ pub struct Order {
     pub terms: Option<serde_json::Value>,
     #[sqlx(try_from = "String")]
     pub status: OrderStatus,
+    /// The confirmed payments' sum.
+    pub paid_amount: i64,
+    pub fulfilled_at: Option<DateTime<Utc>>,
+    pub fulfilment_reference: Option<String>,
+    pub fulfilment_note: Option<String>,
+    pub completed_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
 
-const ORDER_COLUMNS: &str =
-    "id, listing_id, thread_id, bid_id, buyer_id, seller_id, amount, currency, terms, status, created_at, updated_at";
+impl Order {
+    /// What is owed and what was paid of it.
+    pub fn ledger(&self) -> Ledger {
+        Ledger { amount: self.amount, paid: self.paid_amount }
+    }
+}
+
+/// Every column of an order, for the lists built at run time (read into [`Order`] by name).
+pub const ORDER_COLUMNS: &str = "id, listing_id, thread_id, bid_id, buyer_id, seller_id, amount, currency, terms, \
+     status, paid_amount, fulfilled_at, fulfilment_reference, fulfilment_note, completed_at, created_at, updated_at";
+
+/// A payment as stored (read back through `row_to_json`); shown as [`api::Payment`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Payment {
+    pub id: Uuid,
+    pub order_id: Uuid,
+    pub payer_id: Uuid,
+    pub amount: i64,
+    pub currency: Currency,
+    pub reference: String,
+    pub status: PaymentStatus,
+    pub dispute_reason: Option<String>,
+    pub answered_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
 
 #[derive(Debug)]
 struct PurchasedRow {
@@ -73,16 +105,179 @@ pub async fn purchase(
 
 /// An order, if the agent is its buyer or seller.
 pub async fn get(executor: impl PgExecutor<'_>, id: Uuid, agent_id: Uuid) -> Result<Option<Order>, sqlx::Error> {
-    sqlx::query_as!(
-        Order,
-        r#"SELECT id, listing_id, thread_id, bid_id, buyer_id, seller_id, amount, currency AS "currency: Text<Currency>",
-                  terms, status AS "status: Text<OrderStatus>", created_at, updated_at
-           FROM orders WHERE id = $1 AND $2 IN (buyer_id, seller_id)"#,
+    let order = sqlx::query_scalar!(
+        r#"SELECT row_to_json(o) AS "order!: Json<Order>" FROM orders o WHERE id = $1 AND $2 IN (buyer_id, seller_id)"#,
         id,
         agent_id,
     )
     .fetch_optional(executor)
+    .await?;
+    Ok(order.map(|order| order.0))
+}
+
+/// Locks the order, if the agent is its buyer or seller, against every other change of its
+/// status and ledger until the transaction ends.
+pub async fn lock(conn: &mut PgConnection, id: Uuid, agent_id: Uuid) -> Result<Option<Order>, sqlx::Error> {
+    let order = sqlx::query_scalar!(
+        r#"SELECT row_to_json(o) AS "order!: Json<Order>" FROM orders o
+           WHERE id = $1 AND $2 IN (buyer_id, seller_id) FOR UPDATE"#,
+        id,
+        agent_id,
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(order.map(|order| order.0))
+}
+
+/// Marks a CONFIRMED order FULFILLED with the seller's reference and note: a compare-and-set on
+/// its status, `None` if it was not CONFIRMED.
+pub async fn fulfil(
+    conn: &mut PgConnection,
+    id: Uuid,
+    reference: Option<&str>,
+    note: Option<&str>,
+) -> Result<Option<Order>, sqlx::Error> {
+    let order = sqlx::query_scalar!(
+        r#"UPDATE orders o SET status = 'FULFILLED', fulfilled_at = now(), fulfilment_reference = $2,
+                  fulfilment_note = $3, updated_at = now()
+           WHERE id = $1 AND status = 'CONFIRMED'
+           RETURNING row_to_json(o) AS "order!: Json<Order>""#,
+        id,
+        reference,
+        note,
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(order.map(|order| order.0))
+}
+
+/// Marks FULFILLED orders COMPLETED: a compare-and-set on each one's status. Returns those
+/// completed.
+pub async fn complete(conn: &mut PgConnection, ids: &[Uuid]) -> Result<Vec<Order>, sqlx::Error> {
+    let orders = sqlx::query_scalar!(
+        r#"UPDATE orders o SET status = 'COMPLETED', completed_at = now(), updated_at = now()
+           WHERE id = ANY($1) AND status = 'FULFILLED'
+           RETURNING row_to_json(o) AS "order!: Json<Order>""#,
+        ids,
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(orders.into_iter().map(|order| order.0).collect())
+}
+
+/// A fulfilled order due for completion by the server, locked.
+#[derive(Debug)]
+pub struct DueOrder {
+    pub id: Uuid,
+    pub status: OrderStatus,
+}
+
+/// Locks up to `batch` orders fulfilled at or before `fulfilled_before` and still FULFILLED,
+/// oldest fulfilment first, skipping those another transaction holds.
+pub async fn lock_due_completions(
+    conn: &mut PgConnection,
+    fulfilled_before: DateTime<Utc>,
+    batch: i64,
+) -> Result<Vec<DueOrder>, sqlx::Error> {
+    sqlx::query_as!(
+        DueOrder,
+        r#"SELECT id, status AS "status: Text<OrderStatus>" FROM orders
+           WHERE status = 'FULFILLED' AND fulfilled_at <= $1
+           ORDER BY fulfilled_at LIMIT $2 FOR UPDATE SKIP LOCKED"#,
+        fulfilled_before,
+        batch,
+    )
+    .fetch_all(conn)
     .await
+}
+
+/// An order's payments, oldest first.
+pub async fn payments(executor: impl PgExecutor<'_>, order_id: Uuid) -> Result<Vec<Payment>, sqlx::Error> {
+    let payments = sqlx::query_scalar!(
+        r#"SELECT row_to_json(p) AS "payment!: Json<Payment>" FROM payments p WHERE order_id = $1 ORDER BY id"#,
+        order_id,
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(payments.into_iter().map(|payment| payment.0).collect())
+}
+
+/// Records a payment of the order's buyer, RECORDED. The order must already be locked.
+pub async fn insert_payment(
+    conn: &mut PgConnection,
+    id: Uuid,
+    order: &Order,
+    amount: Amount,
+    reference: &str,
+) -> Result<Payment, sqlx::Error> {
+    let Json(payment) = sqlx::query_scalar!(
+        r#"INSERT INTO payments AS p (id, order_id, payer_id, amount, currency, reference, status)
+           VALUES ($1, $2, $3, $4, $5, $6, 'RECORDED')
+           RETURNING row_to_json(p) AS "payment!: Json<Payment>""#,
+        id,
+        order.id,
+        order.buyer_id,
+        amount.minor_units(),
+        order.currency.as_str(),
+        reference,
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(payment)
+}
+
+/// Locks one of the order's payments.
+pub async fn lock_payment(conn: &mut PgConnection, order_id: Uuid, id: Uuid) -> Result<Option<Payment>, sqlx::Error> {
+    let payment = sqlx::query_scalar!(
+        r#"SELECT row_to_json(p) AS "payment!: Json<Payment>" FROM payments p
+           WHERE id = $1 AND order_id = $2 FOR UPDATE"#,
+        id,
+        order_id,
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(payment.map(|payment| payment.0))
+}
+
+/// Confirms a RECORDED payment and adds it to its order's paid amount, in one statement: a
+/// compare-and-set on the payment's status and on the order's paid amount staying within the
+/// order's. `None` if either failed; then nothing is written.
+pub async fn confirm_payment(conn: &mut PgConnection, id: Uuid) -> Result<Option<(Payment, Order)>, sqlx::Error> {
+    let row = sqlx::query!(
+        r#"WITH payment AS (
+             SELECT p.id, p.order_id, p.amount FROM payments p
+             JOIN orders o ON o.id = p.order_id
+             WHERE p.id = $1 AND p.status = 'RECORDED' AND o.paid_amount + p.amount <= o.amount
+           ), paid AS (
+             UPDATE orders o SET paid_amount = o.paid_amount + payment.amount, updated_at = now()
+             FROM payment WHERE o.id = payment.order_id
+             RETURNING o.*
+           ), confirmed AS (
+             UPDATE payments p SET status = 'CONFIRMED', answered_at = now(), updated_at = now()
+             FROM paid WHERE p.id = $1 AND p.order_id = paid.id
+             RETURNING p.*
+           )
+           SELECT row_to_json(confirmed) AS "payment!: Json<Payment>", row_to_json(paid) AS "order!: Json<Order>"
+           FROM confirmed, paid"#,
+        id,
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(|row| (row.payment.0, row.order.0)))
+}
+
+/// Marks a RECORDED payment DISPUTED with the seller's reason: a compare-and-set on its status.
+pub async fn dispute_payment(conn: &mut PgConnection, id: Uuid, reason: &str) -> Result<Option<Payment>, sqlx::Error> {
+    let payment = sqlx::query_scalar!(
+        r#"UPDATE payments p SET status = 'DISPUTED', dispute_reason = $2, answered_at = now(), updated_at = now()
+           WHERE id = $1 AND status = 'RECORDED'
+           RETURNING row_to_json(p) AS "payment!: Json<Payment>""#,
+        id,
+        reason,
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(payment.map(|payment| payment.0))
 }
 
 #[derive(Debug, Default)]

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::db::events::NewEvent;
+use crate::db::orders::Payment;
 use crate::db::{Bid, Listing, Order, Thread};
 use haggle_api::{self as api, EventType};
 use haggle_domain::BidStatus;
@@ -64,6 +65,18 @@ impl NewEvent {
             order_id: Some(order.id),
             data: json!({ "order": api::Order::from(order.clone()) }),
         }
+    }
+
+    /// The order changed (fulfilled, completed): both parties are told.
+    pub fn order(kind: EventType, order: &Order) -> NewEvent {
+        NewEvent { kind, data: json!({ "order": api::Order::from(order.clone()) }), ..NewEvent::order_created(order) }
+    }
+
+    /// A payment was recorded, confirmed or disputed: both parties are told, with the order as
+    /// the payment left it.
+    pub fn payment(kind: EventType, payment: &Payment, order: &Order) -> NewEvent {
+        let data = json!(api::PaymentAndOrder { payment: payment.clone().into(), order: order.clone().into() });
+        NewEvent { kind, data, ..NewEvent::order_created(order) }
     }
 
     /// The listing sold out or was withdrawn; its seller is told (the buyers of its live

@@ -139,6 +139,7 @@ impl From<Rejection> for ApiError {
             Rejection::NotYourTurn { turn } => error.with("turn", turn.as_str()),
             Rejection::Validation(errors) => ApiError::fields(error.code, error.detail, &errors),
             Rejection::NotAConcession { min, max, .. } => error.with("min_amount", min).with("max_amount", max),
+            Rejection::ExceedsOutstanding { outstanding } => error.with("outstanding", outstanding),
             Rejection::NotFound { .. }
             | Rejection::Forbidden { .. }
             | Rejection::OwnListing

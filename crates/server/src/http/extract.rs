@@ -28,6 +28,13 @@ pub struct JsonBody<T> {
     pub digest: [u8; 32],
 }
 
+/// The body of an action whose fields are all optional: empty (every field left out), or a JSON
+/// object read as [`JsonBody`] reads it.
+pub struct OptionalJsonBody<T> {
+    pub value: T,
+    pub digest: [u8; 32],
+}
+
 /// The body of an action that takes no fields: empty, or `{}`.
 pub struct ActionBody {
     pub digest: [u8; 32],
@@ -77,6 +84,19 @@ impl<S: Send + Sync> FromRequest<S> for ActionBody {
             None | Some(_) => return Err(ApiError::malformed("the request body must be empty or a JSON object")),
         }
         Ok(ActionBody { digest })
+    }
+}
+
+impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let (bytes, digest) = read_body(request, state).await?;
+        match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+            None if bytes.is_empty() => Ok(OptionalJsonBody { value: T::default(), digest }),
+            Some(b'{') => Ok(OptionalJsonBody { value: parse_json(&bytes)?, digest }),
+            None | Some(_) => Err(ApiError::malformed("the request body must be empty or a JSON object")),
+        }
     }
 }
 
@@ -138,6 +158,28 @@ impl<S: Send + Sync> FromRequestParts<S> for Id {
                 &[FieldError::new("id", "must be a UUID")],
             )
         })
+    }
+}
+
+/// The two UUID path parameters of an order's payment: the order's (`id`) and the payment's
+/// (`payment_id`), as in `/v1/orders/{id}/payments/{payment_id}/confirm`.
+pub struct PaymentIds(pub Uuid, pub Uuid);
+
+impl<S: Send + Sync> FromRequestParts<S> for PaymentIds {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Path((id, part)) = Path::<(String, String)>::from_request_parts(parts, state)
+            .await
+            .map_err(|_| ApiError::malformed("the path is missing its ids"))?;
+        let mut errors = Vec::new();
+        let id = Uuid::parse_str(&id).map_err(|_| errors.push(FieldError::new("id", "must be a UUID"))).ok();
+        let part =
+            Uuid::parse_str(&part).map_err(|_| errors.push(FieldError::new("payment_id", "must be a UUID"))).ok();
+        match (id, part) {
+            (Some(id), Some(part)) => Ok(PaymentIds(id, part)),
+            _ => Err(ApiError::fields(Code::MalformedRequest, "an id in the path is not a UUID", &errors)),
+        }
     }
 }
 

@@ -1,18 +1,31 @@
-//! `/v1/orders`: my orders, as buyer or seller.
+//! `/v1/orders`: my orders, as buyer or seller, and their life after the handshake: fulfilment,
+//! completion, and the payments recorded against them.
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
 
 use super::error::ApiError;
-use super::extract::{Id, Params};
-use super::{AppState, Endpoint, Page, page_size};
+use super::extract::{ActionBody, Id, IdempotencyKey, JsonBody, OptionalJsonBody, Params, PaymentIds};
+use super::{AppState, Endpoint, Page, Reply, Write, page_size};
 use crate::db;
 use crate::db::agents::Caller;
 use crate::db::orders::OrderFilter;
-use haggle_api::{self as api, OrderQuery};
+use crate::market::orders::{self, PaymentAnswer};
+use crate::views::order_with_payments;
+use haggle_api::{self as api, Fulfil, NewPayment, OrderQuery, PaymentAndOrder, PaymentDispute};
 
 pub fn endpoints() -> Vec<Endpoint> {
-    vec![Endpoint::get("/v1/orders", list), Endpoint::get("/v1/orders/{id}", read)]
+    vec![
+        Endpoint::get("/v1/orders", list),
+        Endpoint::get("/v1/orders/{id}", read),
+        Endpoint::post("/v1/orders/{id}/fulfil", fulfil),
+        Endpoint::post("/v1/orders/{id}/complete", complete),
+        Endpoint::post("/v1/orders/{id}/payments", record_payment),
+        Endpoint::post("/v1/orders/{id}/payments/{payment_id}/confirm", confirm_payment),
+        Endpoint::post("/v1/orders/{id}/payments/{payment_id}/dispute", dispute_payment),
+    ]
 }
 
 async fn list(
@@ -30,9 +43,105 @@ async fn list(
     Ok(Json(page.map(api::Order::from)))
 }
 
-async fn read(State(state): State<AppState>, caller: Caller, Id(id): Id) -> Result<Json<api::Order>, ApiError> {
-    db::orders::get(&state.pool, id, caller.id)
-        .await?
-        .map(|order| Json(order.into()))
-        .ok_or_else(|| ApiError::not_found("order"))
+async fn read(
+    State(state): State<AppState>,
+    caller: Caller,
+    Id(id): Id,
+) -> Result<Json<api::OrderWithPayments>, ApiError> {
+    let order = db::orders::get(&state.pool, id, caller.id).await?.ok_or_else(|| ApiError::not_found("order"))?;
+    let payments = db::orders::payments(&state.pool, id).await?;
+    Ok(Json(order_with_payments(order, payments)))
+}
+
+async fn fulfil(
+    State(state): State<AppState>,
+    caller: Caller,
+    Id(id): Id,
+    key: IdempotencyKey,
+    body: OptionalJsonBody<Fulfil>,
+) -> Result<Response, Response> {
+    let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
+    let outcome = async {
+        let (conn, events) = command.parts().await?;
+        orders::fulfil(conn, events, caller, id, body.value).await
+    }
+    .await;
+    let reply = outcome.map(|(order, payments)| Reply::json(StatusCode::OK, &order_with_payments(order, payments)));
+    Ok(command.finish(reply).await)
+}
+
+async fn complete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Id(id): Id,
+    key: IdempotencyKey,
+    body: ActionBody,
+) -> Result<Response, Response> {
+    let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
+    let outcome = async {
+        let (conn, events) = command.parts().await?;
+        orders::complete(conn, events, caller, id).await
+    }
+    .await;
+    let reply = outcome.map(|(order, payments)| Reply::json(StatusCode::OK, &order_with_payments(order, payments)));
+    Ok(command.finish(reply).await)
+}
+
+async fn record_payment(
+    State(state): State<AppState>,
+    caller: Caller,
+    Id(id): Id,
+    key: IdempotencyKey,
+    body: JsonBody<NewPayment>,
+) -> Result<Response, Response> {
+    let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
+    let rules = state.settings.rules;
+    let outcome = async {
+        let (conn, events) = command.parts().await?;
+        orders::record_payment(conn, events, caller, id, body.value, rules).await
+    }
+    .await;
+    Ok(command.finish(outcome.map(|answer| Reply::json(StatusCode::CREATED, &payment_and_order(answer)))).await)
+}
+
+async fn confirm_payment(
+    State(state): State<AppState>,
+    caller: Caller,
+    PaymentIds(id, payment_id): PaymentIds,
+    key: IdempotencyKey,
+    body: ActionBody,
+) -> Result<Response, Response> {
+    answer_payment(state, caller, id, payment_id, key, body.digest, PaymentAnswer::Confirm).await
+}
+
+async fn dispute_payment(
+    State(state): State<AppState>,
+    caller: Caller,
+    PaymentIds(id, payment_id): PaymentIds,
+    key: IdempotencyKey,
+    body: JsonBody<PaymentDispute>,
+) -> Result<Response, Response> {
+    answer_payment(state, caller, id, payment_id, key, body.digest, PaymentAnswer::Dispute(body.value)).await
+}
+
+async fn answer_payment(
+    state: AppState,
+    caller: Caller,
+    id: uuid::Uuid,
+    payment_id: uuid::Uuid,
+    key: IdempotencyKey,
+    digest: [u8; 32],
+    answer: PaymentAnswer,
+) -> Result<Response, Response> {
+    let mut command = Write::begin(&state, caller.id, key, digest).await?;
+    let outcome = async {
+        let (conn, events) = command.parts().await?;
+        orders::answer_payment(conn, events, caller, id, payment_id, answer).await
+    }
+    .await;
+    Ok(command.finish(outcome.map(|answer| Reply::json(StatusCode::OK, &payment_and_order(answer)))).await)
+}
+
+fn payment_and_order((payment, order): (db::orders::Payment, db::Order)) -> PaymentAndOrder {
+    PaymentAndOrder { payment: payment.into(), order: order.into() }
 }

@@ -623,6 +623,11 @@ async fn accept(
         currency: bid.currency,
         terms: bid.terms.clone(),
         status: OrderStatus::Confirmed,
+        paid_amount: 0,
+        fulfilled_at: None,
+        fulfilment_reference: None,
+        fulfilment_note: None,
+        completed_at: None,
         created_at: now,
         updated_at: now,
     };
