@@ -28,6 +28,7 @@ mod migrations;
 mod moves;
 mod negotiation;
 mod openapi;
+mod primary;
 mod proxy;
 mod races;
 mod request_ids;
