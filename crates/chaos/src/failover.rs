@@ -34,7 +34,7 @@ impl FailoverCluster {
     /// A pool on the primary, following it, for the checks.
     pub async fn pool(&self, size: u32) -> anyhow::Result<sqlx::PgPool> {
         self.primary.wait_for(Duration::from_secs(60)).await.map_err(anyhow::Error::msg)?;
-        Ok(haggle_server::db::connect_to_primary(&self.primary, size).await?)
+        Ok(self.primary.connect(size).await?)
     }
 
     /// Kills the primary's node (its keeper, then its postmaster, with SIGKILL) and waits until

@@ -60,7 +60,7 @@ pub struct AppConfig {
     pub metrics: MetricsExport,
     /// The primary the pool follows, when `DATABASE_URL` names several hosts: the batcher's
     /// pool follows it too.
-    pub primary: Option<crate::db::Primary>,
+    pub primary: Option<crate::db::primary::Primary>,
 }
 
 /// This instance's metrics: off (no handle), on the main port behind the operator token, or

@@ -51,7 +51,8 @@ impl Database {
                     let hosts: Vec<String> = primary.hosts().iter().map(ToString::to_string).collect();
                     tracing::info!(hosts = %hosts.join(", "), "following the primary among the hosts of DATABASE_URL");
                     let found = primary.wait_for(Duration::from_secs(30)).await.map_err(anyhow::Error::msg)?;
-                    let pool = db::connect_to_primary(&primary, args.pool_size)
+                    let pool = primary
+                        .connect(args.pool_size)
                         .await
                         .with_context(|| format!("connecting to the primary, {found}"))?;
                     return Ok(Database { pool, primary: Some(primary), embedded: None });

@@ -36,7 +36,6 @@ pub mod webhooks;
 pub use agents::{Agent, ApiKey};
 pub use listings::Listing;
 pub use orders::Order;
-pub use primary::Primary;
 pub use rows::{Bid, Thread};
 
 pub use haggle_api::Page;
@@ -134,16 +133,6 @@ pub fn session_settings(options: PgConnectOptions) -> PgConnectOptions {
 
 pub async fn connect(options: PgConnectOptions, max_connections: u32) -> Result<PgPool, sqlx::Error> {
     pool_options(max_connections).connect_with(session_settings(options)).await
-}
-
-/// A pool on the primary of several hosts, which follows it from one host to another.
-pub async fn connect_to_primary(primary: &Primary, max_connections: u32) -> Result<PgPool, sqlx::Error> {
-    let pool = primary
-        .checked(pool_options(max_connections))
-        .connect_with(session_settings(primary.connect_options()))
-        .await?;
-    primary.attach(&pool);
-    Ok(pool)
 }
 
 pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {

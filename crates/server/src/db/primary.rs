@@ -253,6 +253,14 @@ impl Primary {
         })
     }
 
+    /// A pool on the primary, which follows it from one host to another.
+    pub async fn connect(&self, max_connections: u32) -> Result<PgPool, sqlx::Error> {
+        let options = super::session_settings(self.connect_options());
+        let pool = self.checked(super::pool_options(max_connections)).connect_with(options).await?;
+        self.attach(&pool);
+        Ok(pool)
+    }
+
     /// Makes `pool` follow the primary: its new connections go to the primary from now on.
     pub fn attach(&self, pool: &PgPool) {
         let index = self.inner.current.lock().expect("primary lock").unwrap_or(0);
