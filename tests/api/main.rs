@@ -29,6 +29,7 @@ mod moves;
 mod negotiation;
 mod openapi;
 mod orders;
+mod primary;
 mod proxy;
 mod races;
 mod request_ids;

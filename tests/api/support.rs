@@ -147,6 +147,7 @@ pub fn test_config() -> AppConfig {
         auto_chain: haggle_server::executor::DEFAULT_CHAIN,
         connections: Default::default(),
         metrics: Default::default(),
+        primary: None,
     }
 }
 

@@ -8,6 +8,7 @@ use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use super::cluster::{Cluster, Shutdown};
+use super::failover::FailoverCluster;
 use super::instances::Instances;
 use super::record::{FaultRecord, Ledger, span};
 
@@ -19,6 +20,19 @@ pub enum Fault {
     Restart(Shutdown),
     /// `pg_ctl stop -m fast`, this long down, `pg_ctl start`.
     Outage(Duration),
+    /// The failover cluster's primary killed (its keeper and postmaster, SIGKILL), then the
+    /// node started again once the secondary took over, to rejoin as the secondary.
+    KillPrimary,
+    /// `pg_autoctl perform switchover`: the primary handed over as for maintenance.
+    Switchover,
+}
+
+/// The database the faults are done to.
+pub enum Database {
+    /// One PostgreSQL, restarted and stopped.
+    Single(Arc<Cluster>),
+    /// A primary and a synchronous secondary under pg_auto_failover, failed over.
+    Failover(Arc<FailoverCluster>),
 }
 
 impl Fault {
@@ -28,6 +42,8 @@ impl Fault {
             Fault::Restart(Shutdown::Fast) => "pg_ctl restart -m fast".to_owned(),
             Fault::Restart(Shutdown::Immediate) => "pg_ctl restart -m immediate".to_owned(),
             Fault::Outage(down) => format!("PostgreSQL down for {}", span(down)),
+            Fault::KillPrimary => "kill -9 the primary".to_owned(),
+            Fault::Switchover => "pg_autoctl perform switchover".to_owned(),
         }
     }
 }
@@ -58,11 +74,29 @@ pub fn schedule(duration: Duration, every: Duration, outage: Option<Duration>) -
     faults
 }
 
+/// The failover run's faults: the primary killed, twice, a switchover, and the primary killed
+/// three more times, at even intervals as [`schedule`]'s.
+pub fn failover_schedule(duration: Duration, every: Duration) -> Vec<(Duration, Fault)> {
+    let cycle = [
+        Fault::KillPrimary,
+        Fault::KillPrimary,
+        Fault::Switchover,
+        Fault::KillPrimary,
+        Fault::KillPrimary,
+        Fault::KillPrimary,
+    ];
+    schedule(duration, every, None)
+        .into_iter()
+        .enumerate()
+        .map(|(index, (at, _))| (at, cycle[index % cycle.len()]))
+        .collect()
+}
+
 /// Causes the scheduled faults, each when its time comes (or as soon as the one before it has
 /// recovered), and records them. Stops early, between faults, when `stop` is cancelled.
 pub async fn run(
     schedule: Vec<(Duration, Fault)>,
-    cluster: Arc<Cluster>,
+    database: Database,
     instances: Arc<Mutex<Instances>>,
     ledger: Arc<Ledger>,
     down_for: Duration,
@@ -94,14 +128,14 @@ pub async fn run(
             }
             Fault::Restart(shutdown) => {
                 eprintln!("[{at:6.1} s] fault: {}", fault.describe());
-                let cluster = cluster.clone();
+                let cluster = single(&database)?;
                 let back = tokio::task::spawn_blocking(move || cluster.restart(shutdown)).await??;
                 let note = format!("PostgreSQL took connections again after {}", span(back - started));
                 FaultRecord { what: fault.describe(), database: true, started, back: Some(back), note }
             }
             Fault::Outage(down) => {
                 eprintln!("[{at:6.1} s] fault: {}", fault.describe());
-                let cluster = cluster.clone();
+                let cluster = single(&database)?;
                 let (stopped, back) = tokio::task::spawn_blocking(move || cluster.outage(down)).await??;
                 let note = format!(
                     "stopped after {}, took connections again {} later",
@@ -110,11 +144,47 @@ pub async fn run(
                 );
                 FaultRecord { what: fault.describe(), database: true, started, back: Some(back), note }
             }
+            Fault::KillPrimary => {
+                let cluster = failover(&database)?;
+                eprintln!("[{at:6.1} s] fault: {}", fault.describe());
+                let (node, started, back) = cluster.kill_primary().await?;
+                let rejoining = Instant::now();
+                let rejoined = cluster.clone();
+                let rejoiner = node.clone();
+                tokio::task::spawn_blocking(move || rejoined.rejoin(&rejoiner)).await??;
+                let note = format!(
+                    "{node} killed; the secondary took writes after {}; {node} rejoined as the secondary {} later",
+                    span(back - started),
+                    span(rejoining.elapsed())
+                );
+                FaultRecord { what: fault.describe(), database: true, started, back: Some(back), note }
+            }
+            Fault::Switchover => {
+                let cluster = failover(&database)?;
+                eprintln!("[{at:6.1} s] fault: {}", fault.describe());
+                let (started, back) = cluster.switchover().await?;
+                let note = format!("the secondary took writes after {}", span(back - started));
+                FaultRecord { what: fault.describe(), database: true, started, back: Some(back), note }
+            }
         };
         eprintln!("[{:6.1} s] recovered: {}: {}", ledger.since_start(Instant::now()), record.what, record.note);
         ledger.fault(record);
     }
     Ok(())
+}
+
+fn single(database: &Database) -> anyhow::Result<Arc<Cluster>> {
+    match database {
+        Database::Single(cluster) => Ok(cluster.clone()),
+        Database::Failover(_) => anyhow::bail!("a restart of one PostgreSQL scheduled on the failover cluster"),
+    }
+}
+
+fn failover(database: &Database) -> anyhow::Result<Arc<FailoverCluster>> {
+    match database {
+        Database::Failover(cluster) => Ok(cluster.clone()),
+        Database::Single(_) => anyhow::bail!("a failover scheduled on one PostgreSQL"),
+    }
 }
 
 #[cfg(test)]
@@ -135,5 +205,14 @@ mod tests {
         let without_outage = schedule(Duration::from_secs(60), Duration::from_secs(8), None);
         assert!(without_outage.iter().all(|(_, fault)| !matches!(fault, Fault::Outage(_))));
         assert!(schedule(Duration::from_secs(60), Duration::ZERO, None).is_empty());
+    }
+
+    #[test]
+    fn the_failover_run_kills_the_primary_five_times_around_one_switchover() {
+        let plan = failover_schedule(Duration::from_secs(160), Duration::from_secs(22));
+        let faults: Vec<Fault> = plan.iter().map(|(_, fault)| *fault).collect();
+        assert_eq!(plan.len(), 6);
+        assert_eq!(faults.iter().filter(|fault| **fault == Fault::KillPrimary).count(), 5);
+        assert_eq!(faults[2], Fault::Switchover);
     }
 }

@@ -13,6 +13,7 @@
 
 pub mod balancer;
 mod cluster;
+mod failover;
 mod faults;
 mod http;
 mod instances;
@@ -39,6 +40,7 @@ use uuid::Uuid;
 
 use self::balancer::Balancer;
 use self::cluster::{Cluster, Shutdown};
+use self::failover::FailoverCluster;
 use self::http::{Agent, Api, Endpoint};
 use self::instances::Instances;
 use self::market::{Moves, Setup};
@@ -98,6 +100,13 @@ pub struct ChaosArgs {
     /// Keep the work directory after a clean run too.
     #[arg(long)]
     pub keep: bool,
+    /// Run on a pg_auto_failover cluster (a monitor, a primary and a synchronous secondary)
+    /// started with this script (`scripts/pg-failover`) instead of one PostgreSQL, the
+    /// instances given both nodes in `DATABASE_URL`: the faults are then the primary killed
+    /// (its keeper and postmaster, SIGKILL; the node rejoins after the failover) and a
+    /// switchover, in place of instance kills and restarts.
+    #[arg(long)]
+    pub failover: Option<PathBuf>,
     /// Count an event delivered twice to a webhook as a violation. Delivery is documented as at
     /// least once, so by default duplicates are only reported.
     #[arg(long)]
@@ -106,7 +115,13 @@ pub struct ChaosArgs {
 
 impl ChaosArgs {
     fn fault_every(&self) -> Duration {
-        self.fault_every.unwrap_or_else(|| (self.duration / 13).max(Duration::from_secs(8)))
+        let default = if self.failover.is_some() {
+            // A failover and the old primary's rejoining take some 20 s on two cores.
+            (self.duration / 7).max(Duration::from_secs(20))
+        } else {
+            (self.duration / 13).max(Duration::from_secs(8))
+        };
+        self.fault_every.unwrap_or(default)
     }
 
     fn command_line(&self) -> String {
@@ -128,6 +143,9 @@ impl ChaosArgs {
         if self.exactly_once_webhooks {
             line.push_str(" --exactly-once-webhooks");
         }
+        if let Some(script) = &self.failover {
+            line.push_str(&format!(" --failover {}", script.display()));
+        }
         line
     }
 }
@@ -136,6 +154,7 @@ impl ChaosArgs {
 struct Parts {
     dir: PathBuf,
     cluster: Option<Arc<Cluster>>,
+    failover: Option<Arc<FailoverCluster>>,
     instances: Option<Arc<Mutex<Instances>>>,
     balancer: Option<Balancer>,
     background: CancellationToken,
@@ -154,6 +173,12 @@ impl Parts {
             let stopped = tokio::task::spawn_blocking(move || cluster.stop(Shutdown::Fast)).await;
             if let Ok(Err(error)) = stopped {
                 eprintln!("chaos: stopping PostgreSQL: {error:#}");
+            }
+        }
+        if let Some(cluster) = self.failover.take() {
+            let stopped = tokio::task::spawn_blocking(move || cluster.stop()).await;
+            if let Ok(Err(error)) = stopped {
+                eprintln!("chaos: stopping the failover cluster: {error:#}");
             }
         }
     }
@@ -180,6 +205,7 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
     let mut parts = Parts {
         dir: dir.clone(),
         cluster: None,
+        failover: None,
         instances: None,
         balancer: None,
         background: CancellationToken::new(),
@@ -231,24 +257,46 @@ async fn run_in(
     let ports = free_ports(6)?;
     let (pg_port, lb_port, stats_port, instance_ports) = (ports[0], ports[1], ports[2], &ports[3..]);
 
-    // PostgreSQL.
+    // PostgreSQL: one server, or a primary and a synchronous secondary under pg_auto_failover.
     let started = Instant::now();
-    let fsync = args.fsync;
+    let fsync = args.fsync || args.failover.is_some();
     let pg_dir = dir.join("postgres");
-    let cluster_bin = bin_dir.to_owned();
-    let cluster =
-        Arc::new(tokio::task::spawn_blocking(move || Cluster::start(&cluster_bin, &pg_dir, pg_port, fsync)).await??);
-    parts.cluster = Some(cluster.clone());
-    let mut admin = sqlx::PgConnection::connect(&cluster.url("postgres")).await?;
-    sqlx::query("CREATE DATABASE haggle").execute(&mut admin).await?;
-    let postgres: String = sqlx::query_scalar("SHOW server_version").fetch_one(&mut admin).await?;
-    admin.close().await?;
-    eprintln!("chaos: PostgreSQL {postgres} on 127.0.0.1:{pg_port} (fsync {})", if fsync { "on" } else { "off" });
+    let (database, database_url, postgres) = match &args.failover {
+        Some(script) => {
+            let script = script.clone();
+            let cluster =
+                Arc::new(tokio::task::spawn_blocking(move || FailoverCluster::start(&script, &pg_dir)).await??);
+            parts.failover = Some(cluster.clone());
+            let pool = cluster.pool(1).await?;
+            let postgres: String = sqlx::query_scalar("SHOW server_version").fetch_one(&pool).await?;
+            pool.close().await;
+            eprintln!("chaos: PostgreSQL {postgres} under pg_auto_failover, {}\n{}", cluster.url, cluster.state());
+            let url = cluster.url.clone();
+            (faults::Database::Failover(cluster), url, postgres)
+        }
+        None => {
+            let cluster_bin = bin_dir.to_owned();
+            let cluster = Arc::new(
+                tokio::task::spawn_blocking(move || Cluster::start(&cluster_bin, &pg_dir, pg_port, fsync)).await??,
+            );
+            parts.cluster = Some(cluster.clone());
+            let mut admin = sqlx::PgConnection::connect(&cluster.url("postgres")).await?;
+            sqlx::query("CREATE DATABASE haggle").execute(&mut admin).await?;
+            let postgres: String = sqlx::query_scalar("SHOW server_version").fetch_one(&mut admin).await?;
+            admin.close().await?;
+            eprintln!(
+                "chaos: PostgreSQL {postgres} on 127.0.0.1:{pg_port} (fsync {})",
+                if fsync { "on" } else { "off" }
+            );
+            let url = cluster.url("haggle");
+            (faults::Database::Single(cluster), url, postgres)
+        }
+    };
 
     // The instances, one at a time at first (the first applies the migrations).
     let admin_token = format!("chaos-{}", Uuid::new_v4().simple());
     let env = vec![
-        ("DATABASE_URL".to_owned(), cluster.url("haggle")),
+        ("DATABASE_URL".to_owned(), database_url),
         ("HAGGLE_ADMIN_TOKEN".to_owned(), admin_token.clone()),
         ("HAGGLE_WEBHOOK_ALLOW_PRIVATE".to_owned(), "true".to_owned()),
         // HAProxy, whose X-Forwarded-For names each client, as an operator would configure it.
@@ -370,8 +418,11 @@ async fn run_in(
             abort.clone(),
         ));
     }
-    let schedule =
-        faults::schedule(args.duration, args.fault_every(), Some(args.outage).filter(|outage| !outage.is_zero()));
+    let schedule = if args.failover.is_some() {
+        faults::failover_schedule(args.duration, args.fault_every())
+    } else {
+        faults::schedule(args.duration, args.fault_every(), Some(args.outage).filter(|outage| !outage.is_zero()))
+    };
     eprintln!(
         "chaos: load for {} s with {} faults, one every {:.1} s; {} races",
         args.duration.as_secs(),
@@ -379,14 +430,12 @@ async fn run_in(
         args.fault_every().as_secs_f64(),
         args.races
     );
-    let fault_task = tokio::spawn(faults::run(
-        schedule,
-        cluster.clone(),
-        instances.clone(),
-        ledger.clone(),
-        args.down_for,
-        abort.clone(),
-    ));
+    let checks_on = match &database {
+        faults::Database::Single(cluster) => Checks::Url(cluster.url("haggle")),
+        faults::Database::Failover(cluster) => Checks::Failover(cluster.clone()),
+    };
+    let fault_task =
+        tokio::spawn(faults::run(schedule, database, instances.clone(), ledger.clone(), args.down_for, abort.clone()));
     let progress = tokio::spawn(report_progress(
         ledger.clone(),
         api.clone(),
@@ -425,7 +474,11 @@ async fn run_in(
     );
 
     // Settle: everything published, decided and delivered, and every reader caught up.
-    let pool = sqlx::postgres::PgPoolOptions::new().max_connections(2).connect(&cluster.url("haggle")).await?;
+    let pool = match checks_on {
+        Checks::Url(url) => sqlx::postgres::PgPoolOptions::new().max_connections(2).connect(&url).await?,
+        // On the primary of now: every acknowledged move is looked for where it must have survived.
+        Checks::Failover(cluster) => cluster.pool(2).await?,
+    };
     settle(&pool, &instances, &followed, args.settle_timeout, &violations).await?;
 
     eprintln!("chaos: checking against the database");
@@ -450,6 +503,7 @@ async fn run_in(
         haproxy: haproxy_version,
         postgres: format!("PostgreSQL {postgres}"),
         fsync,
+        failover: args.failover.is_some(),
         load,
         workers: format!(
             "{} W1 workers (half with idempotency keys), {} policy workers, {} race workers; {} webhooks, {} SSE streams, {} long polls",
@@ -464,6 +518,12 @@ async fn run_in(
     let recoveries = report::recoveries(&ledger, &ledger.faults());
     report::print(&conditions, &ledger, &api.tally(), &findings, &recoveries, &stats, &violations);
     Ok(violations.count())
+}
+
+/// Where the checks read the database.
+enum Checks {
+    Url(String),
+    Failover(Arc<FailoverCluster>),
 }
 
 /// Waits until the outbox is empty, no policy task or webhook delivery is pending, every

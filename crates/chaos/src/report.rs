@@ -14,6 +14,8 @@ pub struct Conditions {
     pub haproxy: String,
     pub postgres: String,
     pub fsync: bool,
+    /// On a pg_auto_failover cluster rather than one PostgreSQL.
+    pub failover: bool,
     pub load: Duration,
     pub workers: String,
 }
@@ -29,6 +31,8 @@ pub struct Recovery {
     /// From the end of the fault (PostgreSQL taking connections, the instance healthy) to the
     /// next acknowledged move.
     pub first_move_after: Option<Duration>,
+    /// From the fault's start to that move.
+    pub first_move_from_start: Option<Duration>,
     pub database: bool,
 }
 
@@ -40,13 +44,16 @@ pub fn recoveries(ledger: &Ledger, faults: &[FaultRecord]) -> Vec<Recovery> {
         .map(|fault| {
             let back = fault.back.unwrap_or(fault.started);
             let during = answered.iter().filter(|at| **at >= fault.started && **at < back).count() as u64;
-            let first_move_after = answered.iter().find(|at| **at >= back).map(|at| *at - back);
+            let first = answered.iter().find(|at| **at >= back);
+            let first_move_after = first.map(|at| *at - back);
+            let first_move_from_start = first.map(|at| *at - fault.started);
             Recovery {
                 what: fault.what.clone(),
                 at: ledger.since_start(fault.started),
                 note: fault.note.clone(),
                 during,
                 first_move_after,
+                first_move_from_start,
                 database: fault.database,
             }
         })
@@ -63,19 +70,27 @@ pub fn print(
     violations: &Violations,
 ) {
     println!();
-    println!("haggle chaos: {} of load through HAProxy to 3 instances on one PostgreSQL", span(conditions.load));
+    let on = if conditions.failover { "a primary and its synchronous secondary" } else { "one PostgreSQL" };
+    println!("haggle chaos: {} of load through HAProxy to 3 instances on {on}", span(conditions.load));
     println!("  command      {}", conditions.command);
     println!("  balancer     {}", conditions.haproxy);
-    println!(
-        "  database     {} (throwaway cluster, fsync {}{})",
-        conditions.postgres,
-        if conditions.fsync { "on" } else { "off" },
-        if conditions.fsync {
-            ""
-        } else {
-            ": safe against the PostgreSQL crashes of this run, not against a machine crash"
-        }
-    );
+    if conditions.failover {
+        println!(
+            "  database     {} under pg_auto_failover: a monitor, a primary and a synchronous secondary (throwaway, fsync on)",
+            conditions.postgres
+        );
+    } else {
+        println!(
+            "  database     {} (throwaway cluster, fsync {}{})",
+            conditions.postgres,
+            if conditions.fsync { "on" } else { "off" },
+            if conditions.fsync {
+                ""
+            } else {
+                ": safe against the PostgreSQL crashes of this run, not against a machine crash"
+            }
+        );
+    }
     println!("  load         {}", conditions.workers);
     println!(
         "  binary       {} build of haggle, the instances and the load on the same machine",
@@ -172,11 +187,21 @@ pub fn print(
     println!();
     let kills = recoveries.iter().filter(|r| !r.database).count();
     let restarts = recoveries.iter().filter(|r| r.what.starts_with("pg_ctl restart")).count();
-    println!(
-        "faults                         {}: instances killed and restarted {kills}, PostgreSQL restarted {restarts}, PostgreSQL stopped for a while {}",
-        recoveries.len(),
-        recoveries.len() - kills - restarts
-    );
+    let primary_kills: Vec<&Recovery> = recoveries.iter().filter(|r| r.what == "kill -9 the primary").collect();
+    let switchovers = recoveries.iter().filter(|r| r.what.contains("switchover")).count();
+    if conditions.failover {
+        println!(
+            "faults                         {}: the primary killed {}, switchovers {switchovers}",
+            recoveries.len(),
+            primary_kills.len()
+        );
+    } else {
+        println!(
+            "faults                         {}: instances killed and restarted {kills}, PostgreSQL restarted {restarts}, PostgreSQL stopped for a while {}",
+            recoveries.len(),
+            recoveries.len() - kills - restarts
+        );
+    }
     for recovery in recoveries {
         let first = recovery.first_move_after.map_or_else(|| "none".to_owned(), span);
         println!(
@@ -186,13 +211,32 @@ pub fn print(
             recovery.note,
             recovery.during,
             first,
-            if recovery.database { "PostgreSQL was back" } else { "it was healthy" }
+            match (recovery.database, conditions.failover) {
+                (true, true) => "the new primary took writes",
+                (true, false) => "PostgreSQL was back",
+                (false, _) => "it was healthy",
+            }
         );
+    }
+    let mut killed: Vec<Duration> = primary_kills.iter().filter_map(|r| r.first_move_from_start).collect();
+    if !killed.is_empty() {
+        let each = killed.iter().map(|d| span(*d)).collect::<Vec<_>>().join(", ");
+        killed.sort();
+        println!(
+            "  the primary killed → first acknowledged move on the new primary: median {} of {} kills, each {each}",
+            span(killed[killed.len() / 2]),
+            killed.len()
+        );
+    }
+    for switchover in recoveries.iter().filter(|r| r.what.contains("switchover")) {
+        let took = switchover.first_move_from_start.map_or_else(|| "none".to_owned(), span);
+        println!("  switchover → first acknowledged move on the new primary: {took}");
     }
     let database: Vec<Duration> = recoveries.iter().filter(|r| r.database).filter_map(|r| r.first_move_after).collect();
     if let Some(worst) = database.iter().max() {
         println!(
-            "  PostgreSQL back → first acknowledged move: worst {}, each {}",
+            "  {} → first acknowledged move: worst {}, each {}",
+            if conditions.failover { "a new primary taking writes" } else { "PostgreSQL back" },
             span(*worst),
             database.iter().map(|d| span(*d)).collect::<Vec<_>>().join(", ")
         );

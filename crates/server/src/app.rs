@@ -60,6 +60,9 @@ pub struct AppConfig {
     pub connections: Limits,
     /// The metrics and where `/metrics` is served.
     pub metrics: MetricsExport,
+    /// The primary the pool follows, when `DATABASE_URL` names several hosts: the batcher's
+    /// pool follows it too.
+    pub primary: Option<crate::db::primary::Primary>,
 }
 
 /// This instance's metrics: off (no handle), on the main port behind the operator token, or
@@ -134,16 +137,22 @@ impl App {
         // connection. (Pinging every one cost W1 some 8 % of its calls a second.) They go by a
         // name of their own in pg_stat_activity.
         let move_workers = self.config.settings.move_workers.max(1);
-        let batcher_pool = crate::db::checked_pool_options(3 * move_workers as u32, MOVES_PING_AFTER)
-            .min_connections(0)
-            .connect_lazy_with(
-                self.pool
-                    .connect_options()
-                    .as_ref()
-                    .clone()
-                    .options([("plan_cache_mode", "force_generic_plan")])
-                    .application_name(MOVES_APPLICATION_NAME),
-            );
+        let mut batcher_options =
+            crate::db::checked_pool_options(3 * move_workers as u32, MOVES_PING_AFTER).min_connections(0);
+        if let Some(primary) = &self.config.primary {
+            batcher_options = primary.checked(batcher_options);
+        }
+        let batcher_pool = batcher_options.connect_lazy_with(
+            self.pool
+                .connect_options()
+                .as_ref()
+                .clone()
+                .options([("plan_cache_mode", "force_generic_plan")])
+                .application_name(MOVES_APPLICATION_NAME),
+        );
+        if let Some(primary) = &self.config.primary {
+            primary.attach(&batcher_pool);
+        }
         let moves = Batcher::start(batcher_pool, move_workers, self.config.settings.live_cache, &mut workers);
         let market = Market::new(self.pool.clone(), Some(moves), wakeups.clone());
         // Workers make their moves under locks, one at a time: they need no batcher.

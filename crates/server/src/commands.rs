@@ -1,6 +1,5 @@
 //! The server's subcommands of the `haggle` binary: serve, migrate and the operator's admin tasks.
 
-use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -12,6 +11,7 @@ use crate::app::{App, AppConfig, MetricsExport};
 use crate::config::{AdminCommand, DatabaseArgs, ServeArgs, redact_url};
 use crate::connections::{self, Limits};
 use crate::db;
+use crate::db::primary::{DatabaseUrl, Primary};
 use crate::embedded::{DirectoryUse, EmbeddedPostgres};
 use crate::http::Settings;
 use crate::market::{self, Market, Rules, Wakeups};
@@ -30,9 +30,11 @@ pub async fn migrate(args: DatabaseArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The pool, and the embedded PostgreSQL behind it when there is no `DATABASE_URL`.
+/// The pool, and the embedded PostgreSQL behind it when there is no `DATABASE_URL`, or the
+/// primary it follows when `DATABASE_URL` names several hosts.
 pub struct Database {
     pub pool: PgPool,
+    pub primary: Option<Primary>,
     embedded: Option<EmbeddedPostgres>,
 }
 
@@ -42,9 +44,20 @@ impl Database {
     pub async fn open(args: &DatabaseArgs, access: DirectoryUse) -> anyhow::Result<Database> {
         let (options, embedded) = match &args.database_url {
             Some(url) => {
-                let options = PgConnectOptions::from_str(url).context("DATABASE_URL is not a valid PostgreSQL URL")?;
+                let parsed = DatabaseUrl::parse(url)
+                    .map_err(|why| anyhow::anyhow!("DATABASE_URL is not a valid PostgreSQL URL: {why}"))?;
                 tracing::info!(database = %redact_url(url), "using the database at DATABASE_URL");
-                (options, None)
+                if let Some(primary) = Primary::new(&parsed) {
+                    let hosts: Vec<String> = primary.hosts().iter().map(ToString::to_string).collect();
+                    tracing::info!(hosts = %hosts.join(", "), "following the primary among the hosts of DATABASE_URL");
+                    let found = primary.wait_for(Duration::from_secs(30)).await.map_err(anyhow::Error::msg)?;
+                    let pool = primary
+                        .connect(args.pool_size)
+                        .await
+                        .with_context(|| format!("connecting to the primary, {found}"))?;
+                    return Ok(Database { pool, primary: Some(primary), embedded: None });
+                }
+                (parsed.options, None)
             }
             None => {
                 let server = EmbeddedPostgres::start(&args.data_dir, args.postgres_bin_dir.as_deref(), access).await?;
@@ -53,7 +66,7 @@ impl Database {
             }
         };
         match connect_with_retry(options, args.pool_size).await {
-            Ok(pool) => Ok(Database { pool, embedded }),
+            Ok(pool) => Ok(Database { pool, primary: None, embedded }),
             Err(error) => {
                 if let Some(server) = embedded.filter(EmbeddedPostgres::owns) {
                     let _ = server.stop().await;
@@ -112,6 +125,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         },
     };
     let database = Database::open(&args.database, DirectoryUse::Exclusive).await?;
+    if let Some(primary) = &database.primary {
+        tokio::spawn(primary.clone().follow(shutdown.clone()));
+    }
     let outcome = async {
         db::migrate(&database.pool).await.context("applying migrations")?;
         let config = AppConfig {
@@ -163,6 +179,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 handle: args.metrics.then(crate::metrics::install),
                 bind: args.metrics_bind.clone().filter(|bind| !bind.trim().is_empty()),
             },
+            primary: database.primary.clone(),
         };
         let app = App::build(database.pool.clone(), &args.bind, config)
             .await

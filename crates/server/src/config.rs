@@ -335,7 +335,15 @@ pub fn redact_url(url: &str) -> String {
             parsed.to_string()
         }
         Ok(parsed) => parsed.to_string(),
-        Err(_) => "<unparseable URL>".to_owned(),
+        // Several hosts (`h1:5432,h2:5432`) are no URL to the url crate: the password by hand.
+        Err(_) => match url.split_once("://").and_then(|(scheme, rest)| Some((scheme, rest.split_once('@')?))) {
+            Some((scheme, (userinfo, rest))) if !rest.contains('@') => match userinfo.split_once(':') {
+                Some((user, _)) => format!("{scheme}://{user}:redacted@{rest}"),
+                None => url.to_owned(),
+            },
+            Some(_) => "<unparseable URL>".to_owned(),
+            None => url.to_owned(),
+        },
     }
 }
 
@@ -368,6 +376,10 @@ mod tests {
         assert_eq!(redact_url("postgres://u:secret@db:5432/haggle"), "postgres://u:redacted@db:5432/haggle");
         assert!(!redact_url("postgres://u:secret@db/haggle").contains("secret"));
         assert_eq!(redact_url("postgres://db/haggle"), "postgres://db/haggle");
+        assert_eq!(
+            redact_url("postgres://u:secret@h1:5432,h2:5432/haggle"),
+            "postgres://u:redacted@h1:5432,h2:5432/haggle"
+        );
     }
 
     #[test]

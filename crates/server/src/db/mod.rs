@@ -23,6 +23,7 @@ pub mod mediation;
 pub mod moves;
 pub mod orders;
 pub mod policies;
+pub mod primary;
 pub mod quotes;
 pub mod rows;
 pub mod server_keys;

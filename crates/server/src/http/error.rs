@@ -156,7 +156,8 @@ pub const OUTCOME_UNKNOWN: &str = "the database did not confirm the change, so w
 
 /// SQLSTATEs that mean the database is out of reach or shutting down.
 fn is_unavailable(code: &str) -> bool {
-    crate::db::connection_lost(Some(code)) || code == "53300"
+    // 25006: a read-only server, which a primary becomes when it is demoted to a standby.
+    crate::db::connection_lost(Some(code)) || matches!(code, "53300" | "25006")
 }
 
 /// SQLSTATEs of text the database cannot store (a NUL character, a bad escape): a last guard,
