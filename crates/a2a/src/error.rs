@@ -86,9 +86,13 @@ pub(crate) fn with_code(error: A2AError, code: &str, detail: &str) -> A2AError {
 /// The HTTP+JSON binding's error body (a `google.rpc.Status` in `error`) and its status.
 pub(crate) fn rest_error(refusal: &Refusal) -> (StatusCode, Value) {
     let error = &refusal.error;
-    let status = refusal
-        .status
-        .unwrap_or_else(|| StatusCode::from_u16(error.http_status_code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR));
+    // The protocol's table (as the official SDKs read it): a method the binding lacks is a
+    // `404`, like a task, not a server's `501`.
+    let status = refusal.status.unwrap_or(match error.code {
+        error_code::TASK_NOT_FOUND | error_code::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        error_code::INTERNAL_ERROR | error_code::INVALID_AGENT_RESPONSE => StatusCode::INTERNAL_SERVER_ERROR,
+        _ => StatusCode::BAD_REQUEST,
+    });
     let grpc =
         match error.code {
             error_code::TASK_NOT_FOUND | error_code::METHOD_NOT_FOUND => "NOT_FOUND",
