@@ -210,6 +210,23 @@ async fn refusals_carry_a2as_codes_and_another_agents_task_is_not_found() {
     let resp =
         app.send(Method::POST, "/a2a", Some(&deal.buyer.key), Body::Raw(b"{nope".to_vec()), &[]).await.expect(200);
     assert_eq!(resp.body["error"]["code"], -32700);
+    // Another version of the protocol, and a body not sent as JSON, are refused as such.
+    let call = json!({ "jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": { "id": task_id } });
+    let resp = app
+        .send(Method::POST, "/a2a", Some(&deal.buyer.key), Body::Json(call.clone()), &[("a2a-version", "0.3")])
+        .await;
+    assert_eq!(resp.expect(200).body["error"]["code"], -32009);
+    let resp = app
+        .client
+        .post(format!("{}/a2a", app.base))
+        .bearer_auth(&deal.buyer.key)
+        .header("content-type", "text/plain")
+        .body(call.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.json::<Value>().await.unwrap()["error"]["code"], -32005);
 
     // The pending bid is the buyer's own: cancel withdraws it. Then it cannot be canceled again.
     let canceled = rpc(&app, &deal.buyer.key, "CancelTask", json!({ "id": task_id })).await["result"].clone();
@@ -243,7 +260,7 @@ async fn the_rest_binding_negotiates_lists_and_cancels() {
     let canceled = app.post_empty(format!("/a2a/rest/tasks/{task_id}:cancel"), &deal.buyer.key).await.expect(200);
     assert_eq!(state(&canceled.body), "TASK_STATE_CANCELED");
     let text = json!({ "message": { "messageId": "t", "role": "ROLE_USER", "parts": [{ "text": "hi" }] } });
-    let resp = app.post("/a2a/rest/message:send", &deal.buyer.key, text).await.expect(400);
+    let resp = app.post("/a2a/rest/message:send", &deal.buyer.key, text).await.expect(415);
     assert_eq!(rest_reason(&resp.body), "CONTENT_TYPE_NOT_SUPPORTED");
 
     // Search answers with a message holding the REST API's page of listings.

@@ -86,11 +86,12 @@ pub(crate) fn with_code(error: A2AError, code: &str, detail: &str) -> A2AError {
 /// The HTTP+JSON binding's error body (a `google.rpc.Status` in `error`) and its status.
 pub(crate) fn rest_error(refusal: &Refusal) -> (StatusCode, Value) {
     let error = &refusal.error;
-    // The protocol's table (as the official SDKs read it): a method the binding lacks is a
-    // `404`, like a task, not a server's `501`.
+    // The protocol's table: a method the binding lacks is a `404`, like a task (not a server's
+    // `501`), content it does not take a `415`.
     let status = refusal.status.unwrap_or(match error.code {
         error_code::TASK_NOT_FOUND | error_code::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
         error_code::INTERNAL_ERROR | error_code::INVALID_AGENT_RESPONSE => StatusCode::INTERNAL_SERVER_ERROR,
+        error_code::CONTENT_TYPE_NOT_SUPPORTED => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         _ => StatusCode::BAD_REQUEST,
     });
     let grpc =
@@ -140,5 +141,18 @@ pub(crate) fn history_length(length: Option<i32>) -> Result<(), Refusal> {
     match length {
         Some(length) if length < 0 => Err(Refusal::invalid_params("historyLength is 0 or more")),
         _ => Ok(()),
+    }
+}
+
+/// The header a client names the protocol version it speaks in.
+const VERSION_HEADER: &str = "a2a-version";
+
+/// The version a request asks for, when it is not the one served (1.0); a request without
+/// `A2A-Version` is served.
+pub(crate) fn version_refused(headers: &axum::http::HeaderMap) -> Option<String> {
+    let version = headers.get(VERSION_HEADER)?.to_str().unwrap_or("?").trim();
+    match version {
+        "" | "1" | "1.0" => None,
+        other => Some(other.to_owned()),
     }
 }

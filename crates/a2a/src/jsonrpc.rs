@@ -5,19 +5,39 @@ use a2a::{
     A2AError, CancelTaskRequest, GetTaskRequest, JsonRpcId, JsonRpcResponse, ListTasksRequest, SendMessageRequest,
     SubscribeToTaskRequest,
 };
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::acting::{Agent2Agent, Caller};
-use crate::error::{Refusal, history_length, jsonrpc_status, push_notifications_unsupported};
+use crate::error::{
+    Refusal, history_length, jsonrpc_status, push_notifications_unsupported, version_refused, with_code,
+};
 use crate::negotiation;
 use crate::sse::{self, Framing};
 
 /// Answers one JSON-RPC request (`body`) as `caller`.
-pub(crate) async fn answer(a2a: &Agent2Agent, caller: &Caller, base_url: &str, body: &[u8]) -> Response {
+pub(crate) async fn answer(
+    a2a: &Agent2Agent,
+    caller: &Caller,
+    base_url: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
+    let sent_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_none_or(|essence| essence.trim().eq_ignore_ascii_case("application/json"));
+    if !sent_json {
+        let detail = "send the JSON-RPC request as `Content-Type: application/json`";
+        return refused(
+            JsonRpcId::Null,
+            with_code(A2AError::content_type_not_supported(), "unsupported_media_type", detail).into(),
+        );
+    }
     let request: Value = match serde_json::from_slice(body) {
         Ok(request) => request,
         Err(error) => {
@@ -42,6 +62,9 @@ pub(crate) async fn answer(a2a: &Agent2Agent, caller: &Caller, base_url: &str, b
             );
         }
     };
+    if let Some(version) = version_refused(headers) {
+        return refused(id, A2AError::version_not_supported(&version).into());
+    }
     let params = request.get("params").cloned().unwrap_or(Value::Object(Default::default()));
     let acting = a2a.acting(caller);
     match method.as_str() {

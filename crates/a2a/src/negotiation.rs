@@ -46,7 +46,14 @@ pub(crate) async fn send(
 /// The move a message asks for, made.
 pub(crate) async fn make(acting: &Acting, request: &SendMessageRequest) -> Result<Made, Refusal> {
     let message = &request.message;
-    let the_move = moves::read(message)?;
+    let the_move = match moves::read(message) {
+        Ok(the_move) => the_move,
+        // A message to a task the caller cannot see is refused as that, whatever it holds.
+        Err(refusal) => match message.task_id.as_deref().filter(|id| !id.is_empty()) {
+            Some(task) => return Err(read_task(acting, task).await.err().unwrap_or(refusal)),
+            None => return Err(refusal),
+        },
+    };
     if message.message_id.is_empty() {
         return Err(Refusal::invalid_params("the message has no messageId, which keys its move"));
     }

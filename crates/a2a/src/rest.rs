@@ -98,6 +98,10 @@ pub(crate) async fn extended_card(a2a: &Agent2Agent, caller: &Caller, base_url: 
     done(negotiation::extended_card(&a2a.acting(caller), base_url).await)
 }
 
+pub(crate) fn version_not_supported(version: &str) -> Response {
+    refused(A2AError::version_not_supported(version).into())
+}
+
 pub(crate) fn push_notifications() -> Response {
     refused(push_notifications_unsupported())
 }

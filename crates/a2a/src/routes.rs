@@ -9,6 +9,7 @@ use axum::response::Response;
 use axum::routing::{get, post};
 
 use crate::acting::{Agent2Agent, Caller};
+use crate::error::version_refused;
 use crate::{jsonrpc, rest};
 
 pub(crate) fn router(a2a: Agent2Agent) -> Router {
@@ -41,15 +42,31 @@ async fn json_rpc(
     body: Bytes,
 ) -> Response {
     let base = base_url(&headers, "");
-    jsonrpc::answer(&a2a, &caller, &base, &body).await
+    jsonrpc::answer(&a2a, &caller, &base, &headers, &body).await
 }
 
-async fn send(State(a2a): State<Agent2Agent>, Extension(caller): Extension<Caller>, body: Bytes) -> Response {
-    rest::message(&a2a, &caller, &body, false).await
+async fn send(
+    State(a2a): State<Agent2Agent>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match version_refused(&headers) {
+        Some(version) => rest::version_not_supported(&version),
+        None => rest::message(&a2a, &caller, &body, false).await,
+    }
 }
 
-async fn stream(State(a2a): State<Agent2Agent>, Extension(caller): Extension<Caller>, body: Bytes) -> Response {
-    rest::message(&a2a, &caller, &body, true).await
+async fn stream(
+    State(a2a): State<Agent2Agent>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match version_refused(&headers) {
+        Some(version) => rest::version_not_supported(&version),
+        None => rest::message(&a2a, &caller, &body, true).await,
+    }
 }
 
 async fn list(State(a2a): State<Agent2Agent>, Extension(caller): Extension<Caller>, uri: OriginalUri) -> Response {

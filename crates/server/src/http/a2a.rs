@@ -9,9 +9,10 @@
 //! streaming methods' Server-Sent Events) checks its key again every `HAGGLE_STREAM_RECHECK`,
 //! as the API's own streams do, and ends when the key is revoked or its agent suspended.
 
+use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
+use std::sync::OnceLock;
 
-use axum::Json;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, Method, header};
@@ -59,11 +60,27 @@ pub fn mount(router: Router<AppState>, state: &AppState, api: Router) -> Router<
     router.route(CARD_PATH, get(card)).nest_service(PATH, service)
 }
 
-/// The public Agent Card, naming the URLs the caller reached this server at.
+/// When this process started serving the card: it changes only with the server's build.
+static CARD_SINCE: OnceLock<String> = OnceLock::new();
+
+/// The public Agent Card, naming the URLs the caller reached this server at, with the caching
+/// headers the protocol asks for (an `ETag` of its body, `Last-Modified`, `Cache-Control`).
 async fn card(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let base = haggle_a2a::base_url(&headers, &state.loopback);
-    let mut response = Json(haggle_a2a::agent_card(&base)).into_response();
-    response.headers_mut().insert(header::CACHE_CONTROL, header::HeaderValue::from_static("public, max-age=300"));
+    let body = serde_json::to_vec(&haggle_a2a::agent_card(&base)).unwrap_or_default();
+    let mut hasher = std::hash::DefaultHasher::new();
+    body.hash(&mut hasher);
+    let etag = format!("\"{:016x}\"", hasher.finish());
+    let since = CARD_SINCE.get_or_init(|| chrono::Utc::now().format("%a, %d %b %Y %H:%M:%S GMT").to_string());
+    let mut response = ([(header::CONTENT_TYPE, "application/json")], body).into_response();
+    let answer = response.headers_mut();
+    answer.insert(header::CACHE_CONTROL, header::HeaderValue::from_static("public, max-age=300"));
+    if let Ok(etag) = header::HeaderValue::from_str(&etag) {
+        answer.insert(header::ETAG, etag);
+    }
+    if let Ok(since) = header::HeaderValue::from_str(since) {
+        answer.insert(header::LAST_MODIFIED, since);
+    }
     response
 }
 
