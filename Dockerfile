@@ -15,9 +15,10 @@ COPY crates/sim/Cargo.toml crates/sim/
 COPY crates/bench/Cargo.toml crates/bench/
 COPY crates/chaos/Cargo.toml crates/chaos/
 COPY crates/mcp/Cargo.toml crates/mcp/
+COPY crates/a2a/Cargo.toml crates/a2a/
 RUN mkdir -p src migrations \
     && echo 'fn main() {}' > src/main.rs \
-    && for crate in domain api server client sim bench chaos mcp; do mkdir -p crates/$crate/src && touch crates/$crate/src/lib.rs; done \
+    && for crate in domain api server client sim bench chaos mcp a2a; do mkdir -p crates/$crate/src && touch crates/$crate/src/lib.rs; done \
     && cargo build --release --locked \
     && rm -rf src crates/*/src
 COPY migrations migrations

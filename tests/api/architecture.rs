@@ -56,15 +56,17 @@ fn the_wire_knows_nothing_of_the_database_or_the_network() {
 #[test]
 fn crates_depend_only_downwards() {
     // Each crate, and the workspace crates it may use. The server sees the client only through
-    // the MCP server it mounts, whose tools call the REST API as their agents do; the tools
+    // the MCP server and the A2A service it mounts, whose calls are the REST API's as their
+    // agents' are; the tools
     // never see the server, except the bench (which starts PostgreSQL and reads the server's
     // duration syntax), and the chaos run (which finds PostgreSQL's programs as the server does).
     let allowed: BTreeMap<&str, &[&str]> = BTreeMap::from([
         ("domain", &[][..]),
         ("api", &["haggle-domain"][..]),
-        ("server", &["haggle-domain", "haggle-api", "haggle-mcp"][..]),
+        ("server", &["haggle-domain", "haggle-api", "haggle-mcp", "haggle-a2a"][..]),
         ("client", &["haggle-domain", "haggle-api"][..]),
         ("mcp", &["haggle-domain", "haggle-api", "haggle-client"][..]),
+        ("a2a", &["haggle-domain", "haggle-api", "haggle-client"][..]),
         ("sim", &["haggle-domain", "haggle-api", "haggle-client"][..]),
         ("bench", &["haggle-domain", "haggle-api", "haggle-client", "haggle-server"][..]),
         ("chaos", &["haggle-domain", "haggle-api", "haggle-server"][..]),

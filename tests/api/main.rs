@@ -1,6 +1,7 @@
 //! Integration tests: a real PostgreSQL (a fresh database per test), the app on a free port,
 //! and real HTTP. See support.rs for the harness.
 
+mod a2a;
 mod admin;
 mod agents;
 mod architecture;

@@ -69,8 +69,12 @@ fn every_post_takes_an_idempotency_key_and_documents_its_errors() {
             if path.starts_with("/v1/") {
                 assert!(responses.keys().any(|s| s.starts_with('4')), "{method} {path}: no error responses");
             }
-            // MCP moves take their idempotency key as a tool argument, in the JSON-RPC body.
-            if method == "post" && path != haggle_server::http::mcp::PATH {
+            // MCP moves take their idempotency key as a tool argument, in the JSON-RPC body; A2A
+            // moves are keyed by their message's id.
+            if method == "post"
+                && path != haggle_server::http::mcp::PATH
+                && !path.starts_with(haggle_server::http::a2a::PATH)
+            {
                 let params = operation["parameters"].as_array().cloned().unwrap_or_default();
                 let has_key = params.iter().map(resolve).any(|p| p["name"] == "Idempotency-Key" && p["in"] == "header");
                 assert!(has_key, "{method} {path}: no Idempotency-Key parameter");

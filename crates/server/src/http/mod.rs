@@ -14,6 +14,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
 
+pub mod a2a;
 mod access;
 pub mod address;
 mod admin;
@@ -50,9 +51,9 @@ pub use state::{AppState, Settings};
 pub use write::{Reply, Write};
 
 /// The services mounted beside the routes, each at a path for the methods it takes, which the
-/// OpenAPI document describes too: the MCP endpoint.
+/// OpenAPI document describes too: the MCP endpoint, and the A2A card and bindings.
 pub fn mounted() -> Vec<(Method, &'static str)> {
-    mcp::METHODS.into_iter().map(|method| (method, mcp::PATH)).collect()
+    mcp::METHODS.into_iter().map(|method| (method, mcp::PATH)).chain(a2a::mounted()).collect()
 }
 
 /// Every route the server answers, which the OpenAPI document must match.
@@ -88,7 +89,7 @@ pub fn router(state: AppState) -> Router {
         routes = routes.route(endpoint.path, endpoint.handler);
     }
     let api = layered(routes.clone(), state.clone());
-    layered(console::mount(mcp::mount(routes, &state, api)), state)
+    layered(console::mount(a2a::mount(mcp::mount(routes, &state, api.clone()), &state, api)), state)
 }
 
 /// `router` behind every layer a request passes: its id, its client's address, its log line
