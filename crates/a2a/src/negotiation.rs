@@ -200,7 +200,7 @@ pub(crate) async fn read_task(acting: &Acting, id: &str) -> Result<Task, Refusal
         Err(error) if error.status() == Some(404) => {
             // Not a negotiation of the caller's: a purchase of theirs, or nothing they may see.
             match acting.client.get_order(uuid).await {
-                Ok(order) if order.thread_id.is_none() => Ok(task::purchase_task(&order)),
+                Ok(read) if read.order.thread_id.is_none() => Ok(task::purchase_task(&read.order)),
                 Ok(_) => Err(Refusal::task_not_found(id)),
                 Err(error) => Err(Refusal::from_client(error, about)),
             }
