@@ -23,7 +23,7 @@ TOOLS = {
     "whoami", "find_listings", "get_listing", "create_listing", "update_listing", "withdraw_listing",
     "place_bid", "counter_bid", "accept_bid", "reject_bid", "withdraw_bid", "buy_now", "get_thread",
     "list_my_threads", "wait_for_turn", "read_events", "get_policy", "set_policy", "delete_policy",
-    "list_my_orders",
+    "list_my_orders", "get_order", "fulfil_order", "complete_order", "record_payment", "answer_payment",
 }
 results = {"passed": 0, "failed": 0}
 
