@@ -57,9 +57,12 @@ impl FailoverCluster {
         self.script(&["rejoin", node]).map(drop)
     }
 
-    /// `pg_autoctl perform switchover`, waiting until the other node accepts writes. Gives when
-    /// it was asked for and when the new primary took writes.
+    /// `pg_autoctl perform switchover`, once the monitor has a settled primary and secondary
+    /// (asked right after a failover, while the new primary still waits for its secondary, the
+    /// monitor finds no primary to hand over), waiting until the other node accepts writes.
+    /// Gives when it was asked for and when the new primary took writes.
     pub async fn switchover(&self) -> anyhow::Result<(Instant, Instant)> {
+        self.script(&["primary"])?;
         let old = self.primary.find().await.map_err(|_| anyhow::anyhow!("no primary before the switchover"))?;
         let (script, dir) = (self.script.clone(), self.dir.clone());
         let asked = Instant::now();
