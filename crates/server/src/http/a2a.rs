@@ -10,30 +10,23 @@
 //! as the API's own streams do, and ends when the key is revoked or its agent suspended.
 
 use std::hash::{Hash, Hasher};
-use std::net::SocketAddr;
 use std::sync::OnceLock;
 
-use axum::body::Body;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{Router, get};
-use futures::StreamExt;
-use haggle_a2a::{ApiService, BodyError, Caller, Carried};
-use http_body_util::BodyExt;
+use haggle_a2a::Caller;
 use tower::ServiceBuilder;
-use tower::util::BoxCloneSyncService;
 
 use super::AppState;
-use super::address::ClientAddress;
 use super::error::ApiError;
 use super::extract::{address_of, agent_key, api_key_of, authenticate};
+use super::in_process;
 use super::recheck::Recheck;
 
 pub use haggle_a2a::{CARD_PATH, PATH};
-
-const FORWARDED_FOR: &str = "x-forwarded-for";
 
 /// The routes and methods mounted, for the OpenAPI document: the card, and the service's.
 pub fn mounted() -> Vec<(Method, &'static str)> {
@@ -47,8 +40,11 @@ pub fn mounted() -> Vec<(Method, &'static str)> {
 /// router, with its layers) in process; without the service if it cannot be made (an unusable
 /// loopback address, which is logged).
 pub fn mount(router: Router<AppState>, state: &AppState, api: Router) -> Router<AppState> {
-    let setup =
-        haggle_a2a::Setup { api: in_process(api), api_url: state.loopback.clone(), wait: haggle_a2a::BLOCKING_WAIT };
+    let setup = haggle_a2a::Setup {
+        api: in_process::service(api),
+        api_url: state.loopback.clone(),
+        wait: haggle_a2a::BLOCKING_WAIT,
+    };
     let service = match haggle_a2a::service(setup) {
         Ok(service) => service,
         Err(error) => {
@@ -84,29 +80,6 @@ async fn card(State(state): State<AppState>, headers: HeaderMap) -> Response {
     response
 }
 
-/// The API's router as the service the calls' client calls.
-fn in_process(api: Router) -> ApiService {
-    let api = ServiceBuilder::new()
-        .map_response(|response: Response| response.map(|body| body.map_err(BodyError::new).boxed_unsync()))
-        .service(api);
-    BoxCloneSyncService::new(api)
-}
-
-/// What the calls carry of an A2A request: its peer, the address found, its `X-Forwarded-For`.
-fn carried(request: &Request) -> Carried {
-    let mut carried = Carried::default();
-    if let Some(peer) = request.extensions().get::<ConnectInfo<SocketAddr>>() {
-        carried.extensions.insert(*peer);
-    }
-    if let Some(address) = request.extensions().get::<ClientAddress>() {
-        carried.extensions.insert(*address);
-    }
-    for forwarded in request.headers().get_all(FORWARDED_FOR) {
-        carried.headers.append(FORWARDED_FOR, forwarded.clone());
-    }
-    carried
-}
-
 /// Lets in a request with a valid API key, as the agent it belongs to.
 async fn admit(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let address = address_of(request.extensions());
@@ -121,7 +94,7 @@ async fn admit(State(state): State<AppState>, mut request: Request, next: Next) 
         Ok(credential) => credential,
         Err(error) => return error.into_response(),
     };
-    let carried = carried(&request);
+    let carried = in_process::carried(&request);
     request.extensions_mut().insert(Caller { api_key, agent_id: caller.id, carried });
     let response = next.run(request).await;
     let streams = response
@@ -129,26 +102,5 @@ async fn admit(State(state): State<AppState>, mut request: Request, next: Next) 
         .get(header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
         .is_some_and(|value| value.starts_with("text/event-stream"));
-    if streams { ending_with_its_credential(response, Recheck::new(&state, credential)) } else { response }
-}
-
-/// A stream's answer that ends once its credential no longer stands (checked every
-/// `HAGGLE_STREAM_RECHECK`), or when the service ends it.
-fn ending_with_its_credential(response: Response, recheck: Recheck) -> Response {
-    let (parts, body) = response.into_parts();
-    let chunks = body.into_data_stream();
-    let stream = futures::stream::unfold((chunks, recheck), |(mut chunks, mut recheck)| async move {
-        loop {
-            tokio::select! {
-                chunk = chunks.next() => return chunk.map(|chunk| (chunk, (chunks, recheck))),
-                () = tokio::time::sleep(recheck.due_in()) => {
-                    if let Err(error) = recheck.still_stands().await {
-                        tracing::info!(code = ?error.code, "an A2A stream ended: its credential no longer stands");
-                        return None;
-                    }
-                }
-            }
-        }
-    });
-    Response::from_parts(parts, Body::from_stream(stream))
+    if streams { Recheck::new(&state, credential).ending(response, "A2A") } else { response }
 }

@@ -17,27 +17,23 @@
 //! allowed ([`Access`]); its refusals of malformed requests are answered as problem documents
 //! here, each with its status's code, as the rest of the API answers.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::body::{Body, to_bytes};
-use axum::extract::{ConnectInfo, Request, State};
+use axum::body::to_bytes;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::Router;
-use futures::StreamExt;
 use haggle_mcp::Credentials;
-use haggle_mcp::http::{ApiService, BodyError, Carried, Sessions, Setup};
-use http_body_util::BodyExt;
+use haggle_mcp::http::{Sessions, Setup};
 use tower::ServiceBuilder;
-use tower::util::BoxCloneSyncService;
 
 use super::AppState;
 pub use super::access::Access;
-use super::address::ClientAddress;
 use super::error::{ApiError, Code};
 use super::extract::{address_of, agent_key, api_key_of, authenticate};
+use super::in_process;
 use super::recheck::Recheck;
 
 /// The path the service answers at (every method: POST, GET and DELETE).
@@ -46,7 +42,6 @@ pub const PATH: &str = "/mcp";
 pub const METHODS: [Method; 3] = [Method::POST, Method::GET, Method::DELETE];
 
 const SESSION_HEADER: &str = "mcp-session-id";
-const FORWARDED_FOR: &str = "x-forwarded-for";
 
 /// The most of the SDK's own refusal read, to say why in the problem document.
 const MAX_REFUSAL_BYTES: usize = 1024;
@@ -57,7 +52,7 @@ const MAX_REFUSAL_BYTES: usize = 1024;
 pub fn mount(router: Router<AppState>, state: &AppState, api: Router) -> Router<AppState> {
     let access = &state.settings.mcp;
     let setup = Setup {
-        api: in_process(api),
+        api: in_process::service(api),
         api_url: state.loopback.clone(),
         body_limit: state.settings.body_limit,
         allowed_hosts: access.served_hosts(&state.loopback),
@@ -74,31 +69,6 @@ pub fn mount(router: Router<AppState>, state: &AppState, api: Router) -> Router<
     let gate = Gate { state: state.clone(), sessions };
     let service = ServiceBuilder::new().layer(middleware::from_fn_with_state(gate, admit)).service(service);
     router.nest_service(PATH, service)
-}
-
-/// The API's router as the service the tools' client calls.
-fn in_process(api: Router) -> ApiService {
-    let api = ServiceBuilder::new()
-        .map_response(|response: Response| response.map(|body| body.map_err(BodyError::new).boxed_unsync()))
-        .service(api);
-    BoxCloneSyncService::new(api)
-}
-
-/// What the tools' API calls carry of an MCP request: its peer and the `X-Forwarded-For` it
-/// came with, from which the API's layers find the same client address again, and the address
-/// found.
-fn carried(request: &Request) -> Carried {
-    let mut carried = Carried::default();
-    if let Some(peer) = request.extensions().get::<ConnectInfo<SocketAddr>>() {
-        carried.extensions.insert(*peer);
-    }
-    if let Some(address) = request.extensions().get::<ClientAddress>() {
-        carried.extensions.insert(*address);
-    }
-    for forwarded in request.headers().get_all(FORWARDED_FOR) {
-        carried.headers.append(FORWARDED_FOR, forwarded.clone());
-    }
-    carried
 }
 
 /// What the authentication in front of the MCP service needs.
@@ -143,34 +113,13 @@ async fn admit(State(gate): State<Gate>, mut request: Request, next: Next) -> Re
         },
         _ => None,
     };
-    let carried = carried(&request);
+    let carried = in_process::carried(&request);
     request.extensions_mut().insert(Credentials { api_key, agent_id: caller.id, carried });
     let response = answer(next.run(request).await, &method, sent_json).await;
     match recheck {
-        Some(recheck) if response.status() == StatusCode::OK => ending_with_its_credential(response, recheck),
+        Some(recheck) if response.status() == StatusCode::OK => recheck.ending(response, "MCP"),
         _ => response,
     }
-}
-
-/// A stream's answer that ends once its credential no longer stands (checked every
-/// `HAGGLE_STREAM_RECHECK`), or when the service ends it.
-fn ending_with_its_credential(response: Response, recheck: Recheck) -> Response {
-    let (parts, body) = response.into_parts();
-    let chunks = body.into_data_stream();
-    let stream = futures::stream::unfold((chunks, recheck), |(mut chunks, mut recheck)| async move {
-        loop {
-            tokio::select! {
-                chunk = chunks.next() => return chunk.map(|chunk| (chunk, (chunks, recheck))),
-                () = tokio::time::sleep(recheck.due_in()) => {
-                    if let Err(error) = recheck.still_stands().await {
-                        tracing::info!(code = ?error.code, "an MCP stream ended: its credential no longer stands");
-                        return None;
-                    }
-                }
-            }
-        }
-    });
-    Response::from_parts(parts, Body::from_stream(stream))
 }
 
 /// Whether a message declares itself JSON.

@@ -27,6 +27,7 @@ pub mod error;
 pub mod events;
 pub mod extract;
 mod health;
+mod in_process;
 mod listings;
 pub mod mcp;
 pub mod observe;

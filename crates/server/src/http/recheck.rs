@@ -6,6 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Body;
+use axum::response::Response;
+use futures::StreamExt;
 use sqlx::PgPool;
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -43,6 +46,28 @@ impl Recheck {
     /// How long until the next check is due: a wait should end by then.
     pub fn due_in(&self) -> Duration {
         self.settings.stream_recheck.saturating_sub(self.checked_at.elapsed())
+    }
+
+    /// `response` with its body ending once the credential no longer stands (checked every
+    /// `HAGGLE_STREAM_RECHECK`), or when the body ends: for a stream another service answers
+    /// (the MCP and A2A streams), which `what` names in the log.
+    pub fn ending(self, response: Response, what: &'static str) -> Response {
+        let (parts, body) = response.into_parts();
+        let chunks = body.into_data_stream();
+        let stream = futures::stream::unfold((chunks, self), move |(mut chunks, mut recheck)| async move {
+            loop {
+                tokio::select! {
+                    chunk = chunks.next() => return chunk.map(|chunk| (chunk, (chunks, recheck))),
+                    () = tokio::time::sleep(recheck.due_in()) => {
+                        if let Err(error) = recheck.still_stands().await {
+                            tracing::info!(code = ?error.code, stream = what, "a stream ended: its credential no longer stands");
+                            return None;
+                        }
+                    }
+                }
+            }
+        });
+        Response::from_parts(parts, Body::from_stream(stream))
     }
 
     /// Checks the credential again if that is due. `Err` is the answer the request would get
