@@ -2,11 +2,11 @@
 
 use haggle_client::{
     AdminAgentQuery, AdminOrderQuery, AdminPageQuery, AdminThreadQuery, AdminWebhookQuery, AgentStatus, Client,
-    ClientError, CounterOffer, EventQuery, Fulfil, ListingQuery, NewListing, NewPayment, OrderQuery, OrderStatus,
-    PageQuery, PaymentDispute, PaymentStatus, Placement, PolicyScope, StatsQuery, ThreadQuery,
+    ClientError, CounterOffer, EventQuery, Fulfil, ListingQuery, NewListing, NewPayment, OpenNegotiation, OrderQuery,
+    OrderStatus, PageQuery, PaymentDispute, PaymentStatus, Placement, PolicyScope, StatsQuery, ThreadQuery,
 };
 use haggle_domain::strategy::{Policy, Strategy};
-use haggle_domain::{BidStatus, ListingStatus, Party, ThreadStatus, Tier};
+use haggle_domain::{BidStatus, ListingStatus, Party, ThreadKind, ThreadStatus, Tier};
 use uuid::Uuid;
 
 use crate::support::TestApp;
@@ -103,6 +103,25 @@ async fn a_whole_negotiation_runs_through_the_typed_client() {
     let fulfilled = seller.fulfil_order(lamp_order, &fulfil).await.unwrap();
     assert_eq!(fulfilled.order.status, OrderStatus::Fulfilled);
     assert_eq!(fulfilled.payments.len(), 2);
+
+    // A refund asked, refused past what was paid, then agreed: the order records it.
+    let refund = |amount: i64| OpenNegotiation {
+        kind: ThreadKind::Refund,
+        amount: Some(amount.into()),
+        terms: serde_json::json!({ "reason": "missing", "evidence": ["https://photos.example.com/box.jpg"] }),
+        message: None,
+        expires_in: None,
+        is_final: None,
+    };
+    let over = buyer.open_negotiation(lamp_order, &refund(3_001)).await.unwrap_err();
+    assert_eq!(over.code(), Some("exceeds_refundable"));
+    let opened = buyer.open_negotiation(lamp_order, &refund(1_000)).await.unwrap();
+    assert_eq!((opened.thread.kind, opened.thread.order_id), (ThreadKind::Refund, Some(lamp_order)));
+    assert_eq!(buyer.complete_order(lamp_order).await.unwrap_err().code(), Some("negotiation_open"));
+    let agreed = seller.accept(opened.bid.id).await.unwrap();
+    assert_eq!(agreed.order.map(|order| order.refunded_amount), Some(1_000));
+    assert_eq!(buyer.escalate_thread(opened.thread.id).await.unwrap_err().code(), Some("invalid_transition"));
+
     let completed = buyer.complete_order(lamp_order).await.unwrap();
     assert_eq!(completed.order.status, OrderStatus::Completed);
     assert_eq!(buyer.complete_order(lamp_order).await.unwrap_err().code(), Some("invalid_transition"));

@@ -304,6 +304,17 @@ impl Client {
         self.post(&format!("/v1/orders/{order}/payments"), payment).await
     }
 
+    /// Opens a negotiation on an order (a refund the buyer asks for, or the order's
+    /// cancellation) with its first bid; its later moves are the bids' (`counter`, `accept`, ...).
+    pub async fn open_negotiation(&self, order: Uuid, opening: &OpenNegotiation) -> Result<BidAndThread, ClientError> {
+        self.post(&format!("/v1/orders/{order}/negotiations"), opening).await
+    }
+
+    /// Sends a refund that ended without agreement (REJECTED or EXPIRED) to the operator.
+    pub async fn escalate_thread(&self, thread: Uuid) -> Result<Thread, ClientError> {
+        self.post(&format!("/v1/threads/{thread}/escalate"), &serde_json::json!({})).await
+    }
+
     /// The seller confirms a recorded payment.
     pub async fn confirm_payment(&self, order: Uuid, payment: Uuid) -> Result<PaymentAndOrder, ClientError> {
         self.post(&format!("/v1/orders/{order}/payments/{payment}/confirm"), &serde_json::json!({})).await
