@@ -363,6 +363,9 @@ async fn an_order_is_carried_through_by_tools() {
     let opened = ok(&buyer, "open_order_negotiation", refund(5000)).await;
     assert_eq!((opened["thread"]["kind"].as_str(), opened["bid"]["amount"].as_i64()), (Some("refund"), Some(5000)));
     refused(&buyer, "complete_order", json!({ "order_id": order }), "negotiation_open").await;
+    // The seller's standing on a refund: from nothing back up to below the buyer's ask.
+    let read = ok(&seller, "get_thread", json!({ "thread_id": id(&opened["thread"]["id"]) })).await;
+    assert_eq!(read["standing"]["counter_range"], json!({ "min": 0, "max": 4999 }));
     ok(&seller, "reject_bid", json!({ "bid_id": id(&opened["bid"]["id"]) })).await;
     let completed = ok(&buyer, "complete_order", json!({ "order_id": order })).await;
     assert_eq!(completed["status"], "COMPLETED");
