@@ -394,3 +394,49 @@ async fn bad_input_on_an_order_negotiation_is_refused_and_changes_nothing() {
 
     assert_eq!(app.snapshot().await, before, "a refused request changed something");
 }
+
+#[tokio::test]
+async fn an_order_negotiation_outlives_its_listing_and_expires_by_the_sweeper() {
+    let app = TestApp::spawn().await;
+    let (deal, order) = paid_order(&app, json!({ "quantity": 2 }), 100000).await;
+    let opened = open(&app, &deal.buyer, &order, refund(20000)).await;
+    let thread = id(&opened["thread"]);
+
+    // The listing's last unit sold ends its price negotiations, not the negotiations on its orders.
+    let other = app.buyer("second-buyer").await;
+    let haggling = app.place(&other, &deal.listing, 90000).await;
+    let last = app.buyer("last-buyer").await;
+    app.post_empty(format!("/v1/listings/{}/purchase", deal.listing), &last.key).await.expect(201);
+    let price: String =
+        sqlx::query_scalar("SELECT t.status FROM threads t JOIN bids b ON b.thread_id = t.id WHERE b.id = $1::uuid")
+            .bind(&haggling)
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+    assert_eq!(price, "CLOSED");
+    let read = app.get(format!("/v1/threads/{thread}"), &deal.seller.key).await.expect(200);
+    assert_eq!(read.body["status"], "ACTIVE");
+
+    // Past its deadline, the sweeper ends it as it ends a price's.
+    sqlx::query("UPDATE bids SET expires_at = now() - interval '1 second' WHERE thread_id = $1::uuid")
+        .bind(&thread)
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE threads SET expires_at = now() - interval '1 second' WHERE id = $1::uuid")
+        .bind(&thread)
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    haggle_server::sweeper::run_once(&app.market(), 500).await.unwrap();
+    let status: String = sqlx::query_scalar("SELECT status FROM threads WHERE id = $1::uuid")
+        .bind(&thread)
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(status, "EXPIRED");
+    let escalated = app.post_empty(format!("/v1/threads/{thread}/escalate"), &deal.buyer.key).await.expect(200);
+    assert_eq!(escalated.body["status"], "EXPIRED");
+    // A new refund may open now that the first has ended.
+    open(&app, &deal.buyer, &order, refund(1000)).await;
+}
