@@ -2,8 +2,9 @@
 
 use haggle_client::{
     AdminAgentQuery, AdminOrderQuery, AdminPageQuery, AdminThreadQuery, AdminWebhookQuery, AgentStatus, Client,
-    ClientError, CounterOffer, EventQuery, Fulfil, ListingQuery, NewListing, NewPayment, OpenNegotiation, OrderQuery,
-    OrderStatus, PageQuery, PaymentDispute, PaymentStatus, Placement, PolicyScope, StatsQuery, ThreadQuery,
+    ClientError, CounterOffer, DisputeDecision, EventQuery, Fulfil, ListingQuery, NewListing, NewPayment,
+    OpenNegotiation, OrderQuery, OrderStatus, PageQuery, PaymentDispute, PaymentStatus, Placement, PolicyScope,
+    StatsQuery, ThreadQuery,
 };
 use haggle_domain::strategy::{Policy, Strategy};
 use haggle_domain::{BidStatus, ListingStatus, Party, ThreadKind, ThreadStatus, Tier};
@@ -289,6 +290,30 @@ async fn the_operators_lists_take_the_same_query_types() {
         operator.admin_orders(&orders).await.unwrap().data.iter().map(|o| o.id).collect::<Vec<_>>(),
         vec![order.id]
     );
+
+    // A refund rejected, escalated by the buyer, and decided by the operator.
+    let paid = buyer.record_payment(order.id, &NewPayment { amount: 8_000.into(), reference: "ch".into() }).await;
+    seller.confirm_payment(order.id, paid.unwrap().payment.id).await.unwrap();
+    let opening = OpenNegotiation {
+        kind: ThreadKind::Refund,
+        amount: Some(2_000.into()),
+        terms: serde_json::json!({ "reason": "other" }),
+        message: None,
+        expires_in: None,
+        is_final: None,
+    };
+    let opened = buyer.open_negotiation(order.id, &opening).await.unwrap();
+    seller.reject(opened.bid.id).await.unwrap();
+    buyer.escalate_thread(opened.thread.id).await.unwrap();
+    let escalated = AdminThreadQuery { escalated: Some(true), ..AdminThreadQuery::default() };
+    let waiting = operator.admin_threads(&escalated).await.unwrap();
+    assert_eq!(waiting.data.iter().map(|thread| thread.id).collect::<Vec<_>>(), vec![opened.thread.id]);
+    let decision = DisputeDecision { amount: 1_500, note: "a scratch, not a crack".into() };
+    let decided = operator.admin_decide(opened.thread.id, &decision).await.unwrap();
+    assert_eq!(decided.order.refunded_amount, 1_500);
+    assert_eq!(decided.thread.escalation.and_then(|escalation| escalation.decision).map(|d| d.amount), Some(1_500));
+    assert_eq!(buyer.admin_decide(opened.thread.id, &decision).await.unwrap_err().code(), Some("forbidden"));
+
     let failing = AdminWebhookQuery { failing: Some(true), ..AdminWebhookQuery::default() };
     assert!(operator.admin_webhooks(&failing).await.unwrap().data.is_empty());
     assert_eq!(operator.market_stats(&StatsQuery { hours: Some(2) }).await.unwrap().per_hour.len(), 2);

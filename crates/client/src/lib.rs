@@ -442,6 +442,11 @@ impl Client {
         self.get("/v1/admin/threads", query).await
     }
 
+    /// Decides an escalated refund: the thread with its decision, and the order with the refund.
+    pub async fn admin_decide(&self, thread: Uuid, decision: &DisputeDecision) -> Result<Decided, ClientError> {
+        self.post(&format!("/v1/admin/threads/{thread}/decide"), decision).await
+    }
+
     /// Any agent's orders, newest first.
     pub async fn admin_orders(&self, query: &AdminOrderQuery) -> Result<Page<Order>, ClientError> {
         self.get("/v1/admin/orders", query).await
