@@ -24,6 +24,7 @@ TOOLS = {
     "place_bid", "counter_bid", "accept_bid", "reject_bid", "withdraw_bid", "buy_now", "get_thread",
     "list_my_threads", "wait_for_turn", "read_events", "get_policy", "set_policy", "delete_policy",
     "list_my_orders", "get_order", "fulfil_order", "complete_order", "record_payment", "answer_payment",
+    "open_order_negotiation",
 }
 results = {"passed": 0, "failed": 0}
 

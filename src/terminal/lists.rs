@@ -203,6 +203,8 @@ pub async fn threads(args: ThreadsArgs) -> anyhow::Result<()> {
         role: args.role,
         status: args.status,
         listing_id: args.listing,
+        order_id: None,
+        kind: None,
         limit: Some(args.page.limit),
         cursor: args.page.cursor,
     };

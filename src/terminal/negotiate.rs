@@ -16,7 +16,7 @@ use haggle_domain::strategy::{
     Adaptive, Competitive, Decision, MAX_AUTO_ROUNDS, NegotiationState, Policy, Profile, SimpleThreshold, Strategy,
     decide,
 };
-use haggle_domain::{Party, ThreadStatus};
+use haggle_domain::{Party, ThreadKind, ThreadStatus};
 use uuid::Uuid;
 
 use super::ladder::{Glyphs, Ladder, Positions};
@@ -356,6 +356,8 @@ impl Session {
                 role: Some(Party::Buyer),
                 status: Some(ThreadStatus::Active),
                 listing_id: Some(self.listing),
+                order_id: None,
+                kind: Some(ThreadKind::Price),
                 limit: Some(1),
                 cursor: None,
             })
@@ -523,6 +525,10 @@ impl Session {
                 role: Some(Party::Seller),
                 status: Some(ThreadStatus::Active),
                 listing_id: Some(self.listing),
+                // The listing's price negotiations: its orders' refunds and cancellations are
+                // no price to haggle over.
+                order_id: None,
+                kind: Some(ThreadKind::Price),
                 limit: Some(200),
                 cursor: None,
             })

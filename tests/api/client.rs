@@ -2,11 +2,12 @@
 
 use haggle_client::{
     AdminAgentQuery, AdminOrderQuery, AdminPageQuery, AdminThreadQuery, AdminWebhookQuery, AgentStatus, Client,
-    ClientError, CounterOffer, EventQuery, Fulfil, ListingQuery, NewListing, NewPayment, OrderQuery, OrderStatus,
-    PageQuery, PaymentDispute, PaymentStatus, Placement, PolicyScope, StatsQuery, ThreadQuery,
+    ClientError, CounterOffer, DisputeDecision, EventQuery, Fulfil, ListingQuery, NewListing, NewPayment,
+    OpenNegotiation, OrderQuery, OrderStatus, PageQuery, PaymentDispute, PaymentStatus, Placement, PolicyScope,
+    StatsQuery, ThreadQuery,
 };
 use haggle_domain::strategy::{Policy, Strategy};
-use haggle_domain::{BidStatus, ListingStatus, Party, ThreadStatus, Tier};
+use haggle_domain::{BidStatus, ListingStatus, Party, ThreadKind, ThreadStatus, Tier};
 use uuid::Uuid;
 
 use crate::support::TestApp;
@@ -103,6 +104,25 @@ async fn a_whole_negotiation_runs_through_the_typed_client() {
     let fulfilled = seller.fulfil_order(lamp_order, &fulfil).await.unwrap();
     assert_eq!(fulfilled.order.status, OrderStatus::Fulfilled);
     assert_eq!(fulfilled.payments.len(), 2);
+
+    // A refund asked, refused past what was paid, then agreed: the order records it.
+    let refund = |amount: i64| OpenNegotiation {
+        kind: ThreadKind::Refund,
+        amount: Some(amount.into()),
+        terms: serde_json::json!({ "reason": "missing", "evidence": ["https://photos.example.com/box.jpg"] }),
+        message: None,
+        expires_in: None,
+        is_final: None,
+    };
+    let over = buyer.open_negotiation(lamp_order, &refund(3_001)).await.unwrap_err();
+    assert_eq!(over.code(), Some("exceeds_refundable"));
+    let opened = buyer.open_negotiation(lamp_order, &refund(1_000)).await.unwrap();
+    assert_eq!((opened.thread.kind, opened.thread.order_id), (ThreadKind::Refund, Some(lamp_order)));
+    assert_eq!(buyer.complete_order(lamp_order).await.unwrap_err().code(), Some("negotiation_open"));
+    let agreed = seller.accept(opened.bid.id).await.unwrap();
+    assert_eq!(agreed.order.map(|order| order.refunded_amount), Some(1_000));
+    assert_eq!(buyer.escalate_thread(opened.thread.id).await.unwrap_err().code(), Some("invalid_transition"));
+
     let completed = buyer.complete_order(lamp_order).await.unwrap();
     assert_eq!(completed.order.status, OrderStatus::Completed);
     assert_eq!(buyer.complete_order(lamp_order).await.unwrap_err().code(), Some("invalid_transition"));
@@ -270,6 +290,30 @@ async fn the_operators_lists_take_the_same_query_types() {
         operator.admin_orders(&orders).await.unwrap().data.iter().map(|o| o.id).collect::<Vec<_>>(),
         vec![order.id]
     );
+
+    // A refund rejected, escalated by the buyer, and decided by the operator.
+    let paid = buyer.record_payment(order.id, &NewPayment { amount: 8_000.into(), reference: "ch".into() }).await;
+    seller.confirm_payment(order.id, paid.unwrap().payment.id).await.unwrap();
+    let opening = OpenNegotiation {
+        kind: ThreadKind::Refund,
+        amount: Some(2_000.into()),
+        terms: serde_json::json!({ "reason": "other" }),
+        message: None,
+        expires_in: None,
+        is_final: None,
+    };
+    let opened = buyer.open_negotiation(order.id, &opening).await.unwrap();
+    seller.reject(opened.bid.id).await.unwrap();
+    buyer.escalate_thread(opened.thread.id).await.unwrap();
+    let escalated = AdminThreadQuery { escalated: Some(true), ..AdminThreadQuery::default() };
+    let waiting = operator.admin_threads(&escalated).await.unwrap();
+    assert_eq!(waiting.data.iter().map(|thread| thread.id).collect::<Vec<_>>(), vec![opened.thread.id]);
+    let decision = DisputeDecision { amount: 1_500, note: "a scratch, not a crack".into() };
+    let decided = operator.admin_decide(opened.thread.id, &decision).await.unwrap();
+    assert_eq!(decided.order.refunded_amount, 1_500);
+    assert_eq!(decided.thread.escalation.and_then(|escalation| escalation.decision).map(|d| d.amount), Some(1_500));
+    assert_eq!(buyer.admin_decide(opened.thread.id, &decision).await.unwrap_err().code(), Some("forbidden"));
+
     let failing = AdminWebhookQuery { failing: Some(true), ..AdminWebhookQuery::default() };
     assert!(operator.admin_webhooks(&failing).await.unwrap().data.is_empty());
     assert_eq!(operator.market_stats(&StatsQuery { hours: Some(2) }).await.unwrap().per_hour.len(), 2);

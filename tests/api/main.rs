@@ -29,6 +29,7 @@ mod migrations;
 mod moves;
 mod negotiation;
 mod openapi;
+mod order_negotiations;
 mod orders;
 mod primary;
 mod proxy;

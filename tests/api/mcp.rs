@@ -230,6 +230,7 @@ async fn the_tools_are_listed_with_valid_schemas_and_the_rules_they_enforce() {
             "get_thread",
             "list_my_orders",
             "list_my_threads",
+            "open_order_negotiation",
             "place_bid",
             "read_events",
             "record_payment",
@@ -250,6 +251,7 @@ async fn the_tools_are_listed_with_valid_schemas_and_the_rules_they_enforce() {
         "counter_bid",
         "create_listing",
         "fulfil_order",
+        "open_order_negotiation",
         "place_bid",
         "record_payment",
         "reject_bid",
@@ -354,6 +356,17 @@ async fn an_order_is_carried_through_by_tools() {
     );
     let fulfilled = ok(&seller, "fulfil_order", json!({ "order_id": order, "reference": "TRACK-9" })).await;
     assert_eq!(fulfilled["fulfilment"]["reference"], "TRACK-9");
+    let refund =
+        |amount: i64| json!({ "order_id": order, "kind": "refund", "amount": amount, "terms": { "reason": "late" } });
+    let document = refused(&buyer, "open_order_negotiation", refund(130001), "exceeds_refundable").await;
+    assert_eq!(document["refundable"], 130000);
+    let opened = ok(&buyer, "open_order_negotiation", refund(5000)).await;
+    assert_eq!((opened["thread"]["kind"].as_str(), opened["bid"]["amount"].as_i64()), (Some("refund"), Some(5000)));
+    refused(&buyer, "complete_order", json!({ "order_id": order }), "negotiation_open").await;
+    // The seller's standing on a refund: from nothing back up to below the buyer's ask.
+    let read = ok(&seller, "get_thread", json!({ "thread_id": id(&opened["thread"]["id"]) })).await;
+    assert_eq!(read["standing"]["counter_range"], json!({ "min": 0, "max": 4999 }));
+    ok(&seller, "reject_bid", json!({ "bid_id": id(&opened["bid"]["id"]) })).await;
     let completed = ok(&buyer, "complete_order", json!({ "order_id": order })).await;
     assert_eq!(completed["status"], "COMPLETED");
     let read = ok(&seller, "get_order", json!({ "order_id": order })).await;

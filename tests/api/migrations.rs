@@ -46,6 +46,10 @@ const COMMITTED: &[(&str, &str)] = &[
         "0009_order_life.sql",
         "d6b845db10fa556e23294a06f009aa52e20f0be1b2a1e5784c825fb49b84497644d8f53bbde6432315a416c6ac90dfc2",
     ),
+    (
+        "0010_order_negotiations.sql",
+        "0d8da2c2404c8038622c411521c6f454080e12a0bfc824936670a8d47fc1f8a0ef7ea4694e56ffe82930139ceea70c65",
+    ),
 ];
 
 fn files() -> BTreeMap<String, Vec<u8>> {

@@ -283,7 +283,16 @@ pub(crate) async fn list(acting: &Acting, request: &ListTasksRequest) -> Result<
         Some(TaskState::Failed) => None,
         Some(TaskState::Submitted | TaskState::AuthRequired | TaskState::Unspecified) => return Ok(empty()),
     };
-    let query = ThreadQuery { role: None, status, listing_id, limit: Some(size as u32), cursor };
+    // A task is a negotiation on a listing; the negotiations on orders are not tasks.
+    let query = ThreadQuery {
+        role: None,
+        status,
+        listing_id,
+        order_id: None,
+        kind: Some(haggle_domain::ThreadKind::Price),
+        limit: Some(size as u32),
+        cursor,
+    };
     let page = acting.client.list_threads(&query).await.map_err(|e| Refusal::from_client(e, About::Other))?;
     let mut tasks = Vec::with_capacity(page.data.len());
     for thread in &page.data {

@@ -180,6 +180,10 @@ pub struct AdminThreadQuery {
     pub listing_id: Option<Uuid>,
     /// Threads where this agent is the buyer or the seller.
     pub agent_id: Option<Uuid>,
+    /// Only refunds escalated to the operator and not yet decided (`true`); `false`, like
+    /// none, is no filter.
+    #[serde(deserialize_with = "flag")]
+    pub escalated: Option<bool>,
     /// Only threads opened at or after this moment.
     #[serde(deserialize_with = "moment")]
     pub since: Option<DateTime<Utc>>,

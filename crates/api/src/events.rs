@@ -31,6 +31,13 @@ pub enum EventType {
     /// The buyer completed an order, or the server did after the configured time.
     #[serde(rename = "order.completed")]
     OrderCompleted,
+    /// An accepted `cancel` negotiation cancelled an order.
+    #[serde(rename = "order.cancelled")]
+    OrderCancelled,
+    /// A refund was recorded on an order: an accepted `refund` negotiation, or the operator's
+    /// decision on an escalated one.
+    #[serde(rename = "order.refunded")]
+    OrderRefunded,
     /// The buyer recorded a payment on an order.
     #[serde(rename = "payment.recorded")]
     PaymentRecorded,
@@ -40,6 +47,12 @@ pub enum EventType {
     /// The seller disputed a payment.
     #[serde(rename = "payment.disputed")]
     PaymentDisputed,
+    /// A refund that found no agreement went to the operator.
+    #[serde(rename = "dispute.escalated")]
+    DisputeEscalated,
+    /// The operator decided an escalated refund.
+    #[serde(rename = "dispute.decided")]
+    DisputeDecided,
     #[serde(rename = "listing.sold")]
     ListingSold,
     #[serde(rename = "listing.withdrawn")]
@@ -54,7 +67,7 @@ pub enum EventType {
 }
 
 impl EventType {
-    pub const ALL: [EventType; 17] = [
+    pub const ALL: [EventType; 21] = [
         EventType::BidPlaced,
         EventType::BidCountered,
         EventType::BidAccepted,
@@ -64,9 +77,13 @@ impl EventType {
         EventType::OrderCreated,
         EventType::OrderFulfilled,
         EventType::OrderCompleted,
+        EventType::OrderCancelled,
+        EventType::OrderRefunded,
         EventType::PaymentRecorded,
         EventType::PaymentConfirmed,
         EventType::PaymentDisputed,
+        EventType::DisputeEscalated,
+        EventType::DisputeDecided,
         EventType::ListingSold,
         EventType::ListingWithdrawn,
         EventType::NegotiationActionRequired,
@@ -85,9 +102,13 @@ impl EventType {
             EventType::OrderCreated => "order.created",
             EventType::OrderFulfilled => "order.fulfilled",
             EventType::OrderCompleted => "order.completed",
+            EventType::OrderCancelled => "order.cancelled",
+            EventType::OrderRefunded => "order.refunded",
             EventType::PaymentRecorded => "payment.recorded",
             EventType::PaymentConfirmed => "payment.confirmed",
             EventType::PaymentDisputed => "payment.disputed",
+            EventType::DisputeEscalated => "dispute.escalated",
+            EventType::DisputeDecided => "dispute.decided",
             EventType::ListingSold => "listing.sold",
             EventType::ListingWithdrawn => "listing.withdrawn",
             EventType::NegotiationActionRequired => "negotiation.action_required",

@@ -4,7 +4,7 @@
 
 use haggle_domain::bid::Proposal;
 use haggle_domain::money::RawAmount;
-use haggle_domain::{ListingStatus, Party, ThreadStatus, Tier};
+use haggle_domain::{ListingStatus, Party, ThreadKind, ThreadStatus, Tier};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -184,6 +184,12 @@ pub struct ThreadQuery {
     /// Only threads on this listing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listing_id: Option<Uuid>,
+    /// Only the negotiations on this order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order_id: Option<Uuid>,
+    /// Only threads of this kind (`price`, `refund`, `cancel`).
+    #[serde(default, deserialize_with = "choice", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<ThreadKind>,
     /// Page size, 1 to 200 (50 by default).
     #[serde(default, deserialize_with = "limit", skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schemars", schemars(range(min = 1, max = 200)))]
@@ -262,4 +268,48 @@ pub struct PageQuery {
     /// The `next_cursor` of the previous page, for the next one.
     #[serde(default, deserialize_with = "cursor", skip_serializing_if = "Option::is_none")]
     pub cursor: Option<Uuid>,
+}
+
+/// `POST /v1/orders/{id}/negotiations`: opens a negotiation of `kind` on the order with its
+/// first bid, between the order's buyer and seller.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct OpenNegotiation {
+    /// `refund` (the buyer asks for money back) or `cancel` (either party asks to call the
+    /// order off before it is fulfilled).
+    pub kind: ThreadKind,
+    /// A refund's amount in minor units: at most what was paid (confirmed) and not yet
+    /// refunded. A cancellation names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amount: Option<RawAmount>,
+    /// A refund's `{reason, evidence?}` (`reason` one of `not_as_described`, `damaged`,
+    /// `missing`, `late`, `other`; up to 10 `https` evidence URLs); a cancellation's `{reason}`
+    /// (1 to 500 characters).
+    #[cfg_attr(feature = "schemars", schemars(with = "serde_json::Map<String, serde_json::Value>"))]
+    pub terms: serde_json::Value,
+    /// A note to the other side, up to 500 characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schemars", schemars(length(max = 500)))]
+    pub message: Option<String>,
+    /// Seconds until the bid expires unanswered (60 to 2592000); the listing's
+    /// `bid_ttl_seconds` by default.
+    #[serde(default, deserialize_with = "haggle_domain::whole::option", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schemars", schemars(range(min = 60, max = 2_592_000)))]
+    pub expires_in: Option<i64>,
+    /// A final offer: the other side may then only accept or reject it. A cancellation is
+    /// always final.
+    #[serde(default, rename = "final", skip_serializing_if = "Option::is_none")]
+    pub is_final: Option<bool>,
+}
+
+/// `POST /v1/admin/threads/{id}/decide`: the operator's decision on an escalated refund.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DisputeDecision {
+    /// The refund decided, in minor units: 0 up to what was paid and not yet refunded.
+    #[serde(deserialize_with = "haggle_domain::whole::number")]
+    pub amount: i64,
+    /// Why, 1 to 500 characters; both parties see it.
+    pub note: String,
 }

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use haggle_domain::deadlock::Method;
 use haggle_domain::issues::Issues;
 use haggle_domain::strategy::Policy;
-use haggle_domain::{BidStatus, Currency, ListingStatus, Party, Reason, ThreadStatus, Tier};
+use haggle_domain::{BidStatus, Currency, ListingStatus, Party, Reason, ThreadKind, ThreadStatus, Tier};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -120,8 +120,41 @@ pub struct Thread {
     /// Set once the thread stopped converging (`negotiation.deadlock`); boxed, as it is rare.
     #[serde(default)]
     pub deadlock: Option<Box<Deadlock>>,
+    /// What it negotiates: `price` on a listing, or `refund` or `cancel` on an order.
+    #[serde(default)]
+    pub kind: ThreadKind,
+    /// The order a `refund` or `cancel` negotiates on.
+    #[serde(default)]
+    pub order_id: Option<Uuid>,
+    /// Set once a refund without agreement went to the operator; boxed, as it is rare.
+    #[serde(default)]
+    pub escalation: Option<Box<Escalation>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// A refund escalated to the operator: by whom and when, and the operator's decision once made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Escalation {
+    pub escalated_at: DateTime<Utc>,
+    pub escalated_by: Uuid,
+    pub decision: Option<Decision>,
+}
+
+/// The operator's decision on an escalated refund: the amount refunded, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    pub amount: i64,
+    pub note: String,
+    pub decided_at: DateTime<Utc>,
+}
+
+/// The answer to `POST /v1/admin/threads/{id}/decide`: the thread with its decision, and the
+/// order with the refund recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decided {
+    pub thread: Thread,
+    pub order: Order,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,6 +163,10 @@ pub struct Bid {
     pub thread_id: Uuid,
     pub author: Party,
     pub author_id: Uuid,
+    /// Its thread's kind.
+    #[serde(default)]
+    pub kind: ThreadKind,
+    /// Minor units; 0 for a cancellation's bid, which names no amount.
     pub amount: i64,
     pub currency: Currency,
     pub message: Option<String>,
@@ -164,6 +201,17 @@ pub struct Order {
     pub paid_amount: i64,
     /// What is still owed: `amount` less `paid_amount`.
     pub outstanding: i64,
+    /// The refunds agreed (accepted refund negotiations) or decided by the operator, in minor
+    /// units: never more than `paid_amount`.
+    #[serde(default)]
+    pub refunded_amount: i64,
+    /// Owed back to the buyer by the seller: on a CANCELLED order, what was paid and not yet
+    /// refunded; 0 otherwise.
+    #[serde(default)]
+    pub refund_due: i64,
+    /// When an accepted `cancel` negotiation cancelled it.
+    #[serde(default)]
+    pub cancelled_at: Option<DateTime<Utc>>,
     /// The seller's word on the handover, once fulfilled.
     pub fulfilment: Option<Fulfilment>,
     pub completed_at: Option<DateTime<Utc>>,

@@ -304,6 +304,17 @@ impl Client {
         self.post(&format!("/v1/orders/{order}/payments"), payment).await
     }
 
+    /// Opens a negotiation on an order (a refund the buyer asks for, or the order's
+    /// cancellation) with its first bid; its later moves are the bids' (`counter`, `accept`, ...).
+    pub async fn open_negotiation(&self, order: Uuid, opening: &OpenNegotiation) -> Result<BidAndThread, ClientError> {
+        self.post(&format!("/v1/orders/{order}/negotiations"), opening).await
+    }
+
+    /// Sends a refund that ended without agreement (REJECTED or EXPIRED) to the operator.
+    pub async fn escalate_thread(&self, thread: Uuid) -> Result<Thread, ClientError> {
+        self.post(&format!("/v1/threads/{thread}/escalate"), &serde_json::json!({})).await
+    }
+
     /// The seller confirms a recorded payment.
     pub async fn confirm_payment(&self, order: Uuid, payment: Uuid) -> Result<PaymentAndOrder, ClientError> {
         self.post(&format!("/v1/orders/{order}/payments/{payment}/confirm"), &serde_json::json!({})).await
@@ -429,6 +440,11 @@ impl Client {
     /// Any agent's threads, newest first.
     pub async fn admin_threads(&self, query: &AdminThreadQuery) -> Result<Page<Thread>, ClientError> {
         self.get("/v1/admin/threads", query).await
+    }
+
+    /// Decides an escalated refund: the thread with its decision, and the order with the refund.
+    pub async fn admin_decide(&self, thread: Uuid, decision: &DisputeDecision) -> Result<Decided, ClientError> {
+        self.post(&format!("/v1/admin/threads/{thread}/decide"), decision).await
     }
 
     /// Any agent's orders, newest first.

@@ -9,6 +9,7 @@ pub mod issues;
 pub mod listing;
 pub mod money;
 pub mod order;
+pub mod order_negotiation;
 pub mod party;
 pub mod rejection;
 pub mod strategy;
@@ -21,7 +22,7 @@ pub use listing::ListingStatus;
 pub use money::{Amount, Currency};
 pub use party::Party;
 pub use rejection::{Code, FieldError, Rejection};
-pub use thread::ThreadStatus;
+pub use thread::{ThreadKind, ThreadStatus};
 pub use tier::Tier;
 
 /// Statuses and codes are stored as text; reading them back goes through their parsers.
@@ -37,4 +38,4 @@ macro_rules! parse_from_string {
     )*};
 }
 
-parse_from_string!(BidStatus, Party, Reason, ThreadStatus, ListingStatus, Tier, Currency);
+parse_from_string!(BidStatus, Party, Reason, ThreadStatus, ThreadKind, ListingStatus, Tier, Currency);

@@ -24,16 +24,20 @@ pub enum OrderStatus {
     Confirmed,
     Fulfilled,
     Completed,
+    /// Cancelled by an accepted `cancel` negotiation, before fulfilment.
+    Cancelled,
 }
 
 impl OrderStatus {
-    pub const ALL: [OrderStatus; 3] = [OrderStatus::Confirmed, OrderStatus::Fulfilled, OrderStatus::Completed];
+    pub const ALL: [OrderStatus; 4] =
+        [OrderStatus::Confirmed, OrderStatus::Fulfilled, OrderStatus::Completed, OrderStatus::Cancelled];
 
     pub fn as_str(self) -> &'static str {
         match self {
             OrderStatus::Confirmed => "CONFIRMED",
             OrderStatus::Fulfilled => "FULFILLED",
             OrderStatus::Completed => "COMPLETED",
+            OrderStatus::Cancelled => "CANCELLED",
         }
     }
 }
@@ -45,10 +49,12 @@ pub enum OrderAction {
     Fulfil,
     /// The buyer has what it bought: the deal is done.
     Complete,
+    /// Both parties agreed to call the deal off (an accepted `cancel` negotiation).
+    Cancel,
 }
 
 impl OrderAction {
-    pub const ALL: [OrderAction; 2] = [OrderAction::Fulfil, OrderAction::Complete];
+    pub const ALL: [OrderAction; 3] = [OrderAction::Fulfil, OrderAction::Complete, OrderAction::Cancel];
 }
 
 /// Who acts on an order: one of its parties, or the server (completing a fulfilled order the
@@ -62,9 +68,15 @@ pub enum OrderActor {
 /// The order's transition table: may `actor` perform `action` on an order in `status`, and what
 /// does it become?
 ///
-/// Checks run in a fixed order: who may act, then the status. Nothing leaves COMPLETED.
+/// Checks run in a fixed order: who may act, then the status. Nothing leaves COMPLETED or
+/// CANCELLED; an order is cancelled only before it is fulfilled, by either party (through the
+/// negotiation whose acceptance is the other's consent).
 pub fn apply(status: OrderStatus, action: OrderAction, actor: OrderActor) -> Result<OrderStatus, Rejection> {
     match (action, actor) {
+        (OrderAction::Cancel, OrderActor::Party(_)) => {}
+        (OrderAction::Cancel, OrderActor::Server) => {
+            return Err(Rejection::forbidden("only the order's parties, agreeing, cancel it"));
+        }
         (OrderAction::Fulfil, OrderActor::Party(Party::Seller)) => {}
         (OrderAction::Fulfil, OrderActor::Party(Party::Buyer) | OrderActor::Server) => {
             return Err(Rejection::forbidden("only the order's seller may fulfil it"));
@@ -87,6 +99,13 @@ pub fn apply(status: OrderStatus, action: OrderAction, actor: OrderActor) -> Res
         }
         (OrderAction::Complete, OrderStatus::Completed) => {
             Err(invalid(status, "the order is COMPLETED already".into()))
+        }
+        (OrderAction::Cancel, OrderStatus::Confirmed) => Ok(OrderStatus::Cancelled),
+        (OrderAction::Cancel, OrderStatus::Fulfilled | OrderStatus::Completed) => {
+            Err(invalid(status, format!("the order is {status}: it can be cancelled only before it is fulfilled")))
+        }
+        (OrderAction::Fulfil | OrderAction::Complete | OrderAction::Cancel, OrderStatus::Cancelled) => {
+            Err(invalid(status, "the order is CANCELLED".into()))
         }
     }
 }
@@ -335,8 +354,9 @@ mod tests {
 
     proptest! {
         /// Every (status, action, actor) of the order's table: the seller alone fulfils, only
-        /// from CONFIRMED; the buyer or the server alone completes, only from FULFILLED; an
-        /// order only moves forward, and nothing leaves COMPLETED. A refusal is `forbidden` for
+        /// from CONFIRMED; the buyer or the server alone completes, only from FULFILLED; either
+        /// party cancels, only from CONFIRMED; an order only moves forward, and nothing leaves
+        /// COMPLETED or CANCELLED. A refusal is `forbidden` for
         /// the wrong actor and `invalid_transition`, naming the status, for the wrong status.
         #[test]
         fn the_order_moves_forward_only(
@@ -348,16 +368,19 @@ mod tests {
             let allowed_actor = match action {
                 OrderAction::Fulfil => actor == OrderActor::Party(Party::Seller),
                 OrderAction::Complete => actor != OrderActor::Party(Party::Seller),
+                OrderAction::Cancel => actor != OrderActor::Server,
             };
-            let from = match action {
-                OrderAction::Fulfil => OrderStatus::Confirmed,
-                OrderAction::Complete => OrderStatus::Fulfilled,
+            let (from, to) = match action {
+                OrderAction::Fulfil => (OrderStatus::Confirmed, OrderStatus::Fulfilled),
+                OrderAction::Complete => (OrderStatus::Fulfilled, OrderStatus::Completed),
+                OrderAction::Cancel => (OrderStatus::Confirmed, OrderStatus::Cancelled),
             };
             match apply(status, action, actor) {
                 Ok(next) => {
                     prop_assert!(allowed_actor);
                     prop_assert_eq!(status, from);
-                    prop_assert_eq!(rank(next), rank(status) + 1);
+                    prop_assert_eq!(next, to);
+                    prop_assert!(rank(next) > rank(status));
                 }
                 Err(Rejection::Forbidden { .. }) => prop_assert!(!allowed_actor),
                 Err(Rejection::InvalidTransition { current_status, .. }) => {

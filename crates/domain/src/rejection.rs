@@ -3,6 +3,7 @@
 use uuid::Uuid;
 
 use super::party::Party;
+use super::thread::ThreadKind;
 
 /// A validation failure on one field of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +74,15 @@ pub enum Rejection {
     ExceedsOutstanding {
         outstanding: i64,
     },
+    /// A negotiation of this kind is already open on the order (its thread, when known).
+    NegotiationOpen {
+        kind: ThreadKind,
+        thread_id: Option<Uuid>,
+    },
+    /// A refund larger than what was paid on the order and not yet refunded.
+    ExceedsRefundable {
+        refundable: i64,
+    },
 }
 
 impl Rejection {
@@ -123,10 +133,14 @@ pub enum Code {
     UnsupportedMediaType,
     /// A payment larger than what is still owed on the order.
     ExceedsOutstanding,
+    /// A negotiation of the kind is already open on the order.
+    NegotiationOpen,
+    /// A refund larger than what was paid and not yet refunded.
+    ExceedsRefundable,
 }
 
 impl Code {
-    pub const ALL: [Code; 29] = [
+    pub const ALL: [Code; 31] = [
         Code::MalformedRequest,
         Code::Unauthenticated,
         Code::Forbidden,
@@ -156,6 +170,8 @@ impl Code {
         Code::AgentSuspended,
         Code::UnsupportedMediaType,
         Code::ExceedsOutstanding,
+        Code::NegotiationOpen,
+        Code::ExceedsRefundable,
     ];
 
     pub fn status(self) -> u16 {
@@ -178,7 +194,9 @@ impl Code {
             | Code::ListingUnavailable
             | Code::IdempotencyKeyInUse
             | Code::NegotiationUnavailable
-            | Code::ExceedsOutstanding => 409,
+            | Code::ExceedsOutstanding
+            | Code::NegotiationOpen
+            | Code::ExceedsRefundable => 409,
             Code::QuoteExpired => 410,
             Code::PayloadTooLarge => 413,
             Code::UnsupportedMediaType => 415,
@@ -220,6 +238,8 @@ impl Code {
             Code::AgentSuspended => "agent_suspended",
             Code::UnsupportedMediaType => "unsupported_media_type",
             Code::ExceedsOutstanding => "exceeds_outstanding",
+            Code::NegotiationOpen => "negotiation_open",
+            Code::ExceedsRefundable => "exceeds_refundable",
         }
     }
 
@@ -254,6 +274,8 @@ impl Code {
             Code::AgentSuspended => "Agent suspended",
             Code::UnsupportedMediaType => "Unsupported media type",
             Code::ExceedsOutstanding => "More than is outstanding",
+            Code::NegotiationOpen => "A negotiation of this kind is already open",
+            Code::ExceedsRefundable => "More than is refundable",
         }
     }
 }
@@ -294,6 +316,8 @@ impl Rejection {
             Rejection::NotAConcession { .. } => Code::NotAConcession,
             Rejection::QuoteExpired { .. } => Code::QuoteExpired,
             Rejection::ExceedsOutstanding { .. } => Code::ExceedsOutstanding,
+            Rejection::NegotiationOpen { .. } => Code::NegotiationOpen,
+            Rejection::ExceedsRefundable { .. } => Code::ExceedsRefundable,
         }
     }
 
@@ -322,6 +346,13 @@ impl Rejection {
                 format!("the listing is {current_status} and no longer takes bids, purchases or changes")
             }
             Rejection::Validation(_) => "some fields of the request are invalid".into(),
+            Rejection::NegotiationOpen { kind, .. } => format!(
+                "a {kind} negotiation is open on this order; it must end before another of its kind opens, \
+                 and no refund negotiation may be open when the order completes"
+            ),
+            Rejection::ExceedsRefundable { refundable } => {
+                format!("a refund may be at most the {refundable} minor units paid (confirmed) and not yet refunded")
+            }
             Rejection::ExceedsOutstanding { outstanding } => format!(
                 "the payment is more than the {outstanding} minor units still outstanding on the order; \
                  a payment never takes the paid amount past the order's"

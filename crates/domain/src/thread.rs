@@ -55,6 +55,47 @@ impl FromStr for ThreadStatus {
     }
 }
 
+/// What a thread negotiates: the price of a listing (a thread that can end in an order), or,
+/// on an order already made, a refund or its cancellation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum ThreadKind {
+    #[default]
+    Price,
+    Refund,
+    Cancel,
+}
+
+impl ThreadKind {
+    pub const ALL: [ThreadKind; 3] = [ThreadKind::Price, ThreadKind::Refund, ThreadKind::Cancel];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThreadKind::Price => "price",
+            ThreadKind::Refund => "refund",
+            ThreadKind::Cancel => "cancel",
+        }
+    }
+}
+
+impl fmt::Display for ThreadKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ThreadKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ThreadKind::ALL
+            .into_iter()
+            .find(|kind| kind.as_str() == s)
+            .ok_or_else(|| format!("unknown thread kind `{s}`; expected one of price, refund, cancel"))
+    }
+}
+
 /// An ACTIVE thread whose pending bid is past its time reads EXPIRED before the sweep.
 pub fn effective_status(status: ThreadStatus, expires_at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> ThreadStatus {
     match (status, expires_at) {

@@ -168,6 +168,17 @@ fn hint(code: Code, problem: Option<&Problem>) -> String {
              smaller one.",
             extra("outstanding").unwrap_or_else(|| "its outstanding amount".to_owned())
         ),
+        Code::NegotiationOpen => match problem.and_then(|p| p.thread_id) {
+            Some(thread) => format!(
+                "A negotiation of this kind is open on the order: continue thread {thread} (get_thread) instead of \
+                 opening another; an order completes only once its refund negotiation has ended."
+            ),
+            None => "A negotiation of this kind is open on the order: continue it (list_my_threads).".to_owned(),
+        },
+        Code::ExceedsRefundable => format!(
+            "A refund may be at most what was paid (confirmed) and not yet refunded ({} minor units): ask for less.",
+            extra("refundable").unwrap_or_else(|| "the order's paid_amount less its refunded_amount".to_owned())
+        ),
         Code::NotFound => "The id names nothing you can see (a negotiation is its two parties' only): check it \
                            against list_my_threads, find_listings or list_my_orders."
             .to_owned(),

@@ -5,7 +5,8 @@
 use chrono::Utc;
 use haggle_client::{Bid, ClientError, Listing, ThreadWithBids};
 use haggle_domain::bid::{self, Action, Actor, BidState};
-use haggle_domain::{BidStatus, Party, ThreadStatus};
+use haggle_domain::order_negotiation;
+use haggle_domain::{BidStatus, Party, ThreadKind, ThreadStatus};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -98,9 +99,7 @@ pub(crate) fn standing(thread: &ThreadWithBids, you: Party, listing: Option<&Lis
         for (action, tool) in MOVES {
             if bid::apply(&state, action, Actor::Party(you), now).is_ok() {
                 if action == Action::Counter {
-                    let Some(previous) = own_previous(&thread.bids, you, listing) else { continue };
-                    let (min, max) =
-                        bid::Positions { pending: pending.amount, own_previous: previous }.counter_range(you);
+                    let Some((min, max)) = counter_range_of(thread, pending, you, listing) else { continue };
                     if min > max {
                         continue;
                     }
@@ -128,6 +127,37 @@ pub(crate) fn standing(thread: &ThreadWithBids, you: Party, listing: Option<&Lis
         counter_range,
         rounds: thread.thread.rounds,
         max_rounds: listing.map(|listing| listing.max_rounds),
+    }
+}
+
+/// The amounts `you` may counter `pending` with, by the rule of the thread's kind: a price's
+/// (`bid::Positions::counter_range`), or a refund's, which concedes the other way
+/// (`order_negotiation::refund_counter_range`, the seller starting from nothing back). A
+/// cancellation is never countered.
+fn counter_range_of(
+    thread: &ThreadWithBids,
+    pending: &Bid,
+    you: Party,
+    listing: Option<&Listing>,
+) -> Option<(i64, i64)> {
+    match thread.thread.kind {
+        ThreadKind::Price => {
+            let previous = own_previous(&thread.bids, you, listing)?;
+            Some(bid::Positions { pending: pending.amount, own_previous: previous }.counter_range(you))
+        }
+        ThreadKind::Refund => {
+            let previous = thread
+                .bids
+                .iter()
+                .rev()
+                .find(|bid| bid.author == you)
+                .map_or(order_negotiation::SELLER_FIRST_POSITION, |bid| bid.amount);
+            Some(order_negotiation::refund_counter_range(
+                you,
+                bid::Positions { pending: pending.amount, own_previous: previous },
+            ))
+        }
+        ThreadKind::Cancel => None,
     }
 }
 

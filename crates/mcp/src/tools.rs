@@ -6,8 +6,9 @@ use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use haggle_client::{
-    Bid, CounterOffer, EventQuery, Fulfil, Listing, ListingPatch, ListingQuery, NewListing, NewPayment, OrderQuery,
-    OrderWithPayments, Page, PaymentAndOrder, PaymentDispute, Placement, PolicyScope, ThreadQuery, ThreadWithBids,
+    Bid, CounterOffer, EventQuery, Fulfil, Listing, ListingPatch, ListingQuery, NewListing, NewPayment,
+    OpenNegotiation, OrderQuery, OrderWithPayments, Page, PaymentAndOrder, PaymentDispute, Placement, PolicyScope,
+    ThreadQuery, ThreadWithBids,
 };
 use haggle_domain::strategy::Policy;
 use haggle_domain::{BidStatus, Party, ThreadStatus};
@@ -160,6 +161,20 @@ pub(crate) struct FulfilOrder {
     pub order_id: Uuid,
     #[serde(flatten)]
     pub fulfilment: Fulfil,
+    pub idempotency_key: Option<IdempotencyKey>,
+    /// Arguments no field takes: refused, as the API refuses unknown fields.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: Unknown,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub(crate) struct OpenOrderNegotiation {
+    /// The order you bought or sold.
+    pub order_id: Uuid,
+    #[serde(flatten)]
+    pub opening: OpenNegotiation,
     pub idempotency_key: Option<IdempotencyKey>,
     /// Arguments no field takes: refused, as the API refuses unknown fields.
     #[serde(flatten)]
@@ -736,6 +751,41 @@ impl Haggle {
         let acting = self.acting_in(&context)?;
         match acting.client.get_order(args.order_id).await {
             Ok(order) => Ok(done(order_summary(&order), &order)),
+            Err(error) => Ok(refused(error)),
+        }
+    }
+
+    #[tool(
+        description = "Open a negotiation on an order you bought or sold, with its first bid: kind `refund` \
+                       (as its buyer: ask for `amount` back, at most what was paid and confirmed less what was \
+                       refunded, with terms {reason: not_as_described|damaged|missing|late|other, evidence?: up \
+                       to 10 https URLs}; before the order completes) or `cancel` (either party, before the \
+                       seller fulfils it; no amount; terms {reason}; a final offer the other side accepts or \
+                       rejects). One open negotiation per kind and order. Later moves are the bids': on a \
+                       refund the buyer's counters never rise and the seller's never fall. Accepting a refund \
+                       records it on the order; accepting a cancellation cancels the order and gives its unit \
+                       back to the listing.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn open_order_negotiation(
+        &self,
+        Parameters(args): Parameters<OpenOrderNegotiation>,
+        context: RequestContext<RoleServer>,
+    ) -> Answer {
+        if let Err(refusal) = known_only(&args.unknown) {
+            return Ok(refusal);
+        }
+        let acting = self.acting_in(&context)?;
+        match with_key(&acting.client, args.idempotency_key).open_negotiation(args.order_id, &args.opening).await {
+            Ok(opened) => {
+                let verb = format!("opened a {} negotiation with", opened.thread.kind);
+                Ok(done(bid_summary(&verb, &opened.bid, &opened.thread), &opened))
+            }
             Err(error) => Ok(refused(error)),
         }
     }

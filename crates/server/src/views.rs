@@ -10,13 +10,24 @@ use crate::db::policies::StoredPolicy;
 use crate::db::webhooks::{Delivery, Webhook};
 use crate::db::{Agent, ApiKey, Bid, Listing, Order, Thread};
 use haggle_api::{self as api, DeliveryCounts, Event};
-use haggle_domain::{Reason, bid, thread};
+use haggle_domain::order::OrderStatus;
+use haggle_domain::{Party, Reason, bid, thread};
 
 impl Thread {
     /// The deadlock mark as agents see it.
     pub fn deadlock(&self) -> Option<api::Deadlock> {
         let (detected_at, suggestion) = (self.deadlock_at?, self.mediation.clone()?);
         Some(api::Deadlock { detected_at, suggestion, agreed: self.mediation_agreed.clone() })
+    }
+
+    /// The escalation of a refund to the operator, with the decision once made.
+    pub fn escalation(&self) -> Option<api::Escalation> {
+        let (escalated_at, escalated_by) = (self.escalated_at?, self.escalated_by?);
+        let decision = match (self.decided_amount, self.decision_note.clone(), self.decided_at) {
+            (Some(amount), Some(note), Some(decided_at)) => Some(api::Decision { amount, note, decided_at }),
+            _ => None,
+        };
+        Some(api::Escalation { escalated_at, escalated_by, decision })
     }
 
     /// The thread as it truly is at `now`, before the sweeper has caught up, with whose turn it
@@ -34,6 +45,9 @@ impl Thread {
             expires_at: self.expires_at,
             closed_reason: self.closed_reason,
             deadlock: self.deadlock().map(Box::new),
+            kind: self.kind,
+            order_id: self.order_id,
+            escalation: self.escalation().map(Box::new),
             created_at: self.created_at,
             updated_at: self.updated_at,
         };
@@ -44,7 +58,11 @@ impl Thread {
             view.closed_reason = Some(Reason::Expired);
             view.expires_at = None;
         }
-        view.turn = thread::turn(view.status, view.rounds);
+        // The thread's own turns: on an order, the seller may have opened it.
+        view.turn = thread::turn(view.status, view.rounds).map(|turn| match self.opened_by {
+            Party::Buyer => turn,
+            Party::Seller => turn.other(),
+        });
         view
     }
 }
@@ -71,6 +89,7 @@ impl From<Bid> for api::Bid {
             thread_id: bid.thread_id,
             author: bid.author,
             author_id: bid.author_id,
+            kind: bid.kind,
             amount: bid.amount,
             currency: bid.currency,
             message: bid.message,
@@ -186,7 +205,11 @@ impl From<Listing> for api::Listing {
 
 impl From<Order> for api::Order {
     fn from(row: Order) -> api::Order {
-        let outstanding = row.ledger().outstanding();
+        // A cancelled order owes nothing more; what was paid of it is owed back.
+        let (outstanding, refund_due) = match row.status {
+            OrderStatus::Cancelled => (0, row.refunds().refundable()),
+            OrderStatus::Confirmed | OrderStatus::Fulfilled | OrderStatus::Completed => (row.ledger().outstanding(), 0),
+        };
         let fulfilment = row.fulfilled_at.map(|fulfilled_at| api::Fulfilment {
             fulfilled_at,
             reference: row.fulfilment_reference,
@@ -205,6 +228,9 @@ impl From<Order> for api::Order {
             status: row.status,
             paid_amount: row.paid_amount,
             outstanding,
+            refunded_amount: row.refunded_amount,
+            refund_due,
+            cancelled_at: row.cancelled_at,
             fulfilment,
             completed_at: row.completed_at,
             created_at: row.created_at,

@@ -196,6 +196,8 @@ pub struct ThreadFilter {
     pub agent_id: Option<Uuid>,
     /// Threads opened at or after.
     pub since: Option<DateTime<Utc>>,
+    /// Only refunds escalated and not yet decided.
+    pub escalated: bool,
     pub after: Option<Uuid>,
     pub limit: i64,
 }
@@ -219,6 +221,9 @@ pub async fn threads(executor: impl PgExecutor<'_>, filter: &ThreadFilter) -> Re
     }
     if let Some(agent_id) = filter.agent_id {
         query.push(" AND (buyer_id = ").push_bind(agent_id).push(" OR seller_id = ").push_bind(agent_id).push(")");
+    }
+    if filter.escalated {
+        query.push(" AND escalated_at IS NOT NULL AND decided_at IS NULL");
     }
     if let Some(since) = filter.since {
         query.push(" AND id >= ").push_bind(id_floor(since)).push(" AND created_at >= ").push_bind(since);

@@ -186,7 +186,7 @@ pub async fn read_for_placement(
                       (array_agg(t.id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_thread_id,
                       max(t.expires_at) FILTER (WHERE t.status = 'ACTIVE') AS active_expires_at,
                       (array_agg(t.last_bid_id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_last_bid_id
-               FROM threads t WHERE t.listing_id = l.id AND t.buyer_id = $2
+               FROM threads t WHERE t.listing_id = l.id AND t.buyer_id = $2 AND t.kind = 'price'
            ) m
            WHERE l.id = $1"#,
         listing_id,
@@ -230,7 +230,7 @@ pub async fn buyer_threads(
                   (array_agg(t.id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_thread_id,
                   max(t.expires_at) FILTER (WHERE t.status = 'ACTIVE') AS active_expires_at,
                   (array_agg(t.last_bid_id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_last_bid_id
-           FROM threads t WHERE t.listing_id = $1 AND t.buyer_id = $2"#,
+           FROM threads t WHERE t.listing_id = $1 AND t.buyer_id = $2 AND t.kind = 'price'"#,
         listing_id,
         buyer_id,
     )

@@ -16,7 +16,9 @@ pub async fn offers_after(
     before: i32,
 ) -> Result<Vec<(i64, Option<serde_json::Value>)>, sqlx::Error> {
     let rows = sqlx::query!(
-        "SELECT amount, terms FROM bids WHERE thread_id = $1 AND round > $2 AND round < $3 ORDER BY round",
+        // A price's bids always name an amount (only a cancellation's do not).
+        r#"SELECT amount AS "amount!", terms FROM bids WHERE thread_id = $1 AND round > $2 AND round < $3
+           ORDER BY round"#,
         thread_id,
         after,
         before,

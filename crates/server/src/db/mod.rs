@@ -21,6 +21,7 @@ pub mod instances;
 pub mod listings;
 pub mod mediation;
 pub mod moves;
+pub mod negotiations;
 pub mod orders;
 pub mod policies;
 pub mod primary;

@@ -292,14 +292,15 @@ pub async fn place(
          ), allowed AS (
              SELECT i.* FROM input i
              WHERE i.index IN (SELECT index FROM locked_listing)
-               AND (SELECT count(*) FROM threads t WHERE t.listing_id = i.listing_id AND t.buyer_id = i.author_id)
+               AND (SELECT count(*) FROM threads t
+                    WHERE t.listing_id = i.listing_id AND t.buyer_id = i.author_id AND t.kind = 'price')
                    < i.max_threads_per_buyer
          ), thread AS (
              INSERT INTO threads (id, listing_id, buyer_id, seller_id, status, rounds, last_bid_id, expires_at,
                                   created_at, updated_at)
              SELECT thread_id, listing_id, author_id, seller_id, thread_status, round, id, expires_at, now, now
              FROM allowed
-             ON CONFLICT (listing_id, buyer_id) WHERE status = 'ACTIVE' DO NOTHING
+             ON CONFLICT (listing_id, buyer_id) WHERE status = 'ACTIVE' AND kind = 'price' DO NOTHING
              RETURNING *
          ), bid AS (
              INSERT INTO bids (id, thread_id, author, author_id, amount, currency, message, terms, final, status, round,

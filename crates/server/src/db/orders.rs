@@ -11,6 +11,7 @@ use uuid::Uuid;
 use super::text::Text;
 use super::{Listing, Page};
 use haggle_domain::order::Ledger;
+use haggle_domain::order_negotiation::Refunds;
 use haggle_domain::{Amount, Currency, Party};
 
 /// An order as stored; shown as [`api::Order`].
@@ -34,6 +35,11 @@ pub struct Order {
     pub fulfilment_reference: Option<String>,
     pub fulfilment_note: Option<String>,
     pub completed_at: Option<DateTime<Utc>>,
+    /// The refunds agreed or decided: never more than `paid_amount`.
+    #[serde(default)]
+    pub refunded_amount: i64,
+    #[serde(default)]
+    pub cancelled_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -43,11 +49,17 @@ impl Order {
     pub fn ledger(&self) -> Ledger {
         Ledger { amount: self.amount, paid: self.paid_amount }
     }
+
+    /// What was paid and what of it was refunded.
+    pub fn refunds(&self) -> Refunds {
+        Refunds { paid: self.paid_amount, refunded: self.refunded_amount }
+    }
 }
 
 /// Every column of an order, for the lists built at run time (read into [`Order`] by name).
 pub const ORDER_COLUMNS: &str = "id, listing_id, thread_id, bid_id, buyer_id, seller_id, amount, currency, terms, \
-     status, paid_amount, fulfilled_at, fulfilment_reference, fulfilment_note, completed_at, created_at, updated_at";
+     status, paid_amount, fulfilled_at, fulfilment_reference, fulfilment_note, completed_at, refunded_amount, \
+     cancelled_at, created_at, updated_at";
 
 /// A payment as stored (read back through `row_to_json`); shown as [`api::Payment`].
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -173,7 +185,8 @@ pub struct DueOrder {
 }
 
 /// Locks up to `batch` orders fulfilled at or before `fulfilled_before` and still FULFILLED,
-/// oldest fulfilment first, skipping those another transaction holds.
+/// oldest fulfilment first, skipping those another transaction holds and those a refund is
+/// still negotiated or decided on ([`open_refund`]).
 pub async fn lock_due_completions(
     conn: &mut PgConnection,
     fulfilled_before: DateTime<Utc>,
@@ -183,11 +196,28 @@ pub async fn lock_due_completions(
         DueOrder,
         r#"SELECT id, status AS "status: Text<OrderStatus>" FROM orders
            WHERE status = 'FULFILLED' AND fulfilled_at <= $1
+             AND NOT EXISTS (SELECT 1 FROM threads t
+                             WHERE t.order_id = orders.id AND t.kind = 'refund'
+                               AND (t.status = 'ACTIVE' OR (t.escalated_at IS NOT NULL AND t.decided_at IS NULL)))
            ORDER BY fulfilled_at LIMIT $2 FOR UPDATE SKIP LOCKED"#,
         fulfilled_before,
         batch,
     )
     .fetch_all(conn)
+    .await
+}
+
+/// The refund still open on the order, if any: negotiated (an ACTIVE thread), or escalated and
+/// not yet decided. The order completes only without one.
+pub async fn open_refund(executor: impl PgExecutor<'_>, order_id: Uuid) -> Result<Option<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "SELECT id FROM threads t
+         WHERE t.order_id = $1 AND t.kind = 'refund'
+           AND (t.status = 'ACTIVE' OR (t.escalated_at IS NOT NULL AND t.decided_at IS NULL))
+         LIMIT 1",
+        order_id,
+    )
+    .fetch_optional(executor)
     .await
 }
 

@@ -11,7 +11,7 @@ use super::Listing;
 use haggle_api as api;
 use haggle_domain::bid;
 use haggle_domain::money::Amount;
-use haggle_domain::{BidStatus, Currency, Party, Reason, ThreadStatus};
+use haggle_domain::{BidStatus, Currency, Party, Reason, ThreadKind, ThreadStatus};
 
 /// A thread as stored. Read back through `row_to_json`, so that its text columns come back as
 /// their enums; shown to agents as [`api::Thread`] through [`Thread::at`].
@@ -34,6 +34,25 @@ pub struct Thread {
     pub mediation: Option<api::Suggestion>,
     #[serde(default)]
     pub mediation_agreed: Vec<Party>,
+    /// What it negotiates, and the order it negotiates on (none for a price).
+    #[serde(default)]
+    pub kind: ThreadKind,
+    #[serde(default)]
+    pub order_id: Option<Uuid>,
+    /// Who made the first bid: the buyer on a listing, either party on an order.
+    #[serde(default = "buyer")]
+    pub opened_by: Party,
+    /// A refund that found no agreement, sent to the operator, and the operator's decision.
+    #[serde(default)]
+    pub escalated_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub escalated_by: Option<Uuid>,
+    #[serde(default)]
+    pub decided_amount: Option<i64>,
+    #[serde(default)]
+    pub decision_note: Option<String>,
+    #[serde(default)]
+    pub decided_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -46,6 +65,11 @@ pub struct Bid {
     pub thread_id: Uuid,
     pub author: Party,
     pub author_id: Uuid,
+    /// Its thread's kind.
+    #[serde(default)]
+    pub kind: ThreadKind,
+    /// Minor units; a cancellation names none, stored as NULL and read as 0.
+    #[serde(deserialize_with = "absent_as_zero")]
     pub amount: i64,
     pub currency: Currency,
     pub message: Option<String>,
@@ -60,6 +84,15 @@ pub struct Bid {
     pub responded_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+fn buyer() -> Party {
+    Party::Buyer
+}
+
+/// A bid's amount as stored: NULL (a cancellation's) is read as 0.
+fn absent_as_zero<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
+    Option::<i64>::deserialize(deserializer).map(Option::unwrap_or_default)
 }
 
 /// Everything a bid action decides on, read with the thread locked or, for a single-statement
@@ -151,6 +184,7 @@ impl NewBid<'_> {
             thread_id,
             author: Party::author_of_round(round),
             author_id: self.author_id,
+            kind: ThreadKind::Price,
             amount: self.amount.minor_units(),
             currency: self.currency,
             message: self.message.map(str::to_owned),

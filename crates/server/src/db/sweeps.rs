@@ -19,20 +19,21 @@ struct BidAndThreadRow {
     thread: Json<Thread>,
 }
 
-/// Ends a thread through its pending bid: a rejection, a withdrawal or an expiry. The caller
-/// must hold the thread's lock (the bid row is changed first here, so taking the thread's
-/// lock only now would invert the lock order). `None` if the bid was no longer PENDING, or,
-/// for a rejection or withdrawal, its deadline has passed.
+/// Ends a thread through its pending bid: a rejection, a withdrawal, an expiry, or (on an
+/// order's negotiation) an acceptance. The caller must hold the thread's lock (the bid row is
+/// changed first here, so taking the thread's lock only now would invert the lock order).
+/// `None` if the bid was no longer PENDING, or, for a party's answer, its deadline has passed.
 pub async fn end_with_bid(
     conn: &mut PgConnection,
     bid_id: Uuid,
     transition: Transition,
 ) -> Result<Option<(Bid, Thread)>, sqlx::Error> {
-    let before_deadline = matches!(transition, Transition::Reject(_));
+    let before_deadline = matches!(transition, Transition::Reject(_) | Transition::Accept);
     Ok(end_bids(conn, &[bid_id], transition, before_deadline).await?.pop())
 }
 
-/// Ends every live thread of a listing that sold out or was withdrawn (`reason`), each as the
+/// Ends every live price thread of a listing that sold out or was withdrawn (`reason`; the
+/// negotiations on its orders go on), each as the
 /// domain closes it ([`bid::close`]): its pending bid rejected and the thread closed, or, past
 /// its deadline, expired. The listing must be locked. Returns each ended thread with its bid.
 ///
@@ -44,7 +45,7 @@ pub async fn end_listing_threads(
     reason: Reason,
 ) -> Result<Vec<(Bid, Thread)>, sqlx::Error> {
     let locked = sqlx::query_scalar!(
-        "SELECT id FROM threads WHERE listing_id = $1 AND status = 'ACTIVE' ORDER BY id FOR UPDATE",
+        "SELECT id FROM threads WHERE listing_id = $1 AND status = 'ACTIVE' AND kind = 'price' ORDER BY id FOR UPDATE",
         listing_id,
     )
     .fetch_all(&mut *conn)

@@ -51,13 +51,14 @@ pub fn queue_tasks(pending: &str, requeue: Requeue) -> String {
     )
 }
 
-/// The pending bids of stored threads and who must answer them, as [`queue_tasks`] reads them.
+/// The pending bids of stored price threads and who must answer them, as [`queue_tasks`] reads
+/// them: no policy answers a negotiation on an order.
 pub const STORED_PENDING: &str = "(SELECT b.id AS bid_id, t.id AS thread_id, t.listing_id, r.agent_id, r.role
       FROM bids b JOIN threads t ON t.id = b.thread_id
       CROSS JOIN LATERAL (
           SELECT CASE b.author WHEN 'buyer' THEN t.seller_id ELSE t.buyer_id END AS agent_id,
                  CASE b.author WHEN 'buyer' THEN 'seller' ELSE 'buyer' END AS role) r
-      WHERE b.status = 'PENDING' AND t.status = 'ACTIVE' AND t.last_bid_id = b.id)";
+      WHERE b.status = 'PENDING' AND t.status = 'ACTIVE' AND t.last_bid_id = b.id AND t.kind = 'price')";
 
 /// Queues a task for every pending bid within `scope` that waits for the agent's answer in
 /// `role`, so that a policy set on a live negotiation takes it over: a bid the agent's previous

@@ -5,7 +5,7 @@ use sqlx::{PgExecutor, Postgres, QueryBuilder};
 use uuid::Uuid;
 
 use super::{Bid, Page, Thread};
-use haggle_domain::{Party, ThreadStatus};
+use haggle_domain::{Party, ThreadKind, ThreadStatus};
 
 /// A bid, if the agent is party to its thread.
 pub async fn get_bid(executor: impl PgExecutor<'_>, bid_id: Uuid, agent_id: Uuid) -> Result<Option<Bid>, sqlx::Error> {
@@ -53,6 +53,8 @@ pub struct ThreadFilter {
     pub role: Option<Party>,
     pub status: Option<ThreadStatus>,
     pub listing_id: Option<Uuid>,
+    pub order_id: Option<Uuid>,
+    pub kind: Option<ThreadKind>,
     pub after: Option<Uuid>,
     pub limit: i64,
 }
@@ -127,6 +129,12 @@ fn push_thread_conditions(query: &mut QueryBuilder<Postgres>, filter: &ThreadFil
     };
     if let Some(listing_id) = filter.listing_id {
         query.push(" AND listing_id = ").push_bind(listing_id);
+    }
+    if let Some(order_id) = filter.order_id {
+        query.push(" AND order_id = ").push_bind(order_id);
+    }
+    if let Some(kind) = filter.kind {
+        query.push(" AND kind = ").push_bind(kind.as_str());
     }
     if let Some(after) = filter.after {
         query.push(" AND id < ").push_bind(after);

@@ -55,6 +55,15 @@ impl NewEvent {
         event
     }
 
+    /// A refund went to the operator (`dispute.escalated`), or the operator decided it
+    /// (`dispute.decided`): both parties are told, with the thread and its order.
+    pub fn dispute(kind: EventType, thread: &Thread, order: &Order) -> NewEvent {
+        let data = json!({ "thread": thread.at(Utc::now()), "order": api::Order::from(order.clone()) });
+        let mut event = NewEvent::about_thread(kind, thread, None, data);
+        event.order_id = Some(order.id);
+        event
+    }
+
     pub fn order_created(order: &Order) -> NewEvent {
         NewEvent {
             kind: EventType::OrderCreated,

@@ -23,12 +23,12 @@ use super::{AppState, Endpoint, Page, Reply, Write, invalid_param, page_size};
 use crate::db;
 use crate::db::admin::{AgentFilter, OrderFilter, ThreadFilter};
 use crate::events::{Event, MARKET, Subscription};
-use crate::market::agents;
+use crate::market::{agents, order_negotiations};
 use crate::secrets;
 use haggle_api::query;
 use haggle_api::{
     self as api, AdminAgentQuery, AdminOrderQuery, AdminPageQuery, AdminThreadQuery, AdminWebhookQuery, AgentStatus,
-    ProfilePatch, StatsQuery, StreamQuery, Suspension, ThreadWithBids,
+    DisputeDecision, ProfilePatch, StatsQuery, StreamQuery, Suspension, ThreadWithBids,
 };
 
 pub fn endpoints() -> Vec<Endpoint> {
@@ -42,6 +42,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         Endpoint::delete("/v1/admin/keys/{key_id}", revoke_key),
         Endpoint::get("/v1/admin/threads", list_threads),
         Endpoint::get("/v1/admin/threads/{id}", read_thread),
+        Endpoint::post("/v1/admin/threads/{id}/decide", decide_dispute),
         Endpoint::get("/v1/admin/orders", list_orders),
         Endpoint::get("/v1/admin/webhooks", list_webhooks),
         Endpoint::get("/v1/admin/webhooks/{id}/deliveries", list_deliveries),
@@ -219,6 +220,7 @@ async fn list_threads(
         listing_id: query.listing_id,
         agent_id: query.agent_id,
         since: query.since,
+        escalated: query.escalated.unwrap_or(false),
         after: query.cursor,
     };
     let page = db::admin::threads(&state.pool, &filter).await?;
@@ -236,6 +238,29 @@ async fn read_thread(
         db::threads::get_thread_with_bids(&state.pool, id, None).await?.ok_or_else(|| ApiError::not_found("thread"))?;
     let now = Utc::now();
     Ok(Json(ThreadWithBids { thread: thread.at(now), bids: bids.iter().map(|bid| bid.at(now)).collect() }))
+}
+
+/// The operator decides an escalated refund: the thread with its decision, and the order with
+/// the refund recorded.
+async fn decide_dispute(
+    State(state): State<AppState>,
+    _operator: Operator,
+    Id(id): Id,
+    key: IdempotencyKey,
+    body: JsonBody<DisputeDecision>,
+) -> Result<Response, Response> {
+    let mut command = Write::begin(&state, OPERATOR_SCOPE, key, body.digest).await?;
+    let outcome = async {
+        let (conn, events) = command.parts().await?;
+        order_negotiations::decide(conn, events, id, &body.value).await
+    }
+    .await;
+    let now = Utc::now();
+    Ok(command
+        .finish(outcome.map(|(thread, order)| {
+            Reply::json(StatusCode::OK, &api::Decided { thread: thread.at(now), order: order.into() })
+        }))
+        .await)
 }
 
 async fn list_orders(

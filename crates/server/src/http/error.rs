@@ -140,11 +140,14 @@ impl From<Rejection> for ApiError {
             Rejection::Validation(errors) => ApiError::fields(error.code, error.detail, &errors),
             Rejection::NotAConcession { min, max, .. } => error.with("min_amount", min).with("max_amount", max),
             Rejection::ExceedsOutstanding { outstanding } => error.with("outstanding", outstanding),
+            Rejection::ExceedsRefundable { refundable } => error.with("refundable", refundable),
+            Rejection::NegotiationOpen { thread_id: Some(id), .. } => error.with("thread_id", id.to_string()),
             Rejection::NotFound { .. }
             | Rejection::Forbidden { .. }
             | Rejection::OwnListing
             | Rejection::QuoteExpired { .. }
-            | Rejection::ThreadActive { thread_id: None } => error,
+            | Rejection::ThreadActive { thread_id: None }
+            | Rejection::NegotiationOpen { thread_id: None, .. } => error,
         }
     }
 }

@@ -12,9 +12,11 @@ use super::{AppState, Endpoint, Page, Reply, Write, page_size};
 use crate::db;
 use crate::db::agents::Caller;
 use crate::db::orders::OrderFilter;
+use crate::market::order_negotiations;
 use crate::market::orders::{self, PaymentAnswer};
 use crate::views::order_with_payments;
-use haggle_api::{self as api, Fulfil, NewPayment, OrderQuery, PaymentAndOrder, PaymentDispute};
+use chrono::Utc;
+use haggle_api::{self as api, Fulfil, NewPayment, OpenNegotiation, OrderQuery, PaymentAndOrder, PaymentDispute};
 
 pub fn endpoints() -> Vec<Endpoint> {
     vec![
@@ -25,6 +27,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         Endpoint::post("/v1/orders/{id}/payments", record_payment),
         Endpoint::post("/v1/orders/{id}/payments/{payment_id}/confirm", confirm_payment),
         Endpoint::post("/v1/orders/{id}/payments/{payment_id}/dispute", dispute_payment),
+        Endpoint::post("/v1/orders/{id}/negotiations", open_negotiation),
     ]
 }
 
@@ -102,6 +105,29 @@ async fn record_payment(
     }
     .await;
     Ok(command.finish(outcome.map(|answer| Reply::json(StatusCode::CREATED, &payment_and_order(answer)))).await)
+}
+
+/// Opens a negotiation on the order (a refund, a cancellation) with its first bid: 201 with the
+/// bid and its thread, whose later moves are the bid routes'.
+async fn open_negotiation(
+    State(state): State<AppState>,
+    caller: Caller,
+    Id(id): Id,
+    key: IdempotencyKey,
+    body: JsonBody<OpenNegotiation>,
+) -> Result<Response, Response> {
+    let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
+    let rules = state.settings.rules;
+    let outcome = async {
+        let (conn, events) = command.parts().await?;
+        order_negotiations::open(conn, events, caller, id, &body.value, rules).await
+    }
+    .await;
+    let now = Utc::now();
+    let reply = outcome.map(|(bid, thread)| {
+        Reply::json(StatusCode::CREATED, &api::BidAndThread { bid: bid.at(now), thread: thread.at(now) })
+    });
+    Ok(command.finish(reply).await)
 }
 
 async fn confirm_payment(

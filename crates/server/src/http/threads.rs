@@ -12,6 +12,7 @@ use crate::db;
 use crate::db::agents::Caller;
 use crate::db::threads::ThreadFilter;
 use crate::market::mediation::{self, Settlement};
+use crate::market::order_negotiations;
 use axum::http::StatusCode;
 use axum::response::Response;
 
@@ -20,6 +21,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         Endpoint::get("/v1/threads", list),
         Endpoint::get("/v1/threads/{id}", read),
         Endpoint::post("/v1/threads/{id}/settle", settle),
+        Endpoint::post("/v1/threads/{id}/escalate", escalate),
     ]
 }
 
@@ -48,6 +50,25 @@ async fn settle(
         .await)
 }
 
+/// Either party sends a refund that ended without agreement to the operator: the thread, marked
+/// escalated.
+async fn escalate(
+    State(state): State<AppState>,
+    caller: Caller,
+    Id(id): Id,
+    key: IdempotencyKey,
+    body: ActionBody,
+) -> Result<Response, Response> {
+    let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
+    let outcome = async {
+        let (conn, events) = command.parts().await?;
+        order_negotiations::escalate(conn, events, caller, id).await
+    }
+    .await;
+    let now = Utc::now();
+    Ok(command.finish(outcome.map(|thread| Reply::json(StatusCode::OK, &thread.at(now)))).await)
+}
+
 async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -58,6 +79,8 @@ async fn list(
         role: query.role,
         status: query.status,
         listing_id: query.listing_id,
+        order_id: query.order_id,
+        kind: query.kind,
         after: query.cursor,
     };
     let page = db::threads::list_threads(&state.pool, caller.id, &filter).await?;

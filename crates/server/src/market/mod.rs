@@ -17,6 +17,7 @@ pub mod listings;
 pub mod live;
 pub mod mediation;
 pub mod negotiation;
+pub mod order_negotiations;
 pub mod orders;
 pub mod policies;
 pub mod quotes;

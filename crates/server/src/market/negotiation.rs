@@ -8,6 +8,7 @@ use uuid::Uuid;
 use super::batch::Move;
 use super::deadlock;
 use super::live;
+use super::order_negotiations;
 use super::{Access, Error, Result, Rules};
 use crate::db::agents::Caller;
 use crate::db::listings::BuyerThreads;
@@ -19,7 +20,7 @@ use crate::metrics::{self, MoveOutcome};
 use haggle_domain::bid::{self, Action, Actor, Offered, Positions, Proposal, Transition};
 use haggle_domain::money::Amount;
 use haggle_domain::rejection::Validator;
-use haggle_domain::{BidStatus, ListingStatus, Party, Reason, Rejection, ThreadStatus};
+use haggle_domain::{BidStatus, ListingStatus, Party, Reason, Rejection, ThreadKind, ThreadStatus};
 
 /// The answers to a pending bid that end the thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,6 +198,14 @@ async fn open(
         deadlock_at: None,
         mediation: None,
         mediation_agreed: Vec::new(),
+        kind: ThreadKind::Price,
+        order_id: None,
+        opened_by: Party::Buyer,
+        escalated_at: None,
+        escalated_by: None,
+        decided_amount: None,
+        decision_note: None,
+        decided_at: None,
         created_at: now,
         updated_at: now,
     };
@@ -423,6 +432,19 @@ async fn counter_on(
 ) -> Result<(Bid, Thread)> {
     let bid_id = context.bid.id;
     let party = context.party_of(caller.id).ok_or_else(not_found)?;
+    if context.thread.kind != ThreadKind::Price {
+        // A negotiation on an order moves under locks only, never through the batcher.
+        if !access.is_locked() {
+            return Err(Error::NeedsLocks);
+        }
+        let transition = decide(conn, events, &access, context, Action::Counter, party).await?;
+        return match order_negotiations::counter(conn, events, caller, context, party, transition, input, amount)
+            .await?
+        {
+            Some(made) => Ok(made),
+            None => Err(lost_race(conn, events, bid_id).await),
+        };
+    }
     let transition = decide(conn, events, &access, context, Action::Counter, party).await?;
     // The responder's own previous position: the bid this one answered, or the ask for the
     // seller's first counter.
@@ -556,9 +578,20 @@ pub async fn answer(
         (Access::Unlocked(_), Answer::Reject | Answer::Withdraw) => return Err(Error::NeedsLocks),
     }
     let (context, party, remembered) = read_context(conn, &access, caller, bid_id, answer.kind()).await?;
+    let on_order = context.thread.kind != ThreadKind::Price;
+    if on_order && !access.is_locked() {
+        // A negotiation on an order moves under locks only, never through the batcher.
+        return Err(Error::NeedsLocks);
+    }
     let transition =
         again_if_remembered(remembered, decide(conn, events, &access, &context, answer.action(), party).await)?;
     match transition {
+        Transition::Accept if on_order => {
+            match order_negotiations::accept(conn, events, &context, party, transition).await? {
+                Some((bid, thread, order)) => Ok(Answered { bid, thread, order: Some(order) }),
+                None => Err(lost_race(conn, events, bid_id).await),
+            }
+        }
         Transition::Accept => again_if_remembered(remembered, accept(conn, events, access, &context, transition).await),
         Transition::Reject(_) | Transition::Expire => {
             let ended = db::sweeps::end_with_bid(conn, bid_id, transition).await?;
@@ -628,6 +661,8 @@ async fn accept(
         fulfilment_reference: None,
         fulfilment_note: None,
         completed_at: None,
+        refunded_amount: 0,
+        cancelled_at: None,
         created_at: now,
         updated_at: now,
     };

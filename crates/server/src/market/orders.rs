@@ -12,8 +12,10 @@ use crate::db::Order;
 use crate::db::agents::Caller;
 use crate::db::orders::{self, Payment};
 use crate::events::{EventType, NewEvent, Outbox};
-use haggle_domain::order::{self as table, Fulfil, NewPayment, OrderAction, OrderActor, PaymentAction, PaymentDispute};
-use haggle_domain::{Party, Rejection};
+use haggle_domain::order::{
+    self as table, Fulfil, NewPayment, OrderAction, OrderActor, OrderStatus, PaymentAction, PaymentDispute,
+};
+use haggle_domain::{Party, Rejection, ThreadKind};
 
 fn order_not_found() -> Rejection {
     Rejection::NotFound { what: "order" }
@@ -54,7 +56,7 @@ pub async fn fulfil(
     Ok((fulfilled, payments))
 }
 
-/// The buyer completes a FULFILLED order.
+/// The buyer completes a FULFILLED order, unless a refund is still open on it.
 pub async fn complete(
     conn: &mut PgConnection,
     events: &mut Outbox,
@@ -63,6 +65,10 @@ pub async fn complete(
 ) -> Result<(Order, Vec<Payment>)> {
     let (order, party) = lock_as_party(conn, caller, id).await?;
     table::apply(order.status, OrderAction::Complete, OrderActor::Party(party))?;
+    // Under the order's lock, which opening a refund takes too: of the two, one wins.
+    if let Some(thread_id) = orders::open_refund(&mut *conn, id).await? {
+        return Err(Rejection::NegotiationOpen { kind: ThreadKind::Refund, thread_id: Some(thread_id) }.into());
+    }
     let completed = orders::complete(conn, &[id]).await?.pop().ok_or_else(|| changed(&order))?;
     events.push(NewEvent::order(EventType::OrderCompleted, &completed));
     let payments = orders::payments(&mut *conn, id).await?;
@@ -103,6 +109,13 @@ pub async fn record_payment(
     let payment = payment.validate(rules.amounts)?;
     let (order, party) = lock_as_party(conn, caller, id).await?;
     table::require_payer(party)?;
+    if order.status == OrderStatus::Cancelled {
+        return Err(Rejection::InvalidTransition {
+            current_status: order.status.as_str(),
+            detail: "the order is CANCELLED: nothing more is owed on it".into(),
+        }
+        .into());
+    }
     order.ledger().admit(payment.amount.minor_units())?;
     let recorded = orders::insert_payment(conn, Uuid::now_v7(), &order, payment.amount, &payment.reference).await?;
     events.push(NewEvent::payment(EventType::PaymentRecorded, &recorded, &order));

@@ -39,7 +39,9 @@ pub fn iab_code(code: Code) -> (&'static str, Option<StatusCode>) {
         | Code::OfferLimitReached
         | Code::ListingUnavailable
         | Code::IdempotencyKeyInUse
-        | Code::ExceedsOutstanding => ("contention", None),
+        | Code::ExceedsOutstanding
+        | Code::NegotiationOpen
+        | Code::ExceedsRefundable => ("contention", None),
         Code::IdempotencyKeyReused => ("idempotency_conflict", Some(StatusCode::CONFLICT)),
         Code::PayloadTooLarge => ("payload_too_large", None),
         Code::RateLimited => ("rate_limited", None),

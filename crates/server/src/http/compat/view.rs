@@ -432,6 +432,7 @@ mod tests {
             thread_id: Uuid::nil(),
             author: Party::author_of_round(round),
             author_id: Uuid::nil(),
+            kind: Default::default(),
             amount,
             currency: Currency::USD,
             message: (round % 2 == 0).then(|| format!("seller note {round}")),

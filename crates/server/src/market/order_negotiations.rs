@@ -1,0 +1,310 @@
+//! Negotiations on an order (a refund, a cancellation): opening one, its counters and its
+//! agreement, a refund's escalation to the operator and the operator's decision. The moves
+//! are the price's (`bid::apply` decides them, in `negotiation.rs`); what a kind allows and
+//! what its agreement does to the order are `haggle_domain::order_negotiation`'s.
+//!
+//! Every move here is made under locks, in one transaction, never through the batcher: the
+//! open thread first, then the order, as an answer on the thread takes them (after the listing,
+//! which an answer that may change it locks first). Every check runs before the first write,
+//! since a refusal still commits what was written before it.
+
+use chrono::Duration;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::{Result, Rules};
+use crate::db::agents::Caller;
+use crate::db::negotiations;
+use crate::db::rows::BidContext;
+use crate::db::{self, Bid, Order, Thread};
+use crate::events::{EventType, NewEvent, Outbox};
+use haggle_api::{DisputeDecision, OpenNegotiation};
+use haggle_domain::bid::{self, Positions, Transition};
+use haggle_domain::money::Amount;
+use haggle_domain::order::{self as table, OrderAction, OrderActor};
+use haggle_domain::order_negotiation::{self as rules, Refunds};
+use haggle_domain::rejection::Validator;
+use haggle_domain::{BidStatus, Party, Rejection, ThreadKind, ThreadStatus};
+
+fn order_not_found() -> Rejection {
+    Rejection::NotFound { what: "order" }
+}
+
+fn thread_not_found() -> Rejection {
+    Rejection::NotFound { what: "thread" }
+}
+
+/// A write that the checks before it made certain failed anyway: the transaction must not
+/// commit what came before it, so this is no refusal but an error that rolls it back.
+fn unexpected(what: &str) -> super::Error {
+    tracing::error!(what, "a write checked under its locks changed nothing");
+    super::Error::Database(sqlx::Error::RowNotFound)
+}
+
+/// Opens a negotiation of `input.kind` on the order with its first bid, for one of the order's
+/// parties (to anyone else the order does not exist). An open thread of the kind past its
+/// deadline ends first, as the sweeper would end it.
+pub async fn open(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    caller: Caller,
+    order_id: Uuid,
+    input: &OpenNegotiation,
+    limits: Rules,
+) -> Result<(Bid, Thread)> {
+    let kind = input.kind;
+    let mut check = Validator::new();
+    let amount = match (rules::has_amount(kind), input.amount) {
+        (true, Some(raw)) => check.check("amount", raw.validate(limits.amounts)),
+        (true, None) => {
+            check.fail("amount", "is required: the refund asked, in minor units");
+            None
+        }
+        (false, Some(_)) => {
+            check.fail("amount", format!("a {kind} negotiation names no amount"));
+            None
+        }
+        (false, None) => None,
+    };
+    check.check("message", bid::check_message(input.message.as_deref()));
+    if input.expires_in.is_some() {
+        check.check("expires_in", bid::expires_in(input.expires_in, 0));
+    }
+    match rules::read_terms(kind, Some(&input.terms)) {
+        Ok(_) => {}
+        Err(Rejection::Validation(errors)) => {
+            errors.into_iter().for_each(|error| check.fail(&error.field, error.message))
+        }
+        Err(other) => return Err(other.into()),
+    }
+    check.finish()?;
+
+    let open = negotiations::lock_open_thread(conn, order_id, kind, caller.id).await?;
+    let order = db::orders::lock(conn, order_id, caller.id).await?.ok_or_else(order_not_found)?;
+    let party = if order.buyer_id == caller.id { Party::Buyer } else { Party::Seller };
+    rules::may_open(kind, party, order.status)?;
+    if let Some(amount) = amount {
+        order.refunds().admit(amount.minor_units())?;
+    }
+    if let Some(open) = open {
+        if open.expires_at > open.db_now {
+            return Err(Rejection::NegotiationOpen { kind, thread_id: Some(open.id) }.into());
+        }
+        let expiry = bid::expire(BidStatus::Pending, open.expires_at, open.db_now)?;
+        if let Some((bid, thread)) = db::sweeps::end_with_bid(conn, open.last_bid_id, expiry).await? {
+            events.push(NewEvent::bid(&bid, &thread));
+        }
+    }
+    // One opened while this request waited for the order's lock.
+    if let Some(thread_id) = negotiations::open_thread(&mut *conn, order_id, kind).await? {
+        return Err(Rejection::NegotiationOpen { kind, thread_id: Some(thread_id) }.into());
+    }
+
+    let listing = negotiations::listing_rules(&mut *conn, order.listing_id).await?;
+    let expires_in = bid::expires_in(input.expires_in, listing.bid_ttl_seconds)
+        .map_err(|message| Rejection::invalid("expires_in", message))?;
+    let now = listing.db_now;
+    let bid = Bid {
+        id: Uuid::now_v7(),
+        thread_id: Uuid::now_v7(),
+        author: party,
+        author_id: caller.id,
+        kind,
+        amount: amount.map_or(0, Amount::minor_units),
+        currency: order.currency,
+        message: input.message.clone(),
+        terms: Some(input.terms.clone()),
+        is_final: rules::opens_final(kind) || bid::is_final(1, listing.max_rounds, input.is_final.unwrap_or(false)),
+        status: BidStatus::Pending,
+        reason: None,
+        parent_bid_id: None,
+        round: 1,
+        expires_at: now + Duration::seconds(expires_in.into()),
+        responded_at: None,
+        created_at: now,
+        updated_at: now,
+    };
+    let thread = Thread {
+        id: bid.thread_id,
+        listing_id: order.listing_id,
+        buyer_id: order.buyer_id,
+        seller_id: order.seller_id,
+        status: ThreadStatus::Active,
+        rounds: 1,
+        last_bid_id: bid.id,
+        expires_at: Some(bid.expires_at),
+        closed_reason: None,
+        deadlock_at: None,
+        mediation: None,
+        mediation_agreed: Vec::new(),
+        kind,
+        order_id: Some(order.id),
+        opened_by: party,
+        escalated_at: None,
+        escalated_by: None,
+        decided_amount: None,
+        decision_note: None,
+        decided_at: None,
+        created_at: now,
+        updated_at: now,
+    };
+    let (bid, thread) = negotiations::open(conn, &thread, &bid).await?;
+    events.push(NewEvent::bid(&bid, &thread));
+    Ok((bid, thread))
+}
+
+/// Counters the pending bid of an order's negotiation in `context` (read with its thread
+/// locked), which the state machine allowed `party` as `transition`. A refund's counter
+/// concedes the other way from a price's; a cancellation is never countered (its bid is final).
+/// `None` if the compare-and-set found the bid answered or past its deadline.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn counter(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    caller: Caller,
+    context: &BidContext,
+    party: Party,
+    transition: Transition,
+    input: &bid::Proposal,
+    amount: Amount,
+) -> Result<Option<(Bid, Thread)>> {
+    let kind = context.thread.kind;
+    match kind {
+        ThreadKind::Refund => {}
+        ThreadKind::Price | ThreadKind::Cancel => return Err(Rejection::FinalOffer.into()),
+    }
+    let own_previous = context.parent_amount.unwrap_or(rules::SELLER_FIRST_POSITION);
+    rules::check_refund_counter(party, amount.minor_units(), Positions { pending: context.bid.amount, own_previous })?;
+    let terms = if input.carries_terms_over() { context.bid.terms.clone() } else { input.own_terms().cloned() };
+    rules::read_terms(kind, terms.as_ref())?;
+    let round = context.bid.round + 1;
+    let expires_in = bid::expires_in(input.expires_in, context.listing.bid_ttl_seconds)
+        .map_err(|message| Rejection::invalid("expires_in", message))?;
+    let now = context.db_now;
+    let counter = Bid {
+        id: Uuid::now_v7(),
+        thread_id: context.thread.id,
+        author: party,
+        author_id: caller.id,
+        kind,
+        amount: amount.minor_units(),
+        currency: context.bid.currency,
+        message: input.message.clone(),
+        terms,
+        is_final: bid::is_final(round, context.listing.max_rounds, input.is_final),
+        status: BidStatus::Pending,
+        reason: None,
+        parent_bid_id: Some(context.bid.id),
+        round,
+        expires_at: now + Duration::seconds(expires_in.into()),
+        responded_at: None,
+        created_at: now,
+        updated_at: now,
+    };
+    let Some((bid, thread)) = negotiations::counter(conn, context.bid.id, transition.into(), &counter).await? else {
+        return Ok(None);
+    };
+    events.push(NewEvent::bid(&bid, &thread));
+    Ok(Some((bid, thread)))
+}
+
+/// Accepts the pending bid of an order's negotiation in `context` (its listing and thread
+/// locked), which the state machine allowed `party`: the thread ends ACCEPTED and, in the same
+/// transaction, a refund is recorded on the order (`order.refunded`) or the order is cancelled
+/// (`order.cancelled`), its unit given back to the listing. `None` if the compare-and-set found
+/// the bid answered or past its deadline.
+pub(super) async fn accept(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    context: &BidContext,
+    party: Party,
+    transition: Transition,
+) -> Result<Option<(Bid, Thread, Order)>> {
+    let order_id = context.thread.order_id.ok_or_else(order_not_found)?;
+    let order = negotiations::lock_order(conn, order_id).await?.ok_or_else(order_not_found)?;
+    let kind = context.thread.kind;
+    match kind {
+        ThreadKind::Refund => order.refunds().admit(context.bid.amount)?,
+        ThreadKind::Cancel => {
+            table::apply(order.status, OrderAction::Cancel, OrderActor::Party(party))?;
+        }
+        ThreadKind::Price => return Err(order_not_found().into()),
+    }
+    let Some((bid, thread)) = db::sweeps::end_with_bid(conn, context.bid.id, transition).await? else {
+        return Ok(None);
+    };
+    events.push(NewEvent::bid(&bid, &thread));
+    let order = match kind {
+        ThreadKind::Refund => {
+            let order = negotiations::record_refund(conn, order_id, bid.amount)
+                .await?
+                .ok_or_else(|| unexpected("record the refund"))?;
+            events.push(NewEvent::order(EventType::OrderRefunded, &order));
+            order
+        }
+        ThreadKind::Cancel | ThreadKind::Price => {
+            let (order, _listing) =
+                negotiations::cancel(conn, order_id).await?.ok_or_else(|| unexpected("cancel the order"))?;
+            events.push(NewEvent::order(EventType::OrderCancelled, &order));
+            order
+        }
+    };
+    Ok(Some((bid, thread, order)))
+}
+
+/// Sends a refund that ended without agreement (REJECTED, or EXPIRED, a live one past its
+/// deadline ending first) to the operator, at the request of either party: once.
+pub async fn escalate(conn: &mut PgConnection, events: &mut Outbox, caller: Caller, thread_id: Uuid) -> Result<Thread> {
+    let locked = negotiations::lock_thread(conn, thread_id, Some(caller.id)).await?.ok_or_else(thread_not_found)?;
+    let mut thread = locked.thread;
+    if let (ThreadStatus::Active, Some(deadline)) = (thread.status, thread.expires_at)
+        && deadline <= locked.db_now
+    {
+        let expiry = bid::expire(BidStatus::Pending, deadline, locked.db_now)?;
+        if let Some((bid, ended)) = db::sweeps::end_with_bid(conn, thread.last_bid_id, expiry).await? {
+            events.push(NewEvent::bid(&bid, &ended));
+            thread = ended;
+        }
+    }
+    rules::may_escalate(thread.kind, thread.status, thread.escalated_at.is_some())?;
+    let order_id = thread.order_id.ok_or_else(order_not_found)?;
+    let order = db::orders::get(&mut *conn, order_id, caller.id).await?.ok_or_else(order_not_found)?;
+    let escalated =
+        negotiations::escalate(conn, thread.id, caller.id).await?.ok_or_else(|| unexpected("escalate the refund"))?;
+    events.push(NewEvent::dispute(EventType::DisputeEscalated, &escalated, &order));
+    Ok(escalated)
+}
+
+/// The operator decides an escalated refund: at most what was paid and not yet refunded,
+/// recorded on the order as an agreed refund is (`dispute.decided`, `order.refunded`).
+pub async fn decide(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    thread_id: Uuid,
+    decision: &DisputeDecision,
+) -> Result<(Thread, Order)> {
+    let locked = negotiations::lock_thread(conn, thread_id, None).await?.ok_or_else(thread_not_found)?;
+    let thread = locked.thread;
+    let order = match thread.order_id {
+        Some(order_id) => Some(negotiations::lock_order(conn, order_id).await?.ok_or_else(order_not_found)?),
+        None => None,
+    };
+    let refunds = order.as_ref().map_or(Refunds { paid: 0, refunded: 0 }, Order::refunds);
+    rules::check_decision(
+        thread.escalated_at.is_some(),
+        thread.decided_at.is_some(),
+        refunds,
+        decision.amount,
+        &decision.note,
+    )?;
+    let order = order.ok_or_else(order_not_found)?;
+    let decided = negotiations::decide(conn, thread.id, decision.amount, &decision.note)
+        .await?
+        .ok_or_else(|| unexpected("record the decision"))?;
+    let order = negotiations::record_refund(conn, order.id, decision.amount)
+        .await?
+        .ok_or_else(|| unexpected("record the decided refund"))?;
+    events.push(NewEvent::dispute(EventType::DisputeDecided, &decided, &order));
+    events.push(NewEvent::order(EventType::OrderRefunded, &order));
+    Ok((decided, order))
+}
