@@ -275,7 +275,9 @@ impl Write {
     /// The connection, in a transaction (opened now if the request has not written yet), and the
     /// outbox the operation's events go to: for statements the handler runs itself.
     pub async fn parts(&mut self) -> market::Result<(&mut PgConnection, &mut Outbox)> {
-        debug_assert!(self.keyed.is_none(), "a write opened for a move runs only that move");
+        if self.keyed.is_some() {
+            self.claim_instead().await?;
+        }
         if self.unit.is_none() {
             self.unit = Some(self.market.begin().await?);
         }
@@ -310,6 +312,18 @@ impl Write {
             Err(market::Error::NeedsLocks | market::Error::Rejected(_)) => {}
             Err(error) => return Err(error),
         }
+        self.claim_instead().await?;
+        let unit = self.unit.as_mut().expect("opened above");
+        unit.run(operation).await
+    }
+
+    /// A keyed move's write whose move cannot store its answer (it was not made in one statement,
+    /// or the handler runs statements of its own first): its key is claimed as every keyed
+    /// request's is, in a transaction, before anything is written. If the key turns out taken or
+    /// answered meanwhile, that is the whole answer, which [`finish`](Self::finish) sends, and
+    /// this says [`market::Error::NeedsLocks`], for the handler to finish with.
+    async fn claim_instead(&mut self) -> market::Result<()> {
+        let unit = self.unit.as_mut().expect("a keyed move's unit is opened with it");
         self.keyed = None;
         unit.answer_with(None);
         unit.lock().await?;
@@ -326,12 +340,13 @@ impl Write {
             let saved = idempotency::find(unit.conn(), claim.scope, &claim.key_digest).await?;
             saved.map(|saved| claim.replay(saved).unwrap_or_else(IntoResponse::into_response))
         };
-        if let Some(answered) = answered {
-            // The key was claimed or answered meanwhile: that is the whole answer ([`finish`]).
-            self.answered = Some(answered);
-            return Err(market::Error::NeedsLocks);
+        match answered {
+            Some(answered) => {
+                self.answered = Some(answered);
+                Err(market::Error::NeedsLocks)
+            }
+            None => Ok(()),
         }
-        unit.run(operation).await
     }
 
     /// Commits a write whose answer is not stored for replays (it has no `Idempotency-Key`),
