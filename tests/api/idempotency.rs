@@ -68,19 +68,33 @@ async fn keys_belong_to_one_agent() {
     assert_eq!(theirs.header("idempotent-replayed"), None);
 }
 
+/// Waits until a statement of the app waits for a lock: the first request has reached the held row.
+async fn until_a_lock_is_awaited(app: &TestApp) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let waiting =
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'";
+    while app.count(waiting).await == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "the first request never reached the held row");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_duplicate_while_the_first_is_running_is_told_to_wait() {
     let app = TestApp::spawn().await;
     let deal = Deal::new(&app, json!({})).await;
-    let path = format!("/v1/listings/{}/bids", deal.listing);
+    let placed = app.post(format!("/v1/listings/{}/bids", deal.listing), &deal.buyer.key, json!({ "amount": 80000 }));
+    let bid = placed.await.expect(201).body["bid"]["id"].as_str().unwrap().to_owned();
+    let path = format!("/v1/bids/{bid}/accept");
 
-    // Hold the listing so the first request stops inside its transaction, key lock taken.
+    // An acceptance is made in a transaction that claims its key first; hold the listing so the
+    // first request stops inside it, key lock taken.
     let blocker = app.hold_listing(&deal.listing).await;
     let first = {
         let app = &app;
         let path = path.clone();
-        let buyer = deal.buyer.clone();
-        async move { post_with_key(app, &path, Some(&buyer), json!({ "amount": 80000 }), "slow").await }
+        let seller = deal.seller.clone();
+        async move { post_with_key(app, &path, Some(&seller), json!({}), "slow").await }
     };
     let duplicate = async {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -92,16 +106,69 @@ async fn a_duplicate_while_the_first_is_running_is_told_to_wait() {
             assert!(tokio::time::Instant::now() < deadline, "the first request never took the key");
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let duplicate = post_with_key(&app, &path, Some(&deal.buyer), json!({ "amount": 80000 }), "slow").await;
+        let duplicate = post_with_key(&app, &path, Some(&deal.seller), json!({}), "slow").await;
         blocker.commit().await.unwrap();
         duplicate
     };
     let (first, duplicate) = tokio::join!(first, duplicate);
     duplicate.expect_problem(409, "idempotency_key_in_use");
-    let first = first.expect(201);
-    let replay = post_with_key(&app, &path, Some(&deal.buyer), json!({ "amount": 80000 }), "slow").await.expect(201);
+    let first = first.expect(200);
+    let replay = post_with_key(&app, &path, Some(&deal.seller), json!({}), "slow").await.expect(200);
     assert_eq!(replay.body, first.body);
+    assert_eq!(app.count("SELECT count(*) FROM orders").await, 1);
+}
+
+#[tokio::test]
+async fn a_keyed_move_made_in_one_statement_stores_its_answer_with_it() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    let path = format!("/v1/listings/{}/bids", deal.listing);
+
+    // A placement and its duplicate, sent while the listing is held: the first waits in its
+    // statement, and the duplicate, which cannot be made beside it, is answered with its answer.
+    let blocker = app.hold_listing(&deal.listing).await;
+    let first = post_with_key(&app, &path, Some(&deal.buyer), json!({ "amount": 80000 }), "held");
+    let duplicate = async {
+        until_a_lock_is_awaited(&app).await;
+        let duplicate = post_with_key(&app, &path, Some(&deal.buyer), json!({ "amount": 80000 }), "held");
+        let release = async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            blocker.commit().await.unwrap();
+        };
+        tokio::join!(duplicate, release).0
+    };
+    let (first, duplicate) = tokio::join!(first, duplicate);
+    let first = first.expect(201);
+    let duplicate = duplicate.expect(201);
+    assert_eq!(duplicate.body, first.body);
+    assert_eq!(duplicate.header("idempotent-replayed"), Some("true"));
     assert_eq!(app.count("SELECT count(*) FROM threads").await, 1);
+    assert_eq!(app.count("SELECT count(*) FROM idempotency_keys").await, 1);
+
+    // A counter the same way: the stored answer is the one sent, byte for byte.
+    let bid = first.body["bid"]["id"].as_str().unwrap();
+    let counter_path = format!("/v1/bids/{bid}/counter");
+    let countered = post_with_key(&app, &counter_path, Some(&deal.seller), json!({ "amount": 95000 }), "c-1").await;
+    let countered = countered.expect(201);
+    let stored: Vec<Vec<u8>> =
+        sqlx::query_scalar("SELECT body FROM idempotency_keys").fetch_all(&app.pool).await.unwrap();
+    let stored: Vec<Value> = stored.iter().map(|body| serde_json::from_slice(body).unwrap()).collect();
+    assert!(stored.contains(&countered.body), "the counter's answer is stored as it was sent");
+    let again = post_with_key(&app, &counter_path, Some(&deal.seller), json!({ "amount": 95000 }), "c-1").await;
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert_eq!(again.expect(201).body, countered.body);
+    assert_eq!(app.count("SELECT count(*) FROM bids").await, 2);
+
+    // The same key, resent once the bid it answered was countered, is still its first answer; and
+    // once past the retention period, the key is free for a new request.
+    sqlx::query("UPDATE idempotency_keys SET created_at = now() - interval '25 hours'")
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    let counter = countered.body["bid"]["id"].as_str().unwrap();
+    let later = format!("/v1/bids/{counter}/counter");
+    post_with_key(&app, &later, Some(&deal.buyer), json!({ "amount": 85000 }), "held").await.expect(201);
+    assert_eq!(app.count("SELECT count(*) FROM bids").await, 3);
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@ use haggle_domain::Tier;
 use haggle_domain::bid::{Proposal, Transition};
 use haggle_domain::money::{Amount, AmountLimits};
 use haggle_server::db::agents::Caller;
+use haggle_server::db::idempotency::MoveAnswer;
 use haggle_server::db::moves::{self, CounterMove, MoveEvent};
 use haggle_server::db::rows::NewBid;
 use haggle_server::events::{NewEvent, Outbox};
@@ -70,6 +71,7 @@ async fn seller_counter(app: &TestApp, bid: &str, amount: i64) -> (CounterMove, 
             counter,
             mediation: None,
             decided_on: None,
+            answer: None,
         },
         event,
     )
@@ -124,6 +126,70 @@ async fn counters_made_in_one_statement_each_keep_their_own_compare_and_set() {
         .await,
         0
     );
+}
+
+/// A keyed request's answer under the key `key`, by `agent`.
+fn answer(agent: &Agent, key: u8) -> MoveAnswer {
+    MoveAnswer {
+        agent_id: agent.id.parse().unwrap(),
+        key_digest: vec![key; 32],
+        request_digest: vec![7; 32],
+        status_code: 201,
+        content_type: "application/json",
+        body: format!("{{\"key\":{key}}}").into_bytes(),
+    }
+}
+
+#[tokio::test]
+async fn a_statement_stores_the_answers_of_the_moves_it_made_and_makes_none_if_a_key_is_taken() {
+    let app = TestApp::spawn().await;
+    let seller = app.register("seller").await;
+    let mut pending = Vec::new();
+    for n in 0..5 {
+        let buyer = app.buyer(&format!("buyer {n}")).await;
+        let listing = app.listing(&seller, json!({})).await;
+        pending.push(app.place(&buyer, &listing, 80000).await);
+    }
+    let mut worked_out = Vec::new();
+    for (n, bid) in pending.iter().enumerate() {
+        let (mut counter, event) = seller_counter(&app, bid, 95000).await;
+        // Keyed, all but the second.
+        counter.answer = (n != 1).then(|| answer(&seller, n as u8 + 1));
+        worked_out.push((counter, event));
+    }
+    // The third bid was answered after its move was worked out: its answer must not be stored.
+    app.post(&format!("/v1/bids/{}/reject", pending[2]), &seller.key, json!({})).await.expect(200);
+    let make = |moves: &[(CounterMove, NewEvent)]| {
+        let counters: Vec<CounterMove> = moves.iter().map(|(counter, _)| counter.clone()).collect();
+        let events: Vec<(usize, NewEvent)> =
+            moves.iter().enumerate().map(|(index, (_, event))| (index, event.clone())).collect();
+        (counters, events)
+    };
+    let (counters, events) = make(&worked_out[..3]);
+    let events: Vec<MoveEvent> = events.iter().map(|(index, event)| MoveEvent { index: *index, event }).collect();
+    let mut conn = app.pool.acquire().await.unwrap();
+    let made = moves::counter(&mut conn, &counters, &events).await.unwrap();
+    assert_eq!(made.iter().map(Option::is_some).collect::<Vec<_>>(), [true, true, false]);
+    let stored: Vec<(Vec<u8>, Vec<u8>)> =
+        sqlx::query_as("SELECT key_digest, body FROM idempotency_keys ORDER BY key_digest")
+            .fetch_all(&app.pool)
+            .await
+            .unwrap();
+    assert_eq!(stored, [(vec![1; 32], b"{\"key\":1}".to_vec())], "the answer of the one keyed move made");
+
+    // A statement whose key is stored already makes none of its moves: each is made again
+    // under locks, where the key's answer is found.
+    let mut taken = worked_out[3].clone();
+    taken.0.answer = Some(answer(&seller, 1));
+    let before = app.snapshot().await;
+    let (counters, events) = make(&[worked_out[4].clone(), taken]);
+    let events: Vec<MoveEvent> = events.iter().map(|(index, event)| MoveEvent { index: *index, event }).collect();
+    let refused = moves::counter(&mut conn, &counters, &events).await;
+    assert!(
+        matches!(&refused, Err(sqlx::Error::Database(error)) if error.code().as_deref() == Some("23505")),
+        "{refused:?}"
+    );
+    assert_eq!(app.snapshot().await, before, "nothing of either move was written");
 }
 
 #[tokio::test]
@@ -225,7 +291,7 @@ async fn the_last_unit_is_sold_under_locks_and_ends_the_other_threads() {
 }
 
 #[tokio::test]
-async fn a_placement_without_a_key_takes_no_lock_of_its_own_and_one_with_a_key_does() {
+async fn a_placement_takes_no_lock_of_its_own_with_a_key_or_without() {
     let app = TestApp::spawn().await;
     let seller = app.register("seller").await;
     let buyer = app.buyer("buyer").await;
@@ -248,12 +314,16 @@ async fn a_placement_without_a_key_takes_no_lock_of_its_own_and_one_with_a_key_d
         .await
         .expect(200);
 
-    // With an Idempotency-Key the answer is stored with the effect, in a transaction under locks:
-    // it waits for the lock, and goes through when it is released.
-    let keyed = app.post_keyed(&path, Some(&buyer.key), json!({ "amount": 81000 }), "a-key-0001");
-    tokio::pin!(keyed);
-    let waited = tokio::time::timeout(std::time::Duration::from_millis(500), &mut keyed).await;
-    assert!(waited.is_err(), "a keyed placement takes the placement lock");
+    // With an Idempotency-Key too: its statement stores its answer with it.
+    let keyed = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        app.post_keyed(&path, Some(&buyer.key), json!({ "amount": 81000 }), "a-key-0001"),
+    )
+    .await
+    .expect("a keyed placement does not wait for the placement lock")
+    .expect(201);
+    assert_eq!(app.count("SELECT count(*) FROM idempotency_keys").await, 1);
     holder.rollback().await.unwrap();
-    keyed.await.expect(201);
+    let again = app.post_keyed(&path, Some(&buyer.key), json!({ "amount": 81000 }), "a-key-0001").await.expect(201);
+    assert_eq!(again.body, keyed.body);
 }

@@ -21,6 +21,7 @@ use sqlx::{FromRow, PgConnection, Postgres};
 use uuid::Uuid;
 
 use super::events::{EVENT_ROWS, EventArrays, NewEvent};
+use super::idempotency::{AnswerArrays, MoveAnswer, answer_rows};
 use super::rows::{BidContext, BidDeadline, bid_context_columns};
 use super::tasks::{self, Requeue};
 use super::text::Text;
@@ -202,6 +203,8 @@ pub struct CounterMove {
     /// For a counter decided without locks, what else it was decided on, which must not have
     /// changed: the statement makes it only if so.
     pub decided_on: Option<DecidedOn>,
+    /// A keyed request's answer, stored by the statement with the move.
+    pub answer: Option<MoveAnswer>,
 }
 
 /// What a counter decided without locks read of its thread and listing besides the bid: the
@@ -258,6 +261,8 @@ pub struct PlaceMove {
     /// The new thread's status.
     pub thread_status: ThreadStatus,
     pub opening: Bid,
+    /// A keyed request's answer, stored by the statement with the move.
+    pub answer: Option<MoveAnswer>,
 }
 
 /// Opens threads with their buyers' first bids in one statement, each for its own buyer and
@@ -313,6 +318,7 @@ pub async fn place(
              SELECT bid.id AS bid_id, bid.thread_id, thread.listing_id, thread.seller_id AS agent_id, 'seller' AS role
              FROM bid JOIN thread ON thread.id = bid.thread_id
          ), ",
+            &answer_rows(29, "a.move IN (SELECT i.index FROM thread JOIN input i ON i.thread_id = thread.id)"),
             &move_events("e.move IN (SELECT i.index FROM thread JOIN input i ON i.thread_id = thread.id)"),
             "
          SELECT i.index, row_to_json(bid) AS bid, row_to_json(thread) AS thread,
@@ -341,6 +347,7 @@ pub async fn place(
         .bind(column(moves, |m| m.opening.status.as_str()))
         .bind(column(moves, |m| m.opening.round))
         .bind(column(moves, |m| m.opening.expires_at));
+    let query = moves.iter().map(|m| m.answer.as_ref()).collect::<AnswerArrays>().bind(query);
     let rows: Vec<MadeRow> = query.fetch_all(conn).await?;
     Ok(by_move(moves.len(), rows.into_iter().map(MadeRow::made)))
 }
@@ -426,6 +433,7 @@ pub async fn counter(
                     CASE bid.author WHEN 'buyer' THEN 'seller' ELSE 'buyer' END AS role
              FROM bid JOIN thread ON thread.id = bid.thread_id
          ), ",
+            &answer_rows(32, "a.move IN (SELECT index FROM answered)"),
             &move_events("e.move IN (SELECT index FROM answered)"),
             "
          SELECT a.index, row_to_json(bid) AS bid, row_to_json(thread) AS thread,
@@ -457,6 +465,7 @@ pub async fn counter(
         .bind(column(moves, |m| m.counter.status.as_str()))
         .bind(column(moves, |m| m.counter.round))
         .bind(column(moves, |m| m.counter.expires_at));
+    let query = moves.iter().map(|m| m.answer.as_ref()).collect::<AnswerArrays>().bind(query);
     let rows: Vec<MadeRow> = query.fetch_all(conn).await?;
     Ok(by_move(moves.len(), rows.into_iter().map(MadeRow::made)))
 }

@@ -106,7 +106,7 @@ async fn counter(
     key: IdempotencyKey,
     body: JsonBody<api::CounterOffer>,
 ) -> Result<Response, Response> {
-    let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
+    let mut command = Write::begin_move(&state, caller.id, key, body.digest, super::listings::bid_made).await?;
     let rules = state.settings.rules;
     let offer = Proposal::from(body.value);
     let outcome = command

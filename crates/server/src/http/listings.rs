@@ -107,7 +107,7 @@ async fn place_bid(
     key: IdempotencyKey,
     body: JsonBody<api::Placement>,
 ) -> Result<Response, Response> {
-    let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
+    let mut command = Write::begin_move(&state, caller.id, key, body.digest, bid_made).await?;
     let rules = state.settings.rules;
     let placement = Proposal::from(body.value);
     let outcome = command

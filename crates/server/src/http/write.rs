@@ -18,6 +18,15 @@
 //! transaction as its effect. Database failures roll everything back and store nothing.
 //! A handler that goes on after the commit (the compatibility routes wait for the other party's
 //! answer) may then replace the stored response with its complete answer ([`Committed::complete`]).
+//!
+//! A keyed placement or counter ([`Write::begin_move`]) is made as an unkeyed one is, in one
+//! statement beside the other waiting moves, and stores its answer itself: the answer is worked
+//! out from the rows the move will write, and the move's statement writes it with the move, so
+//! both are made or neither. The key is looked up first, without a lock: a stored answer is
+//! replayed. A move that cannot be made so (it lost a race, its statement found the key stored
+//! meanwhile, or it was refused, whose answer is stored too) is made as any keyed request's,
+//! in a transaction that claims the key first. So a duplicate sent while the first is being
+//! made is answered with the first's answer, once it is made, rather than told to wait.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -26,11 +35,15 @@ use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
+use std::sync::Arc;
+
 use super::AppState;
 use super::error::{ApiError, Code, PROBLEM_JSON};
 use super::extract::IdempotencyKey;
-use crate::db::idempotency::{self, Saved};
+use crate::db::idempotency::{self, Found, Saved};
+use crate::db::{Bid, Thread};
 use crate::events::Outbox;
+use crate::market::batch::{KeyedAnswer, Rendered};
 use crate::market::{self, Access, Market, Unit};
 use crate::secrets;
 
@@ -134,9 +147,15 @@ impl Claim {
 /// `Idempotency-Key`, if it has one.
 pub struct Write {
     market: Market,
-    /// Opened by the first thing the request does (in a transaction at once with a key).
+    /// Opened by the first thing the request does (in a transaction at once with a key, unless
+    /// its move stores its answer itself).
     unit: Option<Unit>,
     claim: Option<Claim>,
+    /// A keyed move's answer, which its statement stores with it ([`Write::begin_move`]), until
+    /// the move is made under locks instead.
+    keyed: Option<Arc<KeyedAnswer>>,
+    /// The whole answer, when the key's claim under locks found it taken or answered.
+    answered: Option<Response>,
 }
 
 impl Write {
@@ -186,18 +205,79 @@ impl Write {
         if let Some(saved) = idempotency::find(unit.conn(), scope, &claim.key_digest).await? {
             return Ok(Err(claim.replay(saved)?));
         }
-        Ok(Ok(Write { market: state.market.clone(), unit: Some(unit), claim: Some(claim) }))
+        Ok(Ok(Write {
+            market: state.market.clone(),
+            unit: Some(unit),
+            claim: Some(claim),
+            keyed: None,
+            answered: None,
+        }))
+    }
+
+    /// Opens the write of a placement or a counter, whose answer is `answer` of the bid and
+    /// thread it makes. Without a key, as [`begin`](Self::begin). With one, the key is looked up
+    /// without a lock: a stored answer is replayed (`Err`, as `begin` answers); otherwise the move
+    /// is first tried as an unkeyed one is, its statement storing its answer, and is made under
+    /// the key's claim only if it cannot be made so ([`run`](Self::run)).
+    pub async fn begin_move(
+        state: &AppState,
+        scope: Uuid,
+        key: IdempotencyKey,
+        request_digest: [u8; 32],
+        answer: fn((Bid, Thread)) -> Reply,
+    ) -> Result<Write, Response> {
+        let Some(text) = key.0.as_deref() else {
+            return Ok(Write::new(state));
+        };
+        let claim = Claim::new(scope, text, request_digest);
+        let looked_up = async {
+            let mut unit = state.market.begin_unlocked().await?;
+            if !unit.is_unlocked() {
+                return Ok(None);
+            }
+            let found = idempotency::lookup(unit.conn(), scope, &claim.key_digest).await?;
+            Ok::<_, ApiError>(Some((unit, found)))
+        };
+        match looked_up.await.map_err(IntoResponse::into_response)? {
+            Some((mut unit, Found::Nothing)) => {
+                let keyed = Arc::new(KeyedAnswer::new(
+                    scope,
+                    claim.key_digest,
+                    claim.request_digest,
+                    move |bid: &Bid, thread: &Thread| {
+                        let reply = answer((bid.clone(), thread.clone()));
+                        debug_assert!(!reply.secret, "a move's answer carries no secret");
+                        Rendered { status: reply.status.as_u16(), content_type: reply.content_type, body: reply.body }
+                    },
+                ));
+                unit.answer_with(Some(keyed.clone()));
+                Ok(Write {
+                    market: state.market.clone(),
+                    unit: Some(unit),
+                    claim: Some(claim),
+                    keyed: Some(keyed),
+                    answered: None,
+                })
+            }
+            Some((_, Found::Live(saved))) => Err(claim.replay(saved).unwrap_or_else(IntoResponse::into_response)),
+            // No batcher here, or a record past its retention, which only a claim under the key's
+            // lock replaces: the keyed request's one way.
+            None | Some((_, Found::Expired)) => Write::begin(state, scope, key, request_digest).await,
+        }
     }
 
     /// A write with no `Idempotency-Key`, whose answer is not stored: nothing is opened until
     /// its first write.
     pub fn new(state: &AppState) -> Write {
-        Write { market: state.market.clone(), unit: None, claim: None }
+        Write { market: state.market.clone(), unit: None, claim: None, keyed: None, answered: None }
     }
 
     /// The connection, in a transaction (opened now if the request has not written yet), and the
     /// outbox the operation's events go to: for statements the handler runs itself.
     pub async fn parts(&mut self) -> market::Result<(&mut PgConnection, &mut Outbox)> {
+        if self.keyed.is_some() {
+            self.claim_instead().await?;
+        }
         if self.unit.is_none() {
             self.unit = Some(self.market.begin().await?);
         }
@@ -214,7 +294,7 @@ impl Write {
     /// Runs a market operation in the request's unit of work ([`Unit::run`]): first without a
     /// transaction if the request has not written yet and has no key, and under locks if the
     /// operation asks for them.
-    pub async fn run<T, F>(&mut self, operation: F) -> market::Result<T>
+    pub async fn run<T, F>(&mut self, mut operation: F) -> market::Result<T>
     where
         F: for<'u> FnMut(&'u mut PgConnection, &'u mut Outbox, Access) -> BoxFuture<'u, market::Result<T>>,
     {
@@ -222,7 +302,51 @@ impl Write {
             Some(unit) => unit,
             None => self.unit.insert(self.market.begin_unlocked().await?),
         };
+        if self.keyed.is_none() {
+            return unit.run(operation).await;
+        }
+        match unit.run(&mut operation).await {
+            // Made, its answer stored by its statement.
+            Ok(made) => return Ok(made),
+            // Not made (a refusal's answer must be stored too): under the key's claim, below.
+            Err(market::Error::NeedsLocks | market::Error::Rejected(_)) => {}
+            Err(error) => return Err(error),
+        }
+        self.claim_instead().await?;
+        let unit = self.unit.as_mut().expect("opened above");
         unit.run(operation).await
+    }
+
+    /// A keyed move's write whose move cannot store its answer (it was not made in one statement,
+    /// or the handler runs statements of its own first): its key is claimed as every keyed
+    /// request's is, in a transaction, before anything is written. If the key turns out taken or
+    /// answered meanwhile, that is the whole answer, which [`finish`](Self::finish) sends, and
+    /// this says [`market::Error::NeedsLocks`], for the handler to finish with.
+    async fn claim_instead(&mut self) -> market::Result<()> {
+        let unit = self.unit.as_mut().expect("a keyed move's unit is opened with it");
+        self.keyed = None;
+        unit.answer_with(None);
+        unit.lock().await?;
+        let claim = self.claim.as_ref().expect("a keyed move has its claim");
+        let answered = if !idempotency::try_lock(unit.conn(), claim.lock_id()).await? {
+            Some(
+                ApiError::new(
+                    Code::IdempotencyKeyInUse,
+                    "a request with this Idempotency-Key is still being processed; retry when it has finished",
+                )
+                .into_response(),
+            )
+        } else {
+            let saved = idempotency::find(unit.conn(), claim.scope, &claim.key_digest).await?;
+            saved.map(|saved| claim.replay(saved).unwrap_or_else(IntoResponse::into_response))
+        };
+        match answered {
+            Some(answered) => {
+                self.answered = Some(answered);
+                Err(market::Error::NeedsLocks)
+            }
+            None => Ok(()),
+        }
     }
 
     /// Commits a write whose answer is not stored for replays (it has no `Idempotency-Key`),
@@ -236,7 +360,10 @@ impl Write {
     }
 
     /// Stores the answer with the effect and commits, or rolls back on a database failure.
-    pub async fn finish(self, outcome: Result<Reply, market::Error>) -> Response {
+    pub async fn finish(mut self, outcome: Result<Reply, market::Error>) -> Response {
+        if let Some(answered) = self.answered.take() {
+            return answered;
+        }
         match self.try_finish(outcome, false).await {
             Ok(committed) => committed.reply.into_response(),
             Err(error) => error.into_response(),
@@ -258,6 +385,22 @@ impl Write {
             // Dropping the unit rolls it back.
             Err(error) => return Err(error.into()),
         };
+        debug_assert!(self.answered.is_none(), "an answered write is finished with its answer");
+        if let Some(keyed) = &self.keyed {
+            // Its move's statement stored the answer with the move: the request sends those bytes.
+            debug_assert!(!running, "a keyed move's answer is complete when made");
+            let stored = keyed.stored().expect("a move made with its answer");
+            let reply = Reply {
+                status: StatusCode::from_u16(stored.status_code as u16).map_err(|_| ApiError::internal())?,
+                content_type: stored.content_type,
+                body: stored.body,
+                secret: false,
+            };
+            if let Some(unit) = self.unit {
+                unit.commit_reporting().await?;
+            }
+            return Ok(Committed { reply, claim: self.claim });
+        }
         if let Some(claim) = &self.claim {
             // A keyed request always runs in a transaction: its answer is stored with its effect.
             let saved = Saved { in_progress: running, ..claim.record(&reply) };

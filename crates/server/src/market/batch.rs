@@ -31,6 +31,7 @@ use uuid::Uuid;
 
 use super::Error;
 use super::live::Live;
+use crate::db::idempotency::MoveAnswer;
 use crate::db::moves::{AcceptMove, Accepted, CounterMove, Made, MoveEvent, PlaceMove};
 use crate::db::{self, Bid, Thread};
 use crate::events::NewEvent;
@@ -68,6 +69,13 @@ pub(crate) trait Move: Clone + Send + Sync + Sized + 'static {
     /// Two moves with the same key never share a statement.
     fn key(&self) -> (Uuid, Uuid);
 
+    /// Whether the move carries its request's answer for an `Idempotency-Key`, which its
+    /// statement stores with it. A keyed request's move of a kind that stores none is made under
+    /// locks instead.
+    fn answered(&self) -> bool {
+        false
+    }
+
     /// Makes the moves in one statement, with their events (each tagged with its move's index).
     fn make<'a>(conn: &'a mut PgConnection, moves: &'a [Self], events: &'a [MoveEvent<'a>])
     -> Outcomes<'a, Self::Made>;
@@ -80,6 +88,10 @@ impl Move for PlaceMove {
     /// A buyer's threads on a listing.
     fn key(&self) -> (Uuid, Uuid) {
         (self.listing_id, self.opening.author_id)
+    }
+
+    fn answered(&self) -> bool {
+        self.answer.is_some()
     }
 
     fn make<'a>(
@@ -98,6 +110,10 @@ impl Move for CounterMove {
     /// The thread.
     fn key(&self) -> (Uuid, Uuid) {
         (self.thread_id, Uuid::nil())
+    }
+
+    fn answered(&self) -> bool {
+        self.answer.is_some()
     }
 
     fn make<'a>(
@@ -173,6 +189,61 @@ pub struct Batcher {
     jobs: mpsc::UnboundedSender<Job>,
     /// What this instance's moves wrote, for the next move to decide on.
     live: Arc<Live>,
+    /// For the move of a request with an `Idempotency-Key`: its answer, stored with the move.
+    keyed: Option<Arc<KeyedAnswer>>,
+}
+
+/// A keyed request's answer to a placement or a counter, worked out from the rows its move will
+/// write before the move is made, so that the move's statement stores it with the move: made
+/// together or not at all, as a keyed request's answer and effect are in a transaction.
+pub struct KeyedAnswer {
+    agent_id: Uuid,
+    key_digest: [u8; 32],
+    request_digest: [u8; 32],
+    render: Render,
+    /// The answer last worked out, which the request sends if its move was made.
+    last: std::sync::Mutex<Option<MoveAnswer>>,
+}
+
+/// How a request's answer is made of the rows its move writes.
+type Render = Box<dyn Fn(&Bid, &Thread) -> Rendered + Send + Sync>;
+
+/// A response as it is stored for replays: its status, content type and body.
+pub struct Rendered {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: Vec<u8>,
+}
+
+impl KeyedAnswer {
+    pub fn new(
+        agent_id: Uuid,
+        key_digest: [u8; 32],
+        request_digest: [u8; 32],
+        render: impl Fn(&Bid, &Thread) -> Rendered + Send + Sync + 'static,
+    ) -> KeyedAnswer {
+        KeyedAnswer { agent_id, key_digest, request_digest, render: Box::new(render), last: Default::default() }
+    }
+
+    /// The answer for a move that writes `bid` and `thread`, for its statement to store.
+    pub fn answer(&self, bid: &Bid, thread: &Thread) -> MoveAnswer {
+        let Rendered { status, content_type, body } = (self.render)(bid, thread);
+        let answer = MoveAnswer {
+            agent_id: self.agent_id,
+            key_digest: self.key_digest.to_vec(),
+            request_digest: self.request_digest.to_vec(),
+            status_code: i16::try_from(status).expect("an HTTP status fits"),
+            content_type,
+            body,
+        };
+        *self.last.lock().expect("never poisoned") = Some(answer.clone());
+        answer
+    }
+
+    /// The answer last worked out: what the statement stored, once the move is made.
+    pub fn stored(&self) -> Option<MoveAnswer> {
+        self.last.lock().expect("never poisoned").clone()
+    }
 }
 
 impl Batcher {
@@ -186,7 +257,18 @@ impl Batcher {
         for _ in 0..workers.max(1) {
             tasks.spawn(work(pool.clone(), queue.clone()));
         }
-        Batcher { jobs, live: Arc::new(Live::new(live)) }
+        Batcher { jobs, live: Arc::new(Live::new(live)), keyed: None }
+    }
+
+    /// This batcher for the moves of a request with an `Idempotency-Key`, whose answer they
+    /// store ([`KeyedAnswer`]).
+    pub fn answering(&self, keyed: Arc<KeyedAnswer>) -> Batcher {
+        Batcher { keyed: Some(keyed), ..self.clone() }
+    }
+
+    /// The keyed request's answer, if the move is one's.
+    pub fn keyed(&self) -> Option<&KeyedAnswer> {
+        self.keyed.as_deref()
     }
 
     /// What this instance's moves wrote of the live negotiations.

@@ -218,6 +218,7 @@ async fn open(
         now,
         thread_status: thread.status,
         opening: bid.clone(),
+        answer: keyed_answer(access, &bid, &thread),
     };
     // Under the locks, only a concurrent placement by the same buyer can have come first.
     let made =
@@ -491,6 +492,7 @@ async fn counter_on(
         counter: bid.clone(),
         mediation,
         decided_on: (!access.is_locked()).then(|| DecidedOn::of(context)),
+        answer: keyed_answer(&access, &bid, &thread),
     };
     let Some(made) = make(conn, events, &access, counter, made_events).await? else {
         return Err(lost_race(conn, events, bid_id).await);
@@ -500,6 +502,12 @@ async fn counter_on(
         batcher.live().made_pending(bid, thread, &context.listing, Some(context.bid.amount));
     }
     Ok(made.rows)
+}
+
+/// A keyed request's answer to the move that writes `bid` and `thread`, for its statement to
+/// store with it (unlocked only: under locks, the request stores its answer in its transaction).
+fn keyed_answer(access: &Access, bid: &Bid, thread: &Thread) -> Option<crate::db::idempotency::MoveAnswer> {
+    access.batcher().and_then(|batcher| batcher.keyed()).map(|keyed| keyed.answer(bid, thread))
 }
 
 /// Makes a move with its events: unlocked, through the batcher (which asks for locks if it
@@ -515,6 +523,11 @@ async fn make<M: Move>(
 ) -> Result<Option<Made<M::Made>>> {
     match access {
         Access::Unlocked(batcher) => {
+            if batcher.keyed().is_some() && !what.answered() {
+                // A keyed request's answer is stored with its effect: made under locks, in the
+                // request's transaction, since this move's statement cannot store it.
+                return Err(Error::NeedsLocks);
+            }
             let count = made_events.len() as i64;
             let made = batcher.make(what, made_events).await;
             metrics::move_made(

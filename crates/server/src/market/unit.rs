@@ -15,6 +15,9 @@ use futures::future::BoxFuture;
 use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, PgPool, Postgres, Transaction};
 
+use std::sync::Arc;
+
+use super::batch::KeyedAnswer;
 use super::{Access, Batcher, Error, Result};
 use crate::db;
 use crate::events::publisher::Signal;
@@ -78,6 +81,7 @@ impl Market {
             moves: self.moves.clone(),
             events: Outbox::new(),
             wakeups: self.wakeups.clone(),
+            keyed: None,
         }
     }
 }
@@ -99,13 +103,30 @@ pub struct Unit {
     moves: Option<Batcher>,
     events: Outbox,
     wakeups: Wakeups,
+    /// A keyed request's answer, for its move to store while the unit is unlocked.
+    keyed: Option<Arc<KeyedAnswer>>,
 }
 
 impl Unit {
+    /// Has the unit's unlocked moves store `keyed`, their request's answer, with themselves; a
+    /// move that cannot is then not made unlocked, and [`run`](Self::run) hands back
+    /// [`Error::NeedsLocks`] rather than taking locks itself: the request claims its key first.
+    pub fn answer_with(&mut self, keyed: Option<Arc<KeyedAnswer>>) {
+        self.keyed = keyed;
+    }
+
+    /// Whether the unit is outside a transaction, its moves made by the batcher.
+    pub fn is_unlocked(&self) -> bool {
+        !self.access().is_locked()
+    }
+
     /// How the unit's operations read: unlocked until an operation asks for locks.
     pub fn access(&self) -> Access {
         match (&self.conn, &self.moves) {
-            (Connection::Unlocked(_), Some(moves)) => Access::Unlocked(moves.clone()),
+            (Connection::Unlocked(_), Some(moves)) => Access::Unlocked(match &self.keyed {
+                Some(keyed) => moves.answering(keyed.clone()),
+                None => moves.clone(),
+            }),
             (Connection::Unlocked(_), None) | (Connection::Transaction(_) | Connection::Opening, _) => Access::Locked,
         }
     }
@@ -125,7 +146,7 @@ impl Unit {
     }
 
     /// Runs a market operation: as the unit began, and again under locks if it cannot be made
-    /// without them.
+    /// without them (unless the unit answers a keyed request: [`answer_with`](Self::answer_with)).
     ///
     /// Unlocked, the operation writes nothing on the unit's connection (its move is the
     /// batcher's, which reports a lost statement as [`Error::OutcomeUnknown`]): if that
@@ -141,7 +162,7 @@ impl Unit {
             let locked = access.is_locked();
             let (conn, events) = self.parts();
             match operation(conn, events, access).await {
-                Err(Error::NeedsLocks) if !locked => self.lock().await?,
+                Err(Error::NeedsLocks) if !locked && self.keyed.is_none() => self.lock().await?,
                 Err(Error::Database(error)) if !locked && !reconnected && db::lost(&error) => {
                     tracing::info!(%error, "a database connection was lost before the move; making it on another");
                     db::suspect_idle_connections();
