@@ -46,6 +46,10 @@ const COMMITTED: &[(&str, &str)] = &[
         "0009_order_life.sql",
         "d6b845db10fa556e23294a06f009aa52e20f0be1b2a1e5784c825fb49b84497644d8f53bbde6432315a416c6ac90dfc2",
     ),
+    (
+        "0011_approvals.sql",
+        "0f76dd6f66c7fbd0089c8547ba1226e22f032ef77d104bf7a91e444cf28704cdc5888716390596adbe345a0b1b6b7fde",
+    ),
 ];
 
 fn files() -> BTreeMap<String, Vec<u8>> {

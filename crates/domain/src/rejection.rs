@@ -73,6 +73,16 @@ pub enum Rejection {
     ExceedsOutstanding {
         outstanding: i64,
     },
+    /// The approval request ran out of time before its answer (SPEC §10).
+    ApprovalExpired,
+    /// The agent holds as many pending approval requests as it may.
+    ApprovalLimitReached {
+        limit: i64,
+    },
+    /// The agent has as many approvers as it may.
+    ApproverLimitReached {
+        limit: i64,
+    },
 }
 
 impl Rejection {
@@ -123,10 +133,16 @@ pub enum Code {
     UnsupportedMediaType,
     /// A payment larger than what is still owed on the order.
     ExceedsOutstanding,
+    /// An approval request answered after its time.
+    ApprovalExpired,
+    /// Too many pending approval requests.
+    ApprovalLimitReached,
+    /// Too many approvers.
+    ApproverLimitReached,
 }
 
 impl Code {
-    pub const ALL: [Code; 29] = [
+    pub const ALL: [Code; 32] = [
         Code::MalformedRequest,
         Code::Unauthenticated,
         Code::Forbidden,
@@ -156,6 +172,9 @@ impl Code {
         Code::AgentSuspended,
         Code::UnsupportedMediaType,
         Code::ExceedsOutstanding,
+        Code::ApprovalExpired,
+        Code::ApprovalLimitReached,
+        Code::ApproverLimitReached,
     ];
 
     pub fn status(self) -> u16 {
@@ -178,7 +197,10 @@ impl Code {
             | Code::ListingUnavailable
             | Code::IdempotencyKeyInUse
             | Code::NegotiationUnavailable
-            | Code::ExceedsOutstanding => 409,
+            | Code::ExceedsOutstanding
+            | Code::ApprovalExpired
+            | Code::ApprovalLimitReached
+            | Code::ApproverLimitReached => 409,
             Code::QuoteExpired => 410,
             Code::PayloadTooLarge => 413,
             Code::UnsupportedMediaType => 415,
@@ -220,6 +242,9 @@ impl Code {
             Code::AgentSuspended => "agent_suspended",
             Code::UnsupportedMediaType => "unsupported_media_type",
             Code::ExceedsOutstanding => "exceeds_outstanding",
+            Code::ApprovalExpired => "approval_expired",
+            Code::ApprovalLimitReached => "approval_limit_reached",
+            Code::ApproverLimitReached => "approver_limit_reached",
         }
     }
 
@@ -254,6 +279,9 @@ impl Code {
             Code::AgentSuspended => "Agent suspended",
             Code::UnsupportedMediaType => "Unsupported media type",
             Code::ExceedsOutstanding => "More than is outstanding",
+            Code::ApprovalExpired => "The approval request has expired",
+            Code::ApprovalLimitReached => "Too many pending approval requests",
+            Code::ApproverLimitReached => "Too many approvers",
         }
     }
 }
@@ -294,6 +322,9 @@ impl Rejection {
             Rejection::NotAConcession { .. } => Code::NotAConcession,
             Rejection::QuoteExpired { .. } => Code::QuoteExpired,
             Rejection::ExceedsOutstanding { .. } => Code::ExceedsOutstanding,
+            Rejection::ApprovalExpired => Code::ApprovalExpired,
+            Rejection::ApprovalLimitReached { .. } => Code::ApprovalLimitReached,
+            Rejection::ApproverLimitReached { .. } => Code::ApproverLimitReached,
         }
     }
 
@@ -326,6 +357,16 @@ impl Rejection {
                 "the payment is more than the {outstanding} minor units still outstanding on the order; \
                  a payment never takes the paid amount past the order's"
             ),
+            Rejection::ApprovalExpired => {
+                "the approval request ran out of time before its answer; the move was not made".into()
+            }
+            Rejection::ApprovalLimitReached { limit } => format!(
+                "you already have {limit} approval requests waiting, the most an agent may; \
+                 withdraw one or wait for its answer"
+            ),
+            Rejection::ApproverLimitReached { limit } => {
+                format!("you already have {limit} approvers, the most an agent may; revoke one to add another")
+            }
         }
     }
 }

@@ -420,7 +420,7 @@ fn prepare(context: &TaskContext, stored: serde_json::Value, task: Task) -> Opti
         pending_final: context.bid_final,
         auto_moves: u32::try_from(context.auto_counters).ok()?,
     };
-    let caller = Caller { id: task.agent_id, tier: context.agent_tier };
+    let caller = Caller { id: task.agent_id, tier: context.agent_tier, approval_rules: context.agent_approval_rules };
     Some((policy, state, caller))
 }
 

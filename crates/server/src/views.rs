@@ -281,3 +281,69 @@ impl From<EventRow> for Event {
         }
     }
 }
+
+impl crate::db::approvals::Approval {
+    /// The request as the agent and its approvers read it at `now` (a pending request past its
+    /// time reads EXPIRED), with who may answer it: the agent, and its approvers by name.
+    pub fn at(self, approvers: &[String], now: DateTime<Utc>) -> api::Approval {
+        let failure = self
+            .failure_code
+            .map(|code| api::ApprovalFailure { code, detail: self.failure_detail.unwrap_or_default() });
+        let budget = match (self.budget_amount, self.budget_scope, self.budget_expires_at) {
+            (Some(amount), Some(scope), Some(expires_at)) => Some(api::GrantedBudget {
+                amount,
+                scope,
+                scope_id: match scope {
+                    api::BudgetScope::Thread => self.made_thread_id,
+                    api::BudgetScope::Listing => Some(self.listing_id),
+                },
+                expires_at,
+            }),
+            _ => None,
+        };
+        api::Approval {
+            id: self.id,
+            agent_id: self.agent_id,
+            status: self.status.at(self.expires_at, now),
+            held: self.held,
+            move_hash: self.move_hash,
+            approvers: std::iter::once("agent".to_owned()).chain(approvers.iter().cloned()).collect(),
+            expires_at: self.expires_at,
+            answered_at: self.answered_at,
+            approver: self.approver,
+            note: self.note,
+            failure,
+            budget,
+            bid_id: self.made_bid_id,
+            order_id: self.made_order_id,
+            receipt: self.receipt,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
+    }
+}
+
+impl From<crate::db::approvals::StoredRules> for api::StoredApprovalRules {
+    fn from(stored: crate::db::approvals::StoredRules) -> api::StoredApprovalRules {
+        api::StoredApprovalRules {
+            scope: stored.scope,
+            listing_id: stored.listing_id,
+            thread_id: stored.thread_id,
+            rules: stored.rules.0,
+            created_at: stored.created_at,
+            updated_at: stored.updated_at,
+        }
+    }
+}
+
+impl From<crate::db::approvals::Approver> for api::Approver {
+    fn from(approver: crate::db::approvals::Approver) -> api::Approver {
+        api::Approver {
+            id: approver.id,
+            name: approver.name,
+            prefix: approver.prefix,
+            created_at: approver.created_at,
+            revoked_at: approver.revoked_at,
+        }
+    }
+}

@@ -14,6 +14,7 @@ use sqlx::{Connection, PgPool};
 
 pub mod admin;
 pub mod agents;
+pub mod approvals;
 pub mod console;
 pub mod events;
 pub mod idempotency;

@@ -140,6 +140,10 @@ impl From<Rejection> for ApiError {
             Rejection::Validation(errors) => ApiError::fields(error.code, error.detail, &errors),
             Rejection::NotAConcession { min, max, .. } => error.with("min_amount", min).with("max_amount", max),
             Rejection::ExceedsOutstanding { outstanding } => error.with("outstanding", outstanding),
+            Rejection::ApprovalLimitReached { limit } | Rejection::ApproverLimitReached { limit } => {
+                error.with("limit", limit)
+            }
+            Rejection::ApprovalExpired => error.with("current_status", "EXPIRED"),
             Rejection::NotFound { .. }
             | Rejection::Forbidden { .. }
             | Rejection::OwnListing
