@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::events::{events_after, types};
-use crate::support::{Agent, Deal, TestApp};
+use crate::support::{Agent, Deal, TestApp, eventually};
 
 /// The types of the agent's events, every committed event published first.
 async fn event_types(app: &TestApp, agent: &Agent) -> Vec<String> {
@@ -293,4 +293,31 @@ async fn bad_rules_and_answers_are_refused_with_their_codes() {
     eleventh.expect_problem(409, "approver_limit_reached");
     let unknown = uuid::Uuid::now_v7();
     app.post_empty(format!("/v1/approvals/{unknown}/approve"), &deal.buyer.key).await.expect_problem(404, "not_found");
+}
+
+#[tokio::test]
+async fn a_policys_counter_is_held_when_the_rules_hold_policy_moves() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    let rules = json!({ "rules": [{ "move": "counter", "seller_below": 90000 }], "policy_moves": true });
+    app.put("/v1/agents/me/approval-rules", &deal.seller.key, rules).await.expect(200);
+    let policy = json!({ "limit": 70000, "counter": { "strategy": "split" } });
+    app.put(format!("/v1/listings/{}/policy", deal.listing), &deal.seller.key, policy).await.expect(200);
+    let bid = app.place(&deal.buyer, &deal.listing, 60000).await;
+
+    // The policy's counter (the split, 80000) waits for approval; the buyer's bid stays pending.
+    let approval = eventually("the policy's counter held", || async {
+        let pending = app.get("/v1/approvals?status=PENDING", &deal.seller.key).await.expect(200);
+        pending.body["data"].as_array().unwrap().first().cloned()
+    })
+    .await;
+    assert_eq!(approval["move"]["move"], "counter");
+    assert_eq!(approval["move"]["amount"], 80000);
+    assert_eq!(approval["move"]["party"], "seller");
+    assert_eq!(app.get(format!("/v1/bids/{bid}"), &deal.buyer.key).await.expect(200).body["status"], "PENDING");
+
+    let id = approval["id"].as_str().unwrap();
+    let approved = app.post_empty(format!("/v1/approvals/{id}/approve"), &deal.seller.key).await.expect(200);
+    assert_eq!(approved.body["bid"]["amount"], 80000);
+    assert_eq!(app.get(format!("/v1/bids/{bid}"), &deal.buyer.key).await.expect(200).body["status"], "COUNTERED");
 }
