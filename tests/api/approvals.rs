@@ -125,6 +125,10 @@ async fn a_budget_lets_three_counters_through_and_asks_at_the_fourth() {
     let grant = json!({ "budget": { "amount": 50000, "expires_in": 3600, "scope": "thread" }, "note": "up to 500" });
     let approved = app.post(format!("/v1/approvals/{id}/approve"), &deal.buyer.key, grant).await.expect(200);
     assert_eq!(approved.body["approval"]["budget"]["amount"], 50000);
+    // The counter carries the approval it was made under, with its budget.
+    assert_eq!(approved.body["bid"]["approval"]["id"], id.as_str());
+    assert_eq!(approved.body["bid"]["approval"]["budget"]["amount"], 50000);
+    assert_eq!(approved.body["bid"]["approval"]["budget"]["scope"], "thread");
     let mut buyer_bid = approved.body["bid"]["id"].as_str().unwrap().to_owned();
 
     // Three more counters within the budget go through; the fourth, beyond it, asks again.
@@ -320,4 +324,73 @@ async fn a_policys_counter_is_held_when_the_rules_hold_policy_moves() {
     let approved = app.post_empty(format!("/v1/approvals/{id}/approve"), &deal.seller.key).await.expect(200);
     assert_eq!(approved.body["bid"]["amount"], 80000);
     assert_eq!(app.get(format!("/v1/bids/{bid}"), &deal.buyer.key).await.expect(200).body["status"], "COUNTERED");
+}
+
+/// Verifies a compact JWS receipt with the server's published keys, as an outsider would: the
+/// payload if the signature holds, `None` if it does not.
+async fn verify_receipt(app: &TestApp, receipt: &str) -> Option<Value> {
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use ed25519_dalek::{Signature, Verifier, VerifyingKey};
+
+    let jwks = app.send(reqwest::Method::GET, "/.well-known/jwks.json", None, crate::support::Body::None, &[]).await;
+    let jwks = jwks.expect(200).body;
+    let mut parts = receipt.split('.');
+    let (header, payload, signature) = (parts.next()?, parts.next()?, parts.next()?);
+    let header: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(header).ok()?).ok()?;
+    assert_eq!(header["alg"], "EdDSA");
+    let key = jwks["keys"].as_array()?.iter().find(|key| key["kid"] == header["kid"])?;
+    assert_eq!((key["kty"].as_str(), key["crv"].as_str()), (Some("OKP"), Some("Ed25519")));
+    let public: [u8; 32] = URL_SAFE_NO_PAD.decode(key["x"].as_str()?).ok()?.try_into().ok()?;
+    let signature: [u8; 64] = URL_SAFE_NO_PAD.decode(signature).ok()?.try_into().ok()?;
+    let signing_input = format!("{}.{payload}", receipt.split('.').next()?);
+    VerifyingKey::from_bytes(&public)
+        .ok()?
+        .verify(signing_input.as_bytes(), &Signature::from_bytes(&signature))
+        .ok()?;
+    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).ok()?).ok()
+}
+
+#[tokio::test]
+async fn the_order_of_an_approved_acceptance_carries_its_approval_and_a_receipt_that_verifies() {
+    use sha2::{Digest, Sha256};
+
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    app.put("/v1/agents/me/approval-rules", &deal.buyer.key, rules(ACCEPT_ABOVE_500)).await.expect(200);
+    let token = approver(&app, &deal.buyer, "Alice").await;
+    let counter = countered(&app, &deal, 40000, 60000).await;
+    let held = app.post_empty(format!("/v1/bids/{counter}/accept"), &deal.buyer.key).await.expect(202);
+    let id = held.body["approval"]["id"].as_str().unwrap().to_owned();
+    let approved = app.post_empty(format!("/v1/approvals/{id}/approve"), &token).await.expect(200);
+
+    // The order carries the approval, as read back too.
+    let order = approved.body["order"].clone();
+    assert_eq!(order["approval"]["id"], id.as_str());
+    assert_eq!(order["approval"]["approver"], "Alice");
+    let read = app.get(format!("/v1/orders/{}", order["id"].as_str().unwrap()), &deal.buyer.key).await.expect(200);
+    assert_eq!(read.body["approval"], order["approval"]);
+
+    // The receipt verifies with the published keys, over the exact move and its hash.
+    let receipt = approved.body["approval"]["receipt"].as_str().unwrap().to_owned();
+    let claims = verify_receipt(&app, &receipt).await.expect("the receipt verifies");
+    assert_eq!(claims["approval_id"], id.as_str());
+    assert_eq!(claims["approver"], "Alice");
+    assert_eq!(claims["order_id"], order["id"]);
+    assert_eq!(claims["move"], approved.body["approval"]["move"]);
+    let canonical = haggle_domain::approval::canonical_json(&claims["move"]);
+    assert_eq!(claims["move_hash"].as_str().unwrap(), hex::encode(Sha256::digest(canonical.as_bytes())));
+    assert_eq!(claims["move_hash"], approved.body["approval"]["move_hash"]);
+
+    // Altered (a larger amount) or forged (another signature), it fails.
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let mut altered = claims.clone();
+    altered["move"]["amount"] = json!(6000);
+    let parts: Vec<&str> = receipt.split('.').collect();
+    let forged_payload = URL_SAFE_NO_PAD.encode(haggle_domain::approval::canonical_json(&altered));
+    let altered_receipt = format!("{}.{forged_payload}.{}", parts[0], parts[2]);
+    assert!(verify_receipt(&app, &altered_receipt).await.is_none(), "an altered receipt must not verify");
+    let forged = format!("{}.{}.{}", parts[0], parts[1], URL_SAFE_NO_PAD.encode([7u8; 64]));
+    assert!(verify_receipt(&app, &forged).await.is_none(), "a forged signature must not verify");
 }

@@ -10,7 +10,7 @@ use haggle_domain::{Currency, Party};
 
 use crate::double_option;
 use crate::query::{choice, cursor, limit};
-use crate::views::{Bid, Order, PolicyLevel, Thread};
+use crate::views::{Bid, GrantedBudget, Order, PolicyLevel, Thread};
 
 /// Approval rules as their owner reads them back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,16 +58,6 @@ pub struct HeldMove {
 pub struct ApprovalFailure {
     pub code: String,
     pub detail: String,
-}
-
-/// A budget an approval left: later moves within it are made without asking.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GrantedBudget {
-    pub amount: i64,
-    pub scope: BudgetScope,
-    /// The thread or listing it covers.
-    pub scope_id: Option<Uuid>,
-    pub expires_at: DateTime<Utc>,
 }
 
 /// A request for approval, as the agent and its approvers read it (never the counterparty).

@@ -82,6 +82,7 @@ impl From<Bid> for api::Bid {
             round: bid.round,
             expires_at: bid.expires_at,
             responded_at: bid.responded_at,
+            approval: bid.approval.and_then(|mark| serde_json::from_value(mark).ok()),
             created_at: bid.created_at,
             updated_at: bid.updated_at,
         }
@@ -207,6 +208,7 @@ impl From<Order> for api::Order {
             outstanding,
             fulfilment,
             completed_at: row.completed_at,
+            approval: row.approval.and_then(|mark| serde_json::from_value(mark).ok()),
             created_at: row.created_at,
             updated_at: row.updated_at,
         }

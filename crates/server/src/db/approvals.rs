@@ -452,6 +452,16 @@ pub async fn expire_due(conn: &mut PgConnection, batch: i64) -> Result<Vec<Appro
     Ok(rows.into_iter().map(|row| row.0).collect())
 }
 
+/// Marks the bid a move made under an approval with it.
+pub async fn mark_bid(conn: &mut PgConnection, bid_id: Uuid, mark: &serde_json::Value) -> Result<(), sqlx::Error> {
+    sqlx::query!("UPDATE bids SET approval = $2 WHERE id = $1", bid_id, mark).execute(conn).await.map(drop)
+}
+
+/// Marks the order a move made under an approval with it.
+pub async fn mark_order(conn: &mut PgConnection, order_id: Uuid, mark: &serde_json::Value) -> Result<(), sqlx::Error> {
+    sqlx::query!("UPDATE orders SET approval = $2 WHERE id = $1", order_id, mark).execute(conn).await.map(drop)
+}
+
 /// An approver as the agent sees it: never its token.
 #[derive(Debug, Clone, FromRow)]
 pub struct Approver {

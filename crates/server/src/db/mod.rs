@@ -26,6 +26,7 @@ pub mod orders;
 pub mod policies;
 pub mod primary;
 pub mod quotes;
+pub mod receipts;
 pub mod rows;
 pub mod server_keys;
 pub mod sweeps;

@@ -9,7 +9,7 @@ use axum::Json;
 use axum::extract::{FromRequestParts, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use haggle_api::{self as api, ApprovalDenial, ApprovalGrant, ApprovalQuery, ApprovalRules, HeldMove, NewApprover};
 use haggle_domain::approval::{self, Move, Standing};
@@ -46,7 +46,17 @@ pub fn endpoints() -> Vec<Endpoint> {
         Endpoint::post("/v1/approvals/{id}/approve", approve),
         Endpoint::post("/v1/approvals/{id}/deny", deny),
         Endpoint::post("/v1/approvals/{id}/withdraw", withdraw),
+        Endpoint::get("/.well-known/jwks.json", jwks),
     ]
+}
+
+/// The public keys approval receipts are signed with, retired ones included: public, for anyone
+/// to verify a receipt.
+async fn jwks(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
+    // The first call of a new deployment makes its key.
+    state.receipts.signer(&state.pool).await?;
+    let keys = db::receipts::published(&state.pool).await?;
+    Ok(Json(crate::receipts::jwks(&keys)))
 }
 
 // ---- rules
@@ -408,11 +418,12 @@ async fn approve(
     key: IdempotencyKey,
     body: OptionalJsonBody<ApprovalGrant>,
 ) -> Result<Response, Response> {
+    let signer = state.receipts.signer(&state.pool).await.map_err(|error| ApiError::from(error).into_response())?;
     let mut command = Write::begin(&state, who.agent.id, key, body.digest).await?;
     let rules = state.settings.rules;
     let outcome = async {
         let (conn, events) = command.parts().await?;
-        market::approvals::approve(conn, events, &who, id, &body.value, rules).await
+        market::approvals::approve(conn, events, &who, id, &body.value, &signer, rules).await
     }
     .await;
     let names = db::approvals::approver_names(&state.pool, who.agent.id).await.unwrap_or_default();

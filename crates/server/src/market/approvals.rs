@@ -3,9 +3,9 @@
 //! sent it, in the transaction that records the answer.
 
 use chrono::{DateTime, Duration, Utc};
-use haggle_api::{ApprovalGrant, HeldMove};
+use haggle_api::{ApprovalGrant, ApprovalMark, GrantedBudget, HeldMove};
 use haggle_domain::approval::{
-    self, Answer, Answerer, ApprovalRules, ApprovalStatus, Budget, Candidate, Move, Standing,
+    self, Answer, Answerer, ApprovalRules, ApprovalStatus, Budget, BudgetScope, Candidate, Move, Standing,
 };
 use haggle_domain::bid::Proposal;
 use haggle_domain::rejection::text;
@@ -22,6 +22,7 @@ use crate::db::approvals::{Approval, StoredRules};
 use crate::db::policies::Scope;
 use crate::db::{Bid, Order, Thread};
 use crate::events::{EventType, NewEvent, Outbox};
+use crate::receipts::ReceiptSigner;
 use crate::secrets;
 
 /// Stores the agent's rules for `scope`, checked for its standing there, and tells every
@@ -192,12 +193,14 @@ fn check_note(note: Option<&str>) -> Result<()> {
 /// Approves the request and makes its move now, as the agent would, in the caller's
 /// transaction: the move refused (the bid expired, the other side moved, the listing sold) ends
 /// the request FAILED with the move's code, and nothing is made.
+#[allow(clippy::too_many_arguments)]
 pub async fn approve(
     conn: &mut PgConnection,
     events: &mut Outbox,
     who: &Approving,
     id: Uuid,
     grant: &ApprovalGrant,
+    signer: &ReceiptSigner,
     rules: Rules,
 ) -> Result<Approved> {
     check_note(grant.note.as_deref())?;
@@ -224,11 +227,55 @@ pub async fn approve(
         }
         Err(error) => return Err(error),
     };
-    answer.made_thread_id = made.thread.as_ref().map(|thread| thread.id).or(held.thread_id);
+    let made_thread_id = made.thread.as_ref().map(|thread| thread.id).or(held.thread_id);
+    answer.made_thread_id = made_thread_id;
+    // An acceptance or a purchase is its order's move; a placement or counter, its new bid's.
     answer.made_bid_id = made.bid.as_ref().map(|bid| bid.id);
     answer.made_order_id = made.order.as_ref().map(|order| order.id);
     answer.budget =
         grant.budget.map(|budget| (budget.amount, budget.scope, now + Duration::seconds(budget.expires_in)));
+    let mark = ApprovalMark {
+        id,
+        approver: who.name.clone(),
+        approved_at: now,
+        budget: answer.budget.map(|(amount, scope, expires_at)| GrantedBudget {
+            amount,
+            scope,
+            scope_id: match scope {
+                BudgetScope::Thread => made_thread_id,
+                BudgetScope::Listing => Some(held.listing_id),
+            },
+            expires_at,
+        }),
+    };
+    let claims = json!({
+        "iss": "haggle",
+        "sub": approval.agent_id,
+        "approval_id": id,
+        "move": held,
+        "move_hash": approval.move_hash,
+        "approver": who.name,
+        "approved_at": now,
+        "iat": now.timestamp(),
+        "budget": mark.budget,
+        "bid_id": answer.made_bid_id,
+        "order_id": answer.made_order_id,
+    });
+    let receipt = signer.sign(&claims);
+    answer.receipt = Some(&receipt);
+    let mut made = made;
+    let marked = serde_json::to_value(&mark).expect("a mark serializes");
+    match (&mut made.order, &mut made.bid) {
+        (Some(order), _) => {
+            db::approvals::mark_order(conn, order.id, &marked).await?;
+            order.approval = Some(marked);
+        }
+        (None, Some(bid)) => {
+            db::approvals::mark_bid(conn, bid.id, &marked).await?;
+            bid.approval = Some(marked);
+        }
+        (None, None) => {}
+    }
     let approved = db::approvals::answer(conn, id, &answer).await?;
     events.push(event(EventType::ApprovalApproved, &approved));
     Ok(Approved { approval: approved, made })

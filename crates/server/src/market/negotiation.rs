@@ -628,6 +628,7 @@ async fn accept(
         fulfilment_reference: None,
         fulfilment_note: None,
         completed_at: None,
+        approval: None,
         created_at: now,
         updated_at: now,
     };
