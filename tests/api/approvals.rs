@@ -394,3 +394,43 @@ async fn the_order_of_an_approved_acceptance_carries_its_approval_and_a_receipt_
     let forged = format!("{}.{}.{}", parts[0], parts[1], URL_SAFE_NO_PAD.encode([7u8; 64]));
     assert!(verify_receipt(&app, &forged).await.is_none(), "a forged signature must not verify");
 }
+
+#[tokio::test]
+async fn the_most_specific_rules_apply() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    // By default every counter waits; on this listing only those above 700.00.
+    app.put("/v1/agents/me/approval-rules", &deal.buyer.key, json!({ "rules": [{ "move": "counter" }] }))
+        .await
+        .expect(200);
+    let listing_rules = json!({ "rules": [{ "move": "counter", "buyer_above": 70000 }] });
+    app.put(format!("/v1/listings/{}/approval-rules", deal.listing), &deal.buyer.key, listing_rules).await.expect(200);
+    let seller_bid = countered(&app, &deal, 30000, 90000).await;
+
+    // The listing's rules apply: 50000 passes, 75000 is held.
+    let buyer_bid = app.counter(&deal.buyer, &seller_bid, 50000).await;
+    let seller_bid = app.counter(&deal.seller, &buyer_bid, 85000).await;
+    let held = app.post(format!("/v1/bids/{seller_bid}/counter"), &deal.buyer.key, json!({ "amount": 75000 })).await;
+    held.expect(202);
+
+    // The thread's own rules replace them: counters pass, an acceptance waits.
+    let thread = app.get(format!("/v1/bids/{seller_bid}"), &deal.buyer.key).await.expect(200).body["thread_id"].clone();
+    let thread = thread.as_str().unwrap();
+    let thread_rules = json!({ "rules": [{ "move": "accept" }], "ttl_seconds": 600 });
+    app.put(format!("/v1/threads/{thread}/approval-rules"), &deal.buyer.key, thread_rules).await.expect(200);
+    let read = app.get(format!("/v1/threads/{thread}/approval-rules"), &deal.buyer.key).await.expect(200);
+    assert_eq!((read.body["scope"].as_str(), read.body["ttl_seconds"].as_i64()), (Some("thread"), Some(600)));
+    let buyer_bid = app.counter(&deal.buyer, &seller_bid, 75000).await;
+    let seller_bid = app.counter(&deal.seller, &buyer_bid, 80000).await;
+    let held = app.post_empty(format!("/v1/bids/{seller_bid}/accept"), &deal.buyer.key).await.expect(202);
+    assert_eq!(held.body["approval"]["move"]["move"], "accept");
+    // A thread's rules name no placement, and the seller's side of it has no buyer's bound.
+    let place = json!({ "rules": [{ "move": "place" }] });
+    app.put(format!("/v1/threads/{thread}/approval-rules"), &deal.buyer.key, place)
+        .await
+        .expect_problem(422, "validation_failed");
+    let bound = json!({ "rules": [{ "move": "counter", "buyer_above": 100 }] });
+    app.put(format!("/v1/threads/{thread}/approval-rules"), &deal.seller.key, bound)
+        .await
+        .expect_problem(422, "validation_failed");
+}
