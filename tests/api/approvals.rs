@@ -281,6 +281,12 @@ async fn bad_rules_and_answers_are_refused_with_their_codes() {
     let refused = app.put(format!("/v1/listings/{}/approval-rules", deal.listing), &deal.seller.key, own).await;
     assert_eq!(refused.expect_problem(422, "validation_failed").body["errors"][0]["field"], "rules[0].move");
 
+    // A buyer whose tier cannot negotiate the listing only buys it at the ask.
+    let public = app.register("public buyer").await;
+    let counter = json!({ "rules": [{ "move": "counter" }] });
+    let refused = app.put(format!("/v1/listings/{}/approval-rules", deal.listing), &public.key, counter).await;
+    assert_eq!(refused.expect_problem(422, "validation_failed").body["errors"][0]["field"], "rules[0].move");
+
     // Twenty pending requests at most.
     put(json!({ "rules": [{ "move": "purchase" }] })).await.expect(200);
     for _ in 0..20 {

@@ -166,8 +166,10 @@ fn default_ttl() -> i64 {
 pub enum Standing {
     /// The agent's own rules, for every listing and thread.
     Anywhere,
-    /// One listing, where the agent is its seller or a (prospective) buyer.
-    Listing(Party),
+    /// One listing, where the agent is its seller or a (prospective) buyer, and whether it may
+    /// negotiate there (the listing is negotiable and, for a buyer, open to its tier): if not,
+    /// a buyer only purchases.
+    Listing { party: Party, negotiates: bool },
     /// One thread, where the agent is this party.
     Thread(Party),
 }
@@ -177,7 +179,12 @@ impl Standing {
     fn parties(self, kind: Move) -> Vec<Party> {
         let (sides, in_thread) = match self {
             Standing::Anywhere => (vec![Party::Buyer, Party::Seller], false),
-            Standing::Listing(party) => (vec![party], false),
+            Standing::Listing { party, negotiates } => {
+                if !negotiates && matches!(kind, Move::Place | Move::Counter | Move::Accept) {
+                    return Vec::new();
+                }
+                (vec![party], false)
+            }
             Standing::Thread(party) => (vec![party], true),
         };
         if in_thread && !kind.in_thread() {
@@ -186,9 +193,6 @@ impl Standing {
         sides.into_iter().filter(|&party| kind.made_by(party)).collect()
     }
 }
-
-/// The rules' most a rule set may hold: one rule a move.
-pub const MAX_RULES: usize = Move::ALL.len();
 
 impl ApprovalRules {
     /// Checks the rules for an agent standing so: every amount valid, no bound a move cannot
@@ -665,7 +669,16 @@ mod tests {
             refused(vec![Rule::every(Move::Accept), Rule::every(Move::Accept)], Standing::Anywhere),
             ["rules[1].move"]
         );
-        assert_eq!(refused(vec![Rule::every(Move::Place)], Standing::Listing(Party::Seller)), ["rules[0].move"]);
+        let seller = Standing::Listing { party: Party::Seller, negotiates: true };
+        assert_eq!(refused(vec![Rule::every(Move::Place)], seller), ["rules[0].move"]);
+        let buyer_at_the_ask = Standing::Listing { party: Party::Buyer, negotiates: false };
+        assert_eq!(refused(vec![Rule::every(Move::Counter)], buyer_at_the_ask), ["rules[0].move"]);
+        let purchase_only = ApprovalRules {
+            rules: vec![Rule::every(Move::Purchase)],
+            policy_moves: false,
+            ttl_seconds: DEFAULT_TTL_SECONDS,
+        };
+        assert_eq!(purchase_only.validate(buyer_at_the_ask, limits()), Ok(()));
         assert_eq!(refused(vec![Rule::every(Move::Purchase)], Standing::Thread(Party::Buyer)), ["rules[0].move"]);
         let buyer_bound = Rule { buyer_above: Some(100), ..Rule::every(Move::Counter) };
         assert_eq!(refused(vec![buyer_bound], Standing::Thread(Party::Seller)), ["rules[0].buyer_above"]);

@@ -70,7 +70,9 @@ struct Target {
 async fn listing_target(state: &AppState, caller: Caller, id: Uuid) -> Result<Target, ApiError> {
     let listing = db::listings::get(&state.pool, id).await?.ok_or_else(|| ApiError::not_found("listing"))?;
     let party = if listing.seller_id == caller.id { Party::Seller } else { Party::Buyer };
-    Ok(Target { scope: Scope::Listing(id), standing: Standing::Listing(party) })
+    let negotiates =
+        listing.negotiable && (party == Party::Seller || caller.tier.may_negotiate(listing.min_negotiation_tier));
+    Ok(Target { scope: Scope::Listing(id), standing: Standing::Listing { party, negotiates } })
 }
 
 async fn thread_target(state: &AppState, caller: Caller, id: Uuid) -> Result<Target, ApiError> {
