@@ -4,6 +4,7 @@
 mod a2a;
 mod admin;
 mod agents;
+mod approvals;
 mod architecture;
 mod auto;
 mod balanced;

@@ -19,7 +19,7 @@ use uuid::Uuid;
 use crate::support::{Agent, TestApp};
 
 fn caller(agent: &Agent, tier: Tier) -> Caller {
-    Caller { id: agent.id.parse().unwrap(), tier }
+    Caller { id: agent.id.parse().unwrap(), tier, approval_rules: false }
 }
 
 fn offer(amount: i64) -> Proposal {

@@ -64,10 +64,23 @@ pub enum EventType {
     NegotiationDeadlock,
     #[serde(rename = "webhook.disabled")]
     WebhookDisabled,
+    /// One of the agent's moves was held for approval (SPEC §10).
+    #[serde(rename = "approval.requested")]
+    ApprovalRequested,
+    /// A held move was approved and made.
+    #[serde(rename = "approval.approved")]
+    ApprovalApproved,
+    #[serde(rename = "approval.denied")]
+    ApprovalDenied,
+    #[serde(rename = "approval.expired")]
+    ApprovalExpired,
+    /// A held move was approved but refused when made: nothing was made.
+    #[serde(rename = "approval.failed")]
+    ApprovalFailed,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 21] = [
+    pub const ALL: [EventType; 26] = [
         EventType::BidPlaced,
         EventType::BidCountered,
         EventType::BidAccepted,
@@ -89,6 +102,11 @@ impl EventType {
         EventType::NegotiationActionRequired,
         EventType::NegotiationDeadlock,
         EventType::WebhookDisabled,
+        EventType::ApprovalRequested,
+        EventType::ApprovalApproved,
+        EventType::ApprovalDenied,
+        EventType::ApprovalExpired,
+        EventType::ApprovalFailed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -114,6 +132,11 @@ impl EventType {
             EventType::NegotiationActionRequired => "negotiation.action_required",
             EventType::NegotiationDeadlock => "negotiation.deadlock",
             EventType::WebhookDisabled => "webhook.disabled",
+            EventType::ApprovalRequested => "approval.requested",
+            EventType::ApprovalApproved => "approval.approved",
+            EventType::ApprovalDenied => "approval.denied",
+            EventType::ApprovalExpired => "approval.expired",
+            EventType::ApprovalFailed => "approval.failed",
         }
     }
 }

@@ -6,6 +6,7 @@
 //! turns its rows into these views at its edge.
 
 pub mod admin;
+pub mod approvals;
 pub mod events;
 pub mod page;
 pub mod problem;
@@ -15,6 +16,7 @@ pub mod signature;
 pub mod views;
 
 pub use admin::*;
+pub use approvals::*;
 pub use events::{Event, EventPage, EventType};
 pub use page::Page;
 pub use problem::{Code, Problem, ProblemField};

@@ -4,6 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
+use haggle_domain::approval::BudgetScope;
 use haggle_domain::deadlock::Method;
 use haggle_domain::issues::Issues;
 use haggle_domain::strategy::Policy;
@@ -179,6 +180,9 @@ pub struct Bid {
     pub round: i32,
     pub expires_at: DateTime<Utc>,
     pub responded_at: Option<DateTime<Utc>>,
+    /// The approval the bid was made under (SPEC §10), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalMark>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -215,6 +219,9 @@ pub struct Order {
     /// The seller's word on the handover, once fulfilled.
     pub fulfilment: Option<Fulfilment>,
     pub completed_at: Option<DateTime<Utc>>,
+    /// The approval the order's move (an acceptance, a purchase) was made under, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalMark>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -425,3 +432,24 @@ macro_rules! named {
 named!(WebhookStatus { Active => "ACTIVE", Disabled => "DISABLED" });
 named!(DeliveryStatus { Pending => "PENDING", Succeeded => "SUCCEEDED", Failed => "FAILED" });
 named!(PolicyLevel { Agent => "agent", Listing => "listing", Thread => "thread" });
+
+/// A budget an approval left: later moves within it are made without asking.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrantedBudget {
+    pub amount: i64,
+    pub scope: BudgetScope,
+    /// The thread or listing it covers.
+    pub scope_id: Option<Uuid>,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// What a bid or order made under an approval carries: which approval, who gave it, when, and
+/// the budget it left.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalMark {
+    pub id: Uuid,
+    pub approver: String,
+    pub approved_at: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<GrantedBudget>,
+}

@@ -3,6 +3,7 @@
 //! Nothing in here performs I/O. The HTTP layer and the background workers both
 //! go through these rules, so every rule of the protocol lives in exactly one place.
 
+pub mod approval;
 pub mod bid;
 pub mod deadlock;
 pub mod issues;

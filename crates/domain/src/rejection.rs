@@ -83,6 +83,16 @@ pub enum Rejection {
     ExceedsRefundable {
         refundable: i64,
     },
+    /// The approval request ran out of time before its answer (SPEC §10).
+    ApprovalExpired,
+    /// The agent holds as many pending approval requests as it may.
+    ApprovalLimitReached {
+        limit: i64,
+    },
+    /// The agent has as many approvers as it may.
+    ApproverLimitReached {
+        limit: i64,
+    },
 }
 
 impl Rejection {
@@ -137,10 +147,16 @@ pub enum Code {
     NegotiationOpen,
     /// A refund larger than what was paid and not yet refunded.
     ExceedsRefundable,
+    /// An approval request answered after its time.
+    ApprovalExpired,
+    /// Too many pending approval requests.
+    ApprovalLimitReached,
+    /// Too many approvers.
+    ApproverLimitReached,
 }
 
 impl Code {
-    pub const ALL: [Code; 31] = [
+    pub const ALL: [Code; 34] = [
         Code::MalformedRequest,
         Code::Unauthenticated,
         Code::Forbidden,
@@ -172,6 +188,9 @@ impl Code {
         Code::ExceedsOutstanding,
         Code::NegotiationOpen,
         Code::ExceedsRefundable,
+        Code::ApprovalExpired,
+        Code::ApprovalLimitReached,
+        Code::ApproverLimitReached,
     ];
 
     pub fn status(self) -> u16 {
@@ -196,7 +215,10 @@ impl Code {
             | Code::NegotiationUnavailable
             | Code::ExceedsOutstanding
             | Code::NegotiationOpen
-            | Code::ExceedsRefundable => 409,
+            | Code::ExceedsRefundable
+            | Code::ApprovalExpired
+            | Code::ApprovalLimitReached
+            | Code::ApproverLimitReached => 409,
             Code::QuoteExpired => 410,
             Code::PayloadTooLarge => 413,
             Code::UnsupportedMediaType => 415,
@@ -240,6 +262,9 @@ impl Code {
             Code::ExceedsOutstanding => "exceeds_outstanding",
             Code::NegotiationOpen => "negotiation_open",
             Code::ExceedsRefundable => "exceeds_refundable",
+            Code::ApprovalExpired => "approval_expired",
+            Code::ApprovalLimitReached => "approval_limit_reached",
+            Code::ApproverLimitReached => "approver_limit_reached",
         }
     }
 
@@ -276,6 +301,9 @@ impl Code {
             Code::ExceedsOutstanding => "More than is outstanding",
             Code::NegotiationOpen => "A negotiation of this kind is already open",
             Code::ExceedsRefundable => "More than is refundable",
+            Code::ApprovalExpired => "The approval request has expired",
+            Code::ApprovalLimitReached => "Too many pending approval requests",
+            Code::ApproverLimitReached => "Too many approvers",
         }
     }
 }
@@ -318,6 +346,10 @@ impl Rejection {
             Rejection::ExceedsOutstanding { .. } => Code::ExceedsOutstanding,
             Rejection::NegotiationOpen { .. } => Code::NegotiationOpen,
             Rejection::ExceedsRefundable { .. } => Code::ExceedsRefundable,
+    },
+            Rejection::ApprovalExpired => Code::ApprovalExpired,
+            Rejection::ApprovalLimitReached { .. } => Code::ApprovalLimitReached,
+            Rejection::ApproverLimitReached { .. } => Code::ApproverLimitReached,
         }
     }
 
@@ -357,6 +389,16 @@ impl Rejection {
                 "the payment is more than the {outstanding} minor units still outstanding on the order; \
                  a payment never takes the paid amount past the order's"
             ),
+            Rejection::ApprovalExpired => {
+                "the approval request ran out of time before its answer; the move was not made".into()
+            }
+            Rejection::ApprovalLimitReached { limit } => format!(
+                "you already have {limit} approval requests waiting, the most an agent may; \
+                 withdraw one or wait for its answer"
+            ),
+            Rejection::ApproverLimitReached { limit } => {
+                format!("you already have {limit} approvers, the most an agent may; revoke one to add another")
+            }
         }
     }
 }

@@ -163,6 +163,9 @@ fn hint(code: Code, problem: Option<&Problem>) -> String {
                                  is reinstated. Tell your principal."
             .to_owned(),
         Code::NegotiationUnavailable | Code::QuoteExpired => "Read `detail`.".to_owned(),
+        Code::ApprovalExpired | Code::ApprovalLimitReached | Code::ApproverLimitReached => {
+            "An approval request's limit or time: read `detail`, and ask your principal.".to_owned()
+        }
         Code::ExceedsOutstanding => format!(
             "A payment may be at most what is still owed on the order ({} minor units): record or confirm a \
              smaller one.",

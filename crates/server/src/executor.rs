@@ -29,10 +29,13 @@ use crate::db;
 use crate::db::agents::Caller;
 use crate::db::tasks::{Chained, Decided, Task, TaskContext};
 use crate::events::{EventType, NewEvent, Outbox};
+use crate::market::approvals::{self, Intent};
 use crate::market::mediation;
 use crate::market::negotiation::{self, Answer};
 use crate::market::{self, Access, Market, Rules};
 use crate::metrics;
+use haggle_api::HeldMove;
+use haggle_domain::approval::Move;
 use haggle_domain::bid::Proposal;
 use haggle_domain::issues::{Issues, Offer};
 use haggle_domain::strategy::{
@@ -261,6 +264,11 @@ async fn act(
         Some(negotiator) => decide_multi(&policy, &negotiator, &state, &issues, &context),
         None => (strategy::decide(&policy, &state), None),
     };
+    if caller.approval_rules
+        && let Some(outcome) = hold_for_approval(conn, events, task, &context, &decision, terms.as_ref()).await?
+    {
+        return no_counter(outcome);
+    }
     let (action, reason, done) = match decision {
         Decision::Counter { amount, is_final } => {
             let offer = Proposal { terms: terms.map(Some), ..Proposal::of(amount).finally(is_final) };
@@ -312,6 +320,69 @@ async fn act(
         }
         Err(market::Error::Database(error) | market::Error::OutcomeUnknown(error)) => Err(error),
         Err(market::Error::NeedsLocks) => unreachable!("a locked move never asks for locks"),
+    }
+}
+
+/// Holds the policy's counter or acceptance for approval when its owner's rules hold policy
+/// moves and catch it (SPEC §10): the request is made instead of the move, and the task is done.
+/// Read only for an agent with rules.
+async fn hold_for_approval(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    task: Task,
+    context: &TaskContext,
+    decision: &Decision,
+    terms: Option<&serde_json::Value>,
+) -> Result<Option<Outcome>, sqlx::Error> {
+    let (kind, is_final) = match decision {
+        Decision::Counter { is_final, .. } => (Move::Counter, *is_final),
+        Decision::Accept { .. } => (Move::Accept, false),
+        Decision::Reject { .. } | Decision::Stop { .. } => return Ok(None),
+    };
+    let Some(bid) = db::approvals::bid_target(&mut *conn, task.bid_id, task.agent_id).await? else {
+        return Ok(None);
+    };
+    let amount = match decision {
+        Decision::Counter { amount, .. } => *amount,
+        _ => bid.amount,
+    };
+    let intent = Intent {
+        held: HeldMove {
+            kind,
+            route: format!("POST /v1/bids/{}/{kind}", task.bid_id),
+            party: context.role,
+            listing_id: context.listing_id,
+            thread_id: Some(task.thread_id),
+            bid_id: Some(task.bid_id),
+            amount,
+            currency: bid.currency,
+            message: None,
+            expires_in: None,
+            is_final,
+            terms: if kind == Move::Counter { terms.cloned().map(Some) } else { None },
+        },
+        bid_expires_at: Some(bid.expires_at),
+    };
+    let caught = match approvals::caught(&mut *conn, task.agent_id, &intent, true).await {
+        Ok(caught) => caught,
+        Err(market::Error::Database(error) | market::Error::OutcomeUnknown(error)) => return Err(error),
+        Err(market::Error::Rejected(_) | market::Error::NeedsLocks) => None,
+    };
+    let Some(ttl) = caught else { return Ok(None) };
+    match approvals::hold(conn, events, task.agent_id, &intent, ttl).await {
+        Ok(_) => {
+            let rationale = "The policy's move waits for approval.";
+            let decided = Decided { action: "stop", reason: "approval_held", rationale, counter_bid_id: None };
+            db::tasks::record_decision(conn, task, decided).await?;
+            Ok(Some(Outcome::Stopped("approval_held")))
+        }
+        Err(market::Error::Rejected(rejection)) => {
+            let detail = format!("the policy's {kind} could not be held for approval: {}", rejection.detail());
+            stop(conn, events, task, context, "refused", &detail, Some(*decision)).await?;
+            Ok(Some(Outcome::Stopped("refused")))
+        }
+        Err(market::Error::Database(error) | market::Error::OutcomeUnknown(error)) => Err(error),
+        Err(market::Error::NeedsLocks) => unreachable!("holding a move takes no unlocked path"),
     }
 }
 
@@ -420,7 +491,7 @@ fn prepare(context: &TaskContext, stored: serde_json::Value, task: Task) -> Opti
         pending_final: context.bid_final,
         auto_moves: u32::try_from(context.auto_counters).ok()?,
     };
-    let caller = Caller { id: task.agent_id, tier: context.agent_tier };
+    let caller = Caller { id: task.agent_id, tier: context.agent_tier, approval_rules: context.agent_approval_rules };
     Some((policy, state, caller))
 }
 

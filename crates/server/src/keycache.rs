@@ -124,7 +124,7 @@ mod tests {
     use haggle_domain::Tier;
 
     fn caller(id: Uuid) -> Caller {
-        Caller { id, tier: Tier::Agency }
+        Caller { id, tier: Tier::Agency, approval_rules: false }
     }
 
     #[test]

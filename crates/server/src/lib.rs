@@ -27,6 +27,7 @@ pub mod http;
 pub mod keycache;
 pub mod market;
 pub mod metrics;
+pub mod receipts;
 pub mod secrets;
 pub mod sweeper;
 pub mod telemetry;

@@ -30,6 +30,17 @@ pub fn issue_api_key() -> IssuedKey {
     IssuedKey { digest: sha256(plaintext.as_bytes()), prefix: plaintext[..SHOWN_PREFIX_CHARS].to_owned(), plaintext }
 }
 
+/// The prefix of an approver's token (SPEC §10): never an API key's, so that every route but
+/// the approvals' refuses it before looking it up.
+pub const APPROVER_TOKEN_PREFIX: &str = "hap_";
+
+/// Issues an approver's token, as [`issue_api_key`] issues keys.
+pub fn issue_approver_token() -> IssuedKey {
+    let plaintext = format!("{APPROVER_TOKEN_PREFIX}{}", URL_SAFE_NO_PAD.encode(random_bytes::<32>()));
+    let shown = APPROVER_TOKEN_PREFIX.len() + 8;
+    IssuedKey { digest: sha256(plaintext.as_bytes()), prefix: plaintext[..shown].to_owned(), plaintext }
+}
+
 pub fn random_bytes<const N: usize>() -> [u8; N] {
     let mut bytes = [0u8; N];
     getrandom::fill(&mut bytes).expect("the operating system's random source is unavailable");

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use haggle_domain::bid::{self, Transition};
 
 use crate::db;
-use crate::events::NewEvent;
+use crate::events::{EventType, NewEvent};
 use crate::market::Market;
 use crate::metrics;
 
@@ -22,6 +22,8 @@ pub struct Outcome {
     pub purged_idempotency_keys: u64,
     pub purged_tasks: u64,
     pub purged_quotes: u64,
+    /// Approval requests whose time ran out unanswered.
+    pub expired_approvals: usize,
 }
 
 impl Outcome {
@@ -30,6 +32,7 @@ impl Outcome {
             || self.purged_idempotency_keys as i64 >= batch
             || self.purged_tasks as i64 >= batch
             || self.purged_quotes as i64 >= batch
+            || self.expired_approvals as i64 >= batch
     }
 }
 
@@ -56,12 +59,22 @@ pub async fn run_once(market: &Market, batch: i64) -> Result<Outcome, sqlx::Erro
     for (bid, thread) in &expired {
         events.push(NewEvent::bid(bid, thread));
     }
+    let expired_approvals = db::approvals::expire_due(conn, batch).await?;
+    for approval in &expired_approvals {
+        events.push(crate::market::approvals::event(EventType::ApprovalExpired, approval));
+    }
     unit.commit().await?;
     metrics::expiry_sweep(expired.len());
     let purged = db::idempotency::purge_expired(pool, batch).await?;
     let purged_tasks = db::tasks::purge_done_tasks(pool, before(DONE_TASK_KEEP), batch).await?;
     let purged_quotes = db::quotes::purge_unbooked(pool, before(EXPIRED_QUOTE_KEEP), batch).await?;
-    Ok(Outcome { expired_bids: expired.len(), purged_idempotency_keys: purged, purged_tasks, purged_quotes })
+    Ok(Outcome {
+        expired_bids: expired.len(),
+        purged_idempotency_keys: purged,
+        purged_tasks,
+        purged_quotes,
+        expired_approvals: expired_approvals.len(),
+    })
 }
 
 /// The instant `age` ago (nothing is older than 1970, should `age` reach back further).

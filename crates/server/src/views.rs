@@ -101,6 +101,7 @@ impl From<Bid> for api::Bid {
             round: bid.round,
             expires_at: bid.expires_at,
             responded_at: bid.responded_at,
+            approval: bid.approval.and_then(|mark| serde_json::from_value(mark).ok()),
             created_at: bid.created_at,
             updated_at: bid.updated_at,
         }
@@ -233,6 +234,7 @@ impl From<Order> for api::Order {
             cancelled_at: row.cancelled_at,
             fulfilment,
             completed_at: row.completed_at,
+            approval: row.approval.and_then(|mark| serde_json::from_value(mark).ok()),
             created_at: row.created_at,
             updated_at: row.updated_at,
         }
@@ -304,6 +306,72 @@ impl From<EventRow> for Event {
             bid_id: row.bid_id,
             order_id: row.order_id,
             data: row.data,
+        }
+    }
+}
+
+impl crate::db::approvals::Approval {
+    /// The request as the agent and its approvers read it at `now` (a pending request past its
+    /// time reads EXPIRED), with who may answer it: the agent, and its approvers by name.
+    pub fn at(self, approvers: &[String], now: DateTime<Utc>) -> api::Approval {
+        let failure = self
+            .failure_code
+            .map(|code| api::ApprovalFailure { code, detail: self.failure_detail.unwrap_or_default() });
+        let budget = match (self.budget_amount, self.budget_scope, self.budget_expires_at) {
+            (Some(amount), Some(scope), Some(expires_at)) => Some(api::GrantedBudget {
+                amount,
+                scope,
+                scope_id: match scope {
+                    api::BudgetScope::Thread => self.made_thread_id,
+                    api::BudgetScope::Listing => Some(self.listing_id),
+                },
+                expires_at,
+            }),
+            _ => None,
+        };
+        api::Approval {
+            id: self.id,
+            agent_id: self.agent_id,
+            status: self.status.at(self.expires_at, now),
+            held: self.held,
+            move_hash: self.move_hash,
+            approvers: std::iter::once("agent".to_owned()).chain(approvers.iter().cloned()).collect(),
+            expires_at: self.expires_at,
+            answered_at: self.answered_at,
+            approver: self.approver,
+            note: self.note,
+            failure,
+            budget,
+            bid_id: self.made_bid_id,
+            order_id: self.made_order_id,
+            receipt: self.receipt,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
+    }
+}
+
+impl From<crate::db::approvals::StoredRules> for api::StoredApprovalRules {
+    fn from(stored: crate::db::approvals::StoredRules) -> api::StoredApprovalRules {
+        api::StoredApprovalRules {
+            scope: stored.scope,
+            listing_id: stored.listing_id,
+            thread_id: stored.thread_id,
+            rules: stored.rules.0,
+            created_at: stored.created_at,
+            updated_at: stored.updated_at,
+        }
+    }
+}
+
+impl From<crate::db::approvals::Approver> for api::Approver {
+    fn from(approver: crate::db::approvals::Approver) -> api::Approver {
+        api::Approver {
+            id: approver.id,
+            name: approver.name,
+            prefix: approver.prefix,
+            created_at: approver.created_at,
+            revoked_at: approver.revoked_at,
         }
     }
 }

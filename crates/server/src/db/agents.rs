@@ -38,6 +38,11 @@ pub struct Caller {
     pub id: Uuid,
     #[sqlx(try_from = "String")]
     pub tier: Tier,
+    /// Whether the agent has approval rules anywhere (SPEC §10): only then is a move of its
+    /// checked against them. Carried by the key cache, so that a move of an agent without rules
+    /// reads nothing more.
+    #[sqlx(default)]
+    pub approval_rules: bool,
 }
 
 /// The NOTIFY channel on which a changed tier, a revoked key or a suspension is announced to every instance
@@ -85,14 +90,18 @@ pub struct KeyHolder {
 /// The agent holding an unrevoked key with this digest, suspended or not.
 pub async fn key_holder(executor: impl PgExecutor<'_>, digest: &[u8]) -> Result<Option<KeyHolder>, sqlx::Error> {
     let row = sqlx::query!(
-        r#"SELECT k.agent_id, a.tier AS "tier: Text<Tier>", a.suspended_at IS NOT NULL AS "suspended!"
+        r#"SELECT k.agent_id, a.tier AS "tier: Text<Tier>", a.suspended_at IS NOT NULL AS "suspended!",
+                  a.approval_rules
            FROM api_keys k JOIN agents a ON a.id = k.agent_id
            WHERE k.digest = $1 AND k.revoked_at IS NULL"#,
         digest,
     )
     .fetch_optional(executor)
     .await?;
-    Ok(row.map(|row| KeyHolder { caller: Caller { id: row.agent_id, tier: row.tier.0 }, suspended: row.suspended }))
+    Ok(row.map(|row| KeyHolder {
+        caller: Caller { id: row.agent_id, tier: row.tier.0, approval_rules: row.approval_rules },
+        suspended: row.suspended,
+    }))
 }
 
 /// Tells every instance, at the commit, to forget what it remembers of the agent's keys

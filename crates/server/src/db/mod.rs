@@ -14,6 +14,7 @@ use sqlx::{Connection, PgPool};
 
 pub mod admin;
 pub mod agents;
+pub mod approvals;
 pub mod console;
 pub mod events;
 pub mod idempotency;
@@ -26,6 +27,7 @@ pub mod orders;
 pub mod policies;
 pub mod primary;
 pub mod quotes;
+pub mod receipts;
 pub mod rows;
 pub mod server_keys;
 pub mod sweeps;

@@ -40,6 +40,9 @@ pub struct Order {
     pub refunded_amount: i64,
     #[serde(default)]
     pub cancelled_at: Option<DateTime<Utc>>,
+    /// The approval the order's move was made under (SPEC §10), as stored.
+    #[serde(default)]
+    pub approval: Option<serde_json::Value>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -59,7 +62,7 @@ impl Order {
 /// Every column of an order, for the lists built at run time (read into [`Order`] by name).
 pub const ORDER_COLUMNS: &str = "id, listing_id, thread_id, bid_id, buyer_id, seller_id, amount, currency, terms, \
      status, paid_amount, fulfilled_at, fulfilment_reference, fulfilment_note, completed_at, refunded_amount, \
-     cancelled_at, created_at, updated_at";
+     cancelled_at, approval, created_at, updated_at";
 
 /// A payment as stored (read back through `row_to_json`); shown as [`api::Payment`].
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

@@ -82,6 +82,9 @@ pub struct Bid {
     pub round: i32,
     pub expires_at: DateTime<Utc>,
     pub responded_at: Option<DateTime<Utc>>,
+    /// The approval the bid was made under (SPEC §10), as stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<serde_json::Value>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -196,6 +199,7 @@ impl NewBid<'_> {
             round,
             expires_at: self.expires_at(now),
             responded_at: None,
+            approval: None,
             created_at: now,
             updated_at: now,
         }

@@ -238,6 +238,8 @@ pub struct TaskContext {
     pub policy: Option<Json<serde_json::Value>>,
     /// The operator suspended the agent: its policies do not act.
     pub agent_suspended: bool,
+    /// The agent has approval rules somewhere, which may hold its policy's moves.
+    pub agent_approval_rules: bool,
 }
 
 /// The columns of a [`TaskContext`], over `bids b` (the task's bid), its thread `t` and listing
@@ -249,7 +251,8 @@ macro_rules! task_context_columns {
              CASE WHEN t.seller_id = ",
             $agent,
             " THEN 'seller' ELSE 'buyer' END AS role,
-             me.tier AS agent_tier, me.suspended_at IS NOT NULL AS agent_suspended, buyer.tier AS buyer_tier,
+             me.tier AS agent_tier, me.suspended_at IS NOT NULL AS agent_suspended,
+             me.approval_rules AS agent_approval_rules, buyer.tier AS buyer_tier,
              l.ask_amount, l.max_rounds,
              ARRAY(SELECT amount FROM bids WHERE thread_id = t.id ORDER BY round) AS amounts,
              COALESCE((SELECT json_agg(terms ORDER BY round) FROM bids WHERE thread_id = t.id), '[]') AS terms,

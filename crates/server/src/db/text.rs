@@ -5,6 +5,7 @@
 use std::fmt::Display;
 
 use haggle_api::{DeliveryStatus, EventType, OrderStatus, PolicyLevel, WebhookStatus};
+use haggle_domain::approval::{ApprovalStatus, BudgetScope, Move};
 use haggle_domain::{BidStatus, Currency, ListingStatus, Party, Reason, ThreadStatus, Tier};
 use sqlx::error::BoxDynError;
 use sqlx::postgres::{PgTypeInfo, PgValueRef};
@@ -47,11 +48,14 @@ macro_rules! read_as_text {
 }
 
 read_as_text!(
+    ApprovalStatus,
     BidStatus,
+    BudgetScope,
     Currency,
     DeliveryStatus,
     EventType,
     ListingStatus,
+    Move,
     OrderStatus,
     Party,
     PolicyLevel,

@@ -11,6 +11,7 @@ use haggle_api::{self as api, Answered as AnswerView, WaitQuery};
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use super::approvals::{self, Proposed};
 use super::error::ApiError;
 use super::events::{subscribe, wait_param, wake_or_stop};
 use super::extract::{ActionBody, Id, IdempotencyKey, JsonBody, Params, agent_key};
@@ -107,6 +108,10 @@ async fn counter(
     body: JsonBody<api::CounterOffer>,
 ) -> Result<Response, Response> {
     let mut command = Write::begin_move(&state, caller.id, key, body.digest, super::listings::bid_made).await?;
+    let proposed = Proposed::Counter { bid_id: id, offer: &body.value };
+    if let Some(held) = approvals::hold_if_caught(&state, &mut command, caller, proposed).await.transpose() {
+        return Ok(command.finish(held).await);
+    }
     let rules = state.settings.rules;
     let offer = Proposal::from(body.value);
     let outcome = command
@@ -128,6 +133,12 @@ async fn answer(
 ) -> Result<Response, Response> {
     // Only an acceptance is made unlocked; rejecting and withdrawing ask for locks at once.
     let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
+    if answer == Answer::Accept
+        && let Some(held) =
+            approvals::hold_if_caught(&state, &mut command, caller, Proposed::Accept { bid_id: id }).await.transpose()
+    {
+        return Ok(command.finish(held).await);
+    }
     let outcome = command
         .run(|conn, events, access| Box::pin(negotiation::answer(conn, events, access, caller, id, answer)))
         .await;

@@ -142,6 +142,10 @@ impl From<Rejection> for ApiError {
             Rejection::ExceedsOutstanding { outstanding } => error.with("outstanding", outstanding),
             Rejection::ExceedsRefundable { refundable } => error.with("refundable", refundable),
             Rejection::NegotiationOpen { thread_id: Some(id), .. } => error.with("thread_id", id.to_string()),
+            Rejection::ApprovalLimitReached { limit } | Rejection::ApproverLimitReached { limit } => {
+                error.with("limit", limit)
+            }
+            Rejection::ApprovalExpired => error.with("current_status", "EXPIRED"),
             Rejection::NotFound { .. }
             | Rejection::Forbidden { .. }
             | Rejection::OwnListing

@@ -290,6 +290,13 @@ pub async fn authenticate(
             ApiError::unauthenticated("the API key is not valid or has been revoked"),
         )
     };
+    if token.starts_with(secrets::APPROVER_TOKEN_PREFIX) {
+        return Err(ApiError::new(
+            Code::Forbidden,
+            "an approver token only reads and answers the agent's approval requests (/v1/approvals); \
+             this route takes the agent's API key",
+        ));
+    }
     if !token.starts_with(secrets::API_KEY_PREFIX) || token.len() > 128 {
         return Err(invalid());
     }

@@ -7,6 +7,7 @@ use axum::response::Response;
 use chrono::Utc;
 use haggle_api::{self as api, BidAndThread, ListingPatch, ListingQuery, NewListing, Purchased};
 
+use super::approvals::{self, Proposed};
 use super::error::ApiError;
 use super::extract::{ActionBody, Id, IdempotencyKey, JsonBody, Params};
 use super::{AppState, Endpoint, Page, Reply, Write, invalid_param, page_size};
@@ -108,6 +109,10 @@ async fn place_bid(
     body: JsonBody<api::Placement>,
 ) -> Result<Response, Response> {
     let mut command = Write::begin_move(&state, caller.id, key, body.digest, bid_made).await?;
+    let proposed = Proposed::Place { listing_id: id, placement: &body.value };
+    if let Some(held) = approvals::hold_if_caught(&state, &mut command, caller, proposed).await.transpose() {
+        return Ok(command.finish(held).await);
+    }
     let rules = state.settings.rules;
     let placement = Proposal::from(body.value);
     let outcome = command
@@ -132,6 +137,10 @@ async fn purchase(
     body: ActionBody,
 ) -> Result<Response, Response> {
     let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
+    let proposed = Proposed::Purchase { listing_id: id };
+    if let Some(held) = approvals::hold_if_caught(&state, &mut command, caller, proposed).await.transpose() {
+        return Ok(command.finish(held).await);
+    }
     let outcome = async {
         let (conn, events) = command.parts().await?;
         listings::purchase(conn, events, caller, id).await

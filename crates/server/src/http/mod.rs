@@ -19,6 +19,7 @@ mod access;
 pub mod address;
 mod admin;
 mod agents;
+pub mod approvals;
 pub mod bids;
 mod compat;
 pub mod console;
@@ -70,6 +71,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         events::endpoints(),
         webhooks::endpoints(),
         policies::endpoints(),
+        approvals::endpoints(),
         compat::endpoints(),
         observe::endpoints(),
     ]

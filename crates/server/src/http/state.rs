@@ -39,6 +39,8 @@ pub struct AppState {
     pub deployment: Arc<Deployment>,
     /// Seals webhook secrets.
     pub sealing_key: SealingKey,
+    /// Signs the receipts of approved moves.
+    pub receipts: crate::receipts::Receipts,
     /// The agents behind recently used API keys.
     pub keys: Arc<KeyCache>,
     /// This instance's own API's URL over loopback (`http://127.0.0.1:8080`): the `Host` of the
@@ -69,6 +71,7 @@ impl AppState {
             auth_failures: Arc::new(ratelimit::RateLimiter::new(1, deployment.clone()).expect("a limit above zero")),
             hub,
             shutdown,
+            receipts: crate::receipts::Receipts::new(sealing_key.clone()),
             sealing_key,
             keys,
             deployment,

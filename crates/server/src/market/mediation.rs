@@ -62,7 +62,7 @@ pub async fn settle(
         Party::Seller => (thread.seller_id, thread.buyer_id),
     };
     // Neither move reads the tier of its maker.
-    let as_party = |id| Caller { id, tier: Tier::Public };
+    let as_party = |id| Caller { id, tier: Tier::Public, approval_rules: false };
     let offer = Proposal {
         terms: Some(suggestion.terms.clone()),
         message: Some("Settled at the mediator's suggestion.".into()),

@@ -10,6 +10,7 @@ pub use unit::{Market, Unit, Wakeups};
 use haggle_domain::money::AmountLimits;
 
 pub mod agents;
+pub mod approvals;
 pub mod batch;
 pub mod deadlock;
 mod error;

@@ -676,6 +676,7 @@ async fn accept(
         completed_at: None,
         refunded_amount: 0,
         cancelled_at: None,
+        approval: None,
         created_at: now,
         updated_at: now,
     };

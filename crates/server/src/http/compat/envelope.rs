@@ -34,14 +34,18 @@ pub fn iab_code(code: Code) -> (&'static str, Option<StatusCode>) {
         }
         Code::NotFound | Code::MethodNotAllowed => ("not_found", None),
         Code::NotAcceptable | Code::UnsupportedMediaType => ("validation", None),
-        Code::InvalidTransition | Code::BidExpired | Code::FinalOffer => ("negotiation_closed", None),
+        Code::InvalidTransition | Code::BidExpired | Code::FinalOffer | Code::ApprovalExpired => {
+            ("negotiation_closed", None)
+        }
         Code::ThreadActive
         | Code::OfferLimitReached
         | Code::ListingUnavailable
         | Code::IdempotencyKeyInUse
         | Code::ExceedsOutstanding
         | Code::NegotiationOpen
-        | Code::ExceedsRefundable => ("contention", None),
+        | Code::ExceedsRefundable
+        | Code::ApprovalLimitReached
+        | Code::ApproverLimitReached => ("contention", None),
         Code::IdempotencyKeyReused => ("idempotency_conflict", Some(StatusCode::CONFLICT)),
         Code::PayloadTooLarge => ("payload_too_large", None),
         Code::RateLimited => ("rate_limited", None),

@@ -444,6 +444,7 @@ mod tests {
             round,
             expires_at: at,
             responded_at: None,
+            approval: None,
             created_at: at,
             updated_at: at,
         }
