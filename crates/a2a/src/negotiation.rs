@@ -17,6 +17,8 @@ use crate::task::{self, Negotiation};
 /// The most tasks a `ListTasks` page holds, and how many it holds unless asked.
 const MAX_PAGE: i32 = 100;
 const DEFAULT_PAGE: i32 = 50;
+/// The page the count of `ListTasks` reads the caller's threads by: the REST API's largest.
+const COUNT_PAGE: u32 = 200;
 
 /// What a message's move made: a task, or (for a search) a message.
 pub(crate) enum Made {
@@ -168,8 +170,14 @@ fn parse_task_id(id: &str) -> Result<Uuid, Refusal> {
     id.parse().map_err(|_| Refusal::task_not_found(id))
 }
 
-/// `GetTask`: the task as it truly stands.
+/// The task as it truly stands, without its history.
 pub(crate) async fn read_task(acting: &Acting, id: &str) -> Result<Task, Refusal> {
+    get_task(acting, id, Some(0)).await
+}
+
+/// `GetTask`: the task as it truly stands, with the `history_length` most recent messages of
+/// its history (all of them when unset).
+pub(crate) async fn get_task(acting: &Acting, id: &str, history_length: Option<i32>) -> Result<Task, Refusal> {
     let about = About::Task(id);
     let uuid = parse_task_id(id)?;
     match acting.client.get_thread(uuid).await {
@@ -195,7 +203,9 @@ pub(crate) async fn read_task(acting: &Acting, id: &str) -> Result<Task, Refusal
             };
             let negotiation =
                 Negotiation { thread, bids: &read.bids, latest: read.bids.last(), order: order.as_ref(), ask };
-            Ok(task::negotiation_task(&negotiation, acting.agent_id))
+            let mut task = task::negotiation_task(&negotiation, acting.agent_id);
+            task.history = task::history(thread, &read.bids, acting.agent_id, history_length);
+            Ok(task)
         }
         Err(error) if error.status() == Some(404) => {
             // Not a negotiation of the caller's: a purchase of theirs, or nothing they may see.
@@ -250,7 +260,10 @@ pub(crate) async fn cancel(acting: &Acting, id: &str) -> Result<Task, Refusal> {
 }
 
 /// `ListTasks`: the caller's negotiations, newest first, a page at a time (the page token is
-/// the REST API's cursor). Purchases at the ask are read with `GetTask`.
+/// the REST API's cursor), and how many of them match in all (`totalSize`, counted through every
+/// page of the caller's threads that the filters select). A task carries its history only when
+/// `historyLength` asks for some, which reads each thread's bids. Purchases at the ask are read
+/// with `GetTask`.
 pub(crate) async fn list(acting: &Acting, request: &ListTasksRequest) -> Result<ListTasksResponse, Refusal> {
     let size = request.page_size.unwrap_or(DEFAULT_PAGE);
     if !(1..=MAX_PAGE).contains(&size) {
@@ -283,17 +296,16 @@ pub(crate) async fn list(acting: &Acting, request: &ListTasksRequest) -> Result<
         Some(TaskState::Failed) => None,
         Some(TaskState::Submitted | TaskState::AuthRequired | TaskState::Unspecified) => return Ok(empty()),
     };
+    let matches = |thread: &Thread| {
+        let you = task::side(thread, acting.agent_id);
+        wanted.as_ref().is_none_or(|wanted| *wanted == task::state(thread, you))
+            && request.status_timestamp_after.is_none_or(|after| thread.updated_at > after)
+    };
     let query = ThreadQuery { role: None, status, listing_id, limit: Some(size as u32), cursor };
     let page = acting.client.list_threads(&query).await.map_err(|e| Refusal::from_client(e, About::Other))?;
+    let with_history = request.history_length.filter(|length| *length > 0);
     let mut tasks = Vec::with_capacity(page.data.len());
-    for thread in &page.data {
-        let you = task::side(thread, acting.agent_id);
-        if wanted.as_ref().is_some_and(|wanted| *wanted != task::state(thread, you)) {
-            continue;
-        }
-        if request.status_timestamp_after.is_some_and(|after| thread.updated_at <= after) {
-            continue;
-        }
+    for thread in page.data.iter().filter(|thread| matches(thread)) {
         let order = match (thread.status, request.include_artifacts) {
             (ThreadStatus::Accepted, Some(true)) => {
                 find_order(&acting.client, thread).await.map_err(|e| Refusal::from_client(e, About::Other))?
@@ -305,15 +317,38 @@ pub(crate) async fn list(acting: &Acting, request: &ListTasksRequest) -> Result<
         if request.include_artifacts != Some(true) {
             task.artifacts = None;
         }
+        if with_history.is_some() {
+            let read = acting.client.get_thread(thread.id).await.map_err(|e| Refusal::from_client(e, About::Other))?;
+            task.history = task::history(thread, &read.bids, acting.agent_id, with_history);
+        }
         tasks.push(task);
     }
-    let total = tasks.len() as i32;
+    let total = count_matching(&acting.client, ThreadQuery { cursor: None, ..query }, matches).await?;
     Ok(ListTasksResponse {
         tasks,
         next_page_token: page.next_cursor.map(|cursor| cursor.to_string()).unwrap_or_default(),
         page_size: size,
         total_size: total,
     })
+}
+
+/// How many of the threads `query` selects (through all its pages) `matches` keeps.
+async fn count_matching(
+    client: &Client,
+    mut query: ThreadQuery,
+    matches: impl Fn(&Thread) -> bool,
+) -> Result<i32, Refusal> {
+    query.limit = Some(COUNT_PAGE);
+    let mut total: i32 = 0;
+    loop {
+        let page = client.list_threads(&query).await.map_err(|e| Refusal::from_client(e, About::Other))?;
+        let counted = page.data.iter().filter(|thread| matches(thread)).count();
+        total = total.saturating_add(i32::try_from(counted).unwrap_or(i32::MAX));
+        match page.next_cursor {
+            Some(cursor) => query.cursor = Some(cursor),
+            None => return Ok(total),
+        }
+    }
 }
 
 /// `GetExtendedAgentCard`: the card with the caller's agent and tier.
