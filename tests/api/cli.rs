@@ -209,6 +209,36 @@ async fn the_bench_measures_negotiations_through_mcp_beside_rest() {
     assert_eq!(app.count("SELECT count(*) FROM orders").await, 32);
 }
 
+#[tokio::test]
+async fn the_bench_measures_negotiations_over_a2a_beside_keyed_rest() {
+    let app = TestApp::spawn().await;
+    let dir = crate::support::scratch_dir();
+    let json = dir.path().join("a2a.json");
+    // The server runs in this process: its CPU per call is this process's.
+    let pid = std::process::id().to_string();
+    let args = ["--workload", "a2a", "--concurrency", "2", "--negotiations", "6", "--warmup", "2", "--server-pid"];
+    let printed = bench(&app, &[&args[..], &[&pid, "--json", json.to_str().unwrap()]].concat()).await;
+    assert!(printed.contains("== haggle bench: w1 over REST with keys and A2A, concurrency 2"), "{printed}");
+    assert!(printed.contains("A2A's cost per move against keyed REST's: "), "{printed}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let levels = report["levels"].as_array().unwrap();
+    let phases: Vec<&str> = levels.iter().map(|level| level["conditions"]["workload"].as_str().unwrap()).collect();
+    assert_eq!(phases, ["a2a/rest+keys", "a2a/jsonrpc"]);
+    for level in levels {
+        assert_eq!(
+            (level["figures"]["completed"].as_u64(), level["figures"]["failed"].as_u64()),
+            (Some(6), Some(0)),
+            "{level}"
+        );
+        let all = level["figures"]["calls"].as_array().unwrap().iter().find(|row| row["call"] == "all").unwrap();
+        assert_eq!((all["ok"].as_u64(), all["errors"].as_u64()), (Some(24), Some(0)), "{level}");
+        assert_eq!(level["conditions"]["idempotency_keys"], true);
+    }
+    // Two phases: 12 negotiations measured and 4 warm-ups, each an order; every A2A move keyed.
+    assert_eq!(app.count("SELECT count(*) FROM orders").await, 16);
+    assert!(app.count("SELECT count(*) FROM idempotency_keys").await >= 64);
+}
+
 /// Runs `haggle <args>` against the app as the agent with `key`, and returns its stdout.
 async fn haggle_as(app: &TestApp, key: &str, args: &[&str]) -> String {
     let (succeeded, stdout, stderr) = haggle_as_output(app, key, args).await;
