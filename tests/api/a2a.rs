@@ -474,3 +474,29 @@ async fn a_task_carries_its_moves_as_messages_and_list_tasks_counts_every_match(
     let rest = app.get("/a2a/rest/tasks?pageSize=1&status=TASK_STATE_CANCELED", &deal.buyer.key).await.expect(200);
     assert_eq!(rest.body["totalSize"], 1, "{}", rest.body);
 }
+
+#[tokio::test]
+async fn a_move_on_the_pending_bid_is_made_once_when_resent_or_when_the_other_side_moved_elsewhere() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    let task = place(&app, &deal.buyer, &deal.listing, json!(80000), true).await;
+    let task_id = task["id"].as_str().unwrap().to_owned();
+    // The seller counters over A2A; sent twice, it is answered once.
+    let counter = send_params("s-1", Some(&task_id), json!({ "action": "counter", "amount": 95000 }), true);
+    let first = rpc(&app, &deal.seller.key, "SendMessage", counter.clone()).await["result"]["task"].clone();
+    let again = rpc(&app, &deal.seller.key, "SendMessage", counter).await["result"]["task"].clone();
+    assert_eq!(status_data(&first)["bid"]["id"], status_data(&again)["bid"]["id"], "{again}");
+    assert_eq!(app.count("SELECT count(*) FROM bids").await, 2);
+
+    // The buyer counters over REST, so the bid this instance last showed pending is answered.
+    // The seller's acceptance over A2A is made on the pending bid all the same, and once.
+    let countered = status_data(&first)["bid"]["id"].as_str().unwrap().to_owned();
+    let pending = app.counter(&deal.buyer, &countered, 90000).await;
+    let accept = send_params("s-2", Some(&task_id), json!({ "action": "accept" }), true);
+    let done = rpc(&app, &deal.seller.key, "SendMessage", accept.clone()).await["result"]["task"].clone();
+    assert_eq!(state(&done), "TASK_STATE_COMPLETED", "{done}");
+    assert_eq!(status_data(&done)["bid"]["id"], pending.as_str());
+    let again = rpc(&app, &deal.seller.key, "SendMessage", accept).await["result"]["task"].clone();
+    assert_eq!((state(&again), &again["id"]), ("TASK_STATE_COMPLETED", &done["id"]), "{again}");
+    assert_eq!(app.count("SELECT count(*) FROM orders").await, 1);
+}

@@ -12,6 +12,7 @@ use uuid::Uuid;
 use crate::acting::Acting;
 use crate::error::{About, Refusal, with_code};
 use crate::moves::{self, Answer, Move};
+use crate::recent::Chosen;
 use crate::task::{self, Negotiation};
 
 /// The most tasks a `ListTasks` page holds, and how many it holds unless asked.
@@ -93,28 +94,68 @@ pub(crate) async fn make(acting: &Acting, request: &SendMessageRequest) -> Resul
                 ));
             };
             let thread = parse_task_id(task_id)?;
-            let bid = match bid_id {
-                Some(bid) => {
-                    let read =
-                        acting.client.get_bid(bid, None).await.map_err(|e| Refusal::from_client(e, About::Other))?;
-                    if read.thread_id != thread {
-                        return Err(Refusal::invalid_params(format!("bid {bid} is not a bid of task {task_id}")));
-                    }
-                    bid
-                }
-                None => pending_bid(acting, thread, task_id).await?,
-            };
             let about = About::Task(task_id);
-            match answer {
-                Answer::Counter(offer) => {
-                    let countered = keyed.counter(bid, &offer).await.map_err(|e| Refusal::from_client(e, about))?;
-                    Ok(after_bid(acting, &countered))
+            if let Some(bid) = bid_id {
+                let read = acting.client.get_bid(bid, None).await.map_err(|e| Refusal::from_client(e, About::Other))?;
+                if read.thread_id != thread {
+                    return Err(Refusal::invalid_params(format!("bid {bid} is not a bid of task {task_id}")));
                 }
-                Answer::Accept => answered(acting, keyed.accept(bid).await, about),
-                Answer::Reject => answered(acting, keyed.reject(bid).await, about),
-                Answer::Withdraw => answered(acting, keyed.withdraw(bid).await, about),
+                return answer_bid(acting, &keyed, bid, &answer).await.map_err(|e| Refusal::from_client(e, about));
+            }
+            answer_pending(acting, message, thread, task_id, &answer).await
+        }
+    }
+}
+
+/// A move on the pending bid of `task`: on the bid this message chose when it was sent before;
+/// else on the bid the latest answer about the task showed pending, and if the other side has
+/// answered that one meanwhile, on the pending bid read from the thread, under the message id
+/// and that bid's as the key (the message id alone already keys the refused move).
+async fn answer_pending(
+    acting: &Acting,
+    message: &a2a::Message,
+    thread: Uuid,
+    task_id: &str,
+    answer: &Answer,
+) -> Result<Made, Refusal> {
+    let about = About::Task(task_id);
+    let (agent, message_id) = (acting.agent_id, message.message_id.as_str());
+    let chosen = acting.recent.chosen(agent, message_id);
+    let remembered =
+        chosen.or_else(|| acting.recent.pending(thread).map(|bid| Chosen { bid, key: message_id.to_owned() }));
+    let key = match remembered {
+        Some(chosen) => {
+            acting.recent.set_chosen(agent, message_id, chosen.clone());
+            let keyed = acting.client.with_idempotency_key(chosen.key.clone());
+            match answer_bid(acting, &keyed, chosen.bid, answer).await {
+                Err(error) if chosen.key == message_id && answered_meanwhile(&error) => {
+                    acting.recent.set_pending(thread, None);
+                    None
+                }
+                outcome => return outcome.map_err(|e| Refusal::from_client(e, about)),
             }
         }
+        None => Some(message_id.to_owned()),
+    };
+    let bid = pending_bid(acting, thread, task_id).await?;
+    let key = key.unwrap_or_else(|| format!("{message_id}:{bid}"));
+    acting.recent.set_chosen(agent, message_id, Chosen { bid, key: key.clone() });
+    let keyed = acting.client.with_idempotency_key(key);
+    answer_bid(acting, &keyed, bid, answer).await.map_err(|e| Refusal::from_client(e, about))
+}
+
+/// Whether the API refused a move because its bid was no longer the pending one.
+fn answered_meanwhile(error: &ClientError) -> bool {
+    matches!(error.code(), Some("invalid_transition" | "bid_expired" | "not_your_turn"))
+}
+
+/// `answer` made on `bid` through `keyed`.
+async fn answer_bid(acting: &Acting, keyed: &Client, bid: Uuid, answer: &Answer) -> Result<Made, ClientError> {
+    match answer {
+        Answer::Counter(offer) => keyed.counter(bid, offer).await.map(|countered| after_bid(acting, &countered)),
+        Answer::Accept => keyed.accept(bid).await.map(|answered| after_answer(acting, &answered)),
+        Answer::Reject => keyed.reject(bid).await.map(|answered| after_answer(acting, &answered)),
+        Answer::Withdraw => keyed.withdraw(bid).await.map(|answered| after_answer(acting, &answered)),
     }
 }
 
@@ -124,11 +165,12 @@ fn after_bid(acting: &Acting, made: &BidAndThread) -> Made {
     let task = task::negotiation_task(&negotiation, acting.agent_id);
     let waiting =
         (made.bid.status == BidStatus::Pending && made.thread.status == ThreadStatus::Active).then_some(made.bid.id);
+    acting.recent.set_pending(made.thread.id, waiting);
     Made::Task(task, waiting)
 }
 
-fn answered(acting: &Acting, answer: Result<Answered, ClientError>, about: About<'_>) -> Result<Made, Refusal> {
-    let answered = answer.map_err(|e| Refusal::from_client(e, about))?;
+/// The task after an answer to a bid (an acceptance, a rejection or a withdrawal).
+fn after_answer(acting: &Acting, answered: &Answered) -> Made {
     let negotiation = Negotiation {
         thread: &answered.thread,
         bids: &[],
@@ -136,7 +178,10 @@ fn answered(acting: &Acting, answer: Result<Answered, ClientError>, about: About
         order: answered.order.as_ref(),
         ask: None,
     };
-    Ok(Made::Task(task::negotiation_task(&negotiation, acting.agent_id), None))
+    let pending = (answered.thread.status == ThreadStatus::Active && answered.bid.status == BidStatus::Pending)
+        .then_some(answered.bid.id);
+    acting.recent.set_pending(answered.thread.id, pending);
+    Made::Task(task::negotiation_task(&negotiation, acting.agent_id), None)
 }
 
 /// The pending bid of a task, which a move that names no bid answers.
@@ -203,6 +248,8 @@ pub(crate) async fn get_task(acting: &Acting, id: &str, history_length: Option<i
             };
             let negotiation =
                 Negotiation { thread, bids: &read.bids, latest: read.bids.last(), order: order.as_ref(), ask };
+            let pending = task::standing(&negotiation, you).pending;
+            acting.recent.set_pending(thread.id, pending);
             let mut task = task::negotiation_task(&negotiation, acting.agent_id);
             task.history = task::history(thread, &read.bids, acting.agent_id, history_length);
             Ok(task)
