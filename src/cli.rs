@@ -37,6 +37,9 @@ pub enum Command {
     Chaos(haggle_chaos::ChaosArgs),
     /// Negotiate on a listing against a running server, showing each round as it comes.
     Negotiate(crate::terminal::NegotiateArgs),
+    /// Negotiate as a buyer with an A2A agent that speaks Haggle's negotiation extension (another
+    /// Haggle, say), found by its Agent Card at URL.
+    A2a(crate::terminal::A2aArgs),
     /// List listings on a running server.
     Listings(crate::terminal::ListingsArgs),
     /// List my negotiations on a running server.
@@ -62,6 +65,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Bench(args) => haggle_bench::run(args).await,
         Command::Chaos(args) => haggle_chaos::run(args).await,
         Command::Negotiate(args) => crate::terminal::negotiate(args).await,
+        Command::A2a(args) => crate::terminal::a2a(args).await,
         Command::Listings(args) => crate::terminal::listings(args).await,
         Command::Threads(args) => crate::terminal::threads(args).await,
         Command::Orders(args) => crate::terminal::orders(args).await,

@@ -1,11 +1,13 @@
 //! The terminal client: `haggle negotiate`, `haggle listings`, `haggle threads`, `haggle
-//! orders` and `haggle order`, the API from a terminal through the typed client.
+//! orders` and `haggle order`, the API from a terminal through the typed client; and `haggle
+//! a2a`, a negotiation with any A2A agent that speaks Haggle's negotiation extension.
 //!
 //! Results go to standard output, progress and errors to standard error. Every amount is
 //! printed as a person reads a price (`haggle_domain::money::Price`: major units with the
 //! currency, `1,250.00 USD`), even where the server's own words give minor units (see
 //! `refusal`).
 
+mod a2a;
 mod ladder;
 mod lists;
 mod negotiate;
@@ -16,6 +18,7 @@ use haggle_client::{Client, DEFAULT_URL};
 use haggle_domain::Party;
 use uuid::Uuid;
 
+pub use a2a::{A2aArgs, a2a};
 pub use lists::{ListingsArgs, OrderArgs, OrdersArgs, ThreadsArgs, listings, order, orders, threads};
 pub use negotiate::{NegotiateArgs, negotiate};
 

@@ -68,6 +68,28 @@ pub struct NegotiateArgs {
     /// Which side I am: `buyer` bids on the listing, `seller` answers the bids on my listing.
     #[arg(long = "as", default_value = "buyer", value_parser = parse_party)]
     pub side: Party,
+    #[command(flatten)]
+    pub buyer: BuyerArgs,
+    /// As seller: the lowest price I take, in minor units. Never crossed.
+    #[arg(long)]
+    pub floor: Option<i64>,
+    /// As seller: how I counter, as a policy's `counter` (JSON), e.g. '{"strategy":"step","fraction":0.25}'.
+    #[arg(long, default_value = r#"{"strategy":"split"}"#, value_parser = parse_counter)]
+    pub counter: Strategy,
+    /// Seconds each wait for the other side may last (the server allows up to 60).
+    #[arg(long, default_value_t = 30.0)]
+    pub wait: f64,
+    /// Give up (leaving the negotiation as it stands) after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+    /// Draw the ladder in plain ASCII (the default when standard output is not a terminal).
+    #[arg(long)]
+    pub ascii: bool,
+}
+
+/// How the buyer bargains: its strategy and budget (`haggle negotiate` and `haggle a2a`).
+#[derive(Debug, clap::Args)]
+pub struct BuyerArgs {
     /// The buyer's strategy.
     #[arg(long, value_enum, default_value_t = BuyerStrategy::Bayes)]
     pub strategy: BuyerStrategy,
@@ -98,21 +120,6 @@ pub struct NegotiateArgs {
     /// How many offers the buyer makes before walking away (overrides the profile's).
     #[arg(long)]
     pub rounds: Option<i32>,
-    /// As seller: the lowest price I take, in minor units. Never crossed.
-    #[arg(long)]
-    pub floor: Option<i64>,
-    /// As seller: how I counter, as a policy's `counter` (JSON), e.g. '{"strategy":"step","fraction":0.25}'.
-    #[arg(long, default_value = r#"{"strategy":"split"}"#, value_parser = parse_counter)]
-    pub counter: Strategy,
-    /// Seconds each wait for the other side may last (the server allows up to 60).
-    #[arg(long, default_value_t = 30.0)]
-    pub wait: f64,
-    /// Give up (leaving the negotiation as it stands) after this many seconds.
-    #[arg(long, default_value_t = 600)]
-    pub timeout: u64,
-    /// Draw the ladder in plain ASCII (the default when standard output is not a terminal).
-    #[arg(long)]
-    pub ascii: bool,
 }
 
 const NEGOTIATE_HELP: &str = "\
@@ -178,7 +185,7 @@ pub async fn negotiate(args: NegotiateArgs) -> anyhow::Result<()> {
 
 /// The buyer's strategy with the profile scaled and overridden as asked.
 #[derive(Debug, Clone)]
-enum Buyer {
+pub(super) enum Buyer {
     /// One of the guide's profiles (which one, for its name).
     Threshold(BuyerStrategy, SimpleThreshold),
     Adaptive(Adaptive),
@@ -187,7 +194,7 @@ enum Buyer {
 }
 
 impl Buyer {
-    fn next(&self, state: &NegotiationState) -> Decision {
+    pub(super) fn next(&self, state: &NegotiationState) -> Decision {
         match self {
             Buyer::Threshold(_, strategy) => strategy.next(state),
             Buyer::Adaptive(strategy) => strategy.next(state),
@@ -197,7 +204,7 @@ impl Buyer {
     }
 
     /// What the strategy will do, under its own name, with the amounts in `currency`.
-    fn describe(&self, currency: Currency) -> String {
+    pub(super) fn describe(&self, currency: Currency) -> String {
         let money = |minor| Price::new(minor, currency);
         let (strategy, target, max, step, rounds) = match self {
             Buyer::Threshold(strategy, s) => (*strategy, s.target, s.max, s.step, s.max_rounds),
@@ -223,7 +230,7 @@ impl Buyer {
 
 /// The buyer's strategy for a listing asking `ask`: the profile scaled to the budget (or the
 /// guide's CPM figures), then the explicit amounts.
-fn budget(args: &NegotiateArgs, ask: i64) -> anyhow::Result<Buyer> {
+pub(super) fn budget(args: &BuyerArgs, ask: i64) -> anyhow::Result<Buyer> {
     let profile = match args.strategy {
         BuyerStrategy::Conservative => Profile::Conservative,
         BuyerStrategy::Balanced | BuyerStrategy::Adaptive | BuyerStrategy::Competitive | BuyerStrategy::Bayes => {
@@ -343,7 +350,7 @@ impl Session {
 
     async fn run_buyer(&self, args: &NegotiateArgs) -> anyhow::Result<()> {
         let listing = self.client.get_listing(self.listing).await?;
-        let buyer = &budget(args, listing.ask_amount)?;
+        let buyer = &budget(&args.buyer, listing.ask_amount)?;
         eprintln!(
             "negotiating as buyer on \"{}\" (ask {}), {}",
             listing.title,
@@ -600,7 +607,12 @@ impl Session {
 
 /// A refusal that says the negotiation moved on without us, rather than a mistake of ours.
 fn refused_by_state(error: &ClientError) -> bool {
-    matches!(error.code(), Some("invalid_transition" | "bid_expired" | "final_offer" | "not_your_turn"))
+    error.code().is_some_and(moved_on)
+}
+
+/// Whether a refusal's code says the negotiation moved on without us.
+pub(super) fn moved_on(code: &str) -> bool {
+    matches!(code, "invalid_transition" | "bid_expired" | "final_offer" | "not_your_turn")
 }
 
 #[cfg(test)]
@@ -619,7 +631,7 @@ mod tests {
             let listing = Uuid::nil().to_string();
             let mut argv = vec!["haggle", "--listing", &listing, "--api-key", "hk_x"];
             argv.extend_from_slice(extra);
-            budget(&Cli::parse_from(argv).args, 35_000).unwrap()
+            budget(&Cli::parse_from(argv).args.buyer, 35_000).unwrap()
         };
         let threshold = |buyer: Buyer| match buyer {
             Buyer::Threshold(_, s) => s,
@@ -659,7 +671,7 @@ mod tests {
         let listing = Uuid::nil().to_string();
         let refused = |extra: &[&str]| {
             let argv = ["haggle", "--listing", &listing, "--api-key", "hk_x"].into_iter().chain(extra.iter().copied());
-            budget(&Cli::parse_from(argv).args, 35_000).unwrap_err().to_string()
+            budget(&Cli::parse_from(argv).args.buyer, 35_000).unwrap_err().to_string()
         };
         let error = refused(&["--rounds", "0"]);
         assert!(error.contains("--rounds: must be between 1 and") && !error.contains("max_rounds"), "{error}");

@@ -385,3 +385,118 @@ async fn an_a2a_buyer_and_a_rest_buyer_racing_for_the_last_unit_make_one_order()
         assert_eq!(orders, 1);
     }
 }
+
+/// The actions and roles of a task's history, oldest first.
+fn history_of(task: &Value) -> Vec<(String, String)> {
+    task["history"]
+        .as_array()
+        .map(|messages| {
+            messages
+                .iter()
+                .map(|message| {
+                    let data = message["parts"].as_array().unwrap().iter().find_map(|part| part.get("data")).unwrap();
+                    (data["action"].as_str().unwrap().to_owned(), message["role"].as_str().unwrap().to_owned())
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_task_carries_its_moves_as_messages_and_list_tasks_counts_every_match() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    let task = place(&app, &deal.buyer, &deal.listing, json!(80000), true).await;
+    let task_id = task["id"].as_str().unwrap().to_owned();
+    let bid = status_data(&task)["bid"]["id"].as_str().unwrap().to_owned();
+    let countered = app.counter(&deal.seller, &bid, 95000).await;
+    let params = send_params("h-counter", Some(&task_id), json!({ "action": "counter", "amount": 90000 }), true);
+    rpc(&app, &deal.buyer.key, "SendMessage", params).await;
+    let answer = rpc(
+        &app,
+        &deal.seller.key,
+        "SendMessage",
+        send_params("h-accept", Some(&task_id), json!({ "action": "accept" }), true),
+    )
+    .await;
+    assert_eq!(state(&answer["result"]["task"]), "TASK_STATE_COMPLETED", "{answer}");
+
+    // Unset, the whole history: each bid as the message that made it, then the acceptance; the
+    // caller's moves are the user's, the other side's the agent's.
+    let read = rpc(&app, &deal.buyer.key, "GetTask", json!({ "id": task_id })).await["result"].clone();
+    let moves =
+        |list: &[(&str, &str)]| list.iter().map(|(a, r)| ((*a).to_owned(), (*r).to_owned())).collect::<Vec<_>>();
+    assert_eq!(
+        history_of(&read),
+        moves(&[("place", "ROLE_USER"), ("counter", "ROLE_AGENT"), ("counter", "ROLE_USER"), ("accept", "ROLE_AGENT")])
+    );
+    let history = read["history"].as_array().unwrap();
+    assert_eq!(history[1]["messageId"], countered.as_str());
+    assert_eq!(history[1]["taskId"], task_id.as_str());
+    assert_eq!(history[1]["parts"][0]["data"]["amount"], 95000);
+    assert_eq!(history[1]["parts"][0]["data"]["bid"]["author"], "seller");
+    // The seller sees the same moves from its side.
+    let seen =
+        rpc(&app, &deal.seller.key, "GetTask", json!({ "id": task_id, "historyLength": 2 })).await["result"].clone();
+    assert_eq!(history_of(&seen), moves(&[("counter", "ROLE_AGENT"), ("accept", "ROLE_USER")]));
+    // None at 0; the most recent ones over HTTP+JSON too.
+    let none =
+        rpc(&app, &deal.buyer.key, "GetTask", json!({ "id": task_id, "historyLength": 0 })).await["result"].clone();
+    assert!(none.get("history").is_none(), "{none}");
+    let rest = app.get(format!("/a2a/rest/tasks/{task_id}?historyLength=1"), &deal.buyer.key).await.expect(200);
+    assert_eq!(history_of(&rest.body), moves(&[("accept", "ROLE_AGENT")]));
+    let withdrawn = place(&app, &deal.buyer, &app.listing(&deal.seller, json!({})).await, json!(70000), true).await;
+    let withdrawn_id = withdrawn["id"].as_str().unwrap();
+    rpc(&app, &deal.buyer.key, "CancelTask", json!({ "id": withdrawn_id })).await;
+    let read = rpc(&app, &deal.buyer.key, "GetTask", json!({ "id": withdrawn_id })).await["result"].clone();
+    assert_eq!(history_of(&read), moves(&[("place", "ROLE_USER"), ("withdraw", "ROLE_USER")]));
+
+    // Three more negotiations, waiting for the seller: a page of one counts them all.
+    for _ in 0..3 {
+        let listing = app.listing(&deal.seller, json!({})).await;
+        place(&app, &deal.buyer, &listing, json!(70000), true).await;
+    }
+    let list = |params: Value| {
+        let app = &app;
+        let key = deal.buyer.key.clone();
+        async move { rpc(app, &key, "ListTasks", params).await["result"].clone() }
+    };
+    let page = list(json!({ "pageSize": 1 })).await;
+    assert_eq!((page["tasks"].as_array().unwrap().len(), page["totalSize"].as_i64()), (1, Some(5)), "{page}");
+    assert!(page["tasks"][0].get("history").is_none(), "no history unless asked: {page}");
+    let page = list(json!({ "pageSize": 2, "status": "TASK_STATE_WORKING", "historyLength": 1 })).await;
+    assert_eq!((page["tasks"].as_array().unwrap().len(), page["totalSize"].as_i64()), (2, Some(3)), "{page}");
+    assert_eq!(history_of(&page["tasks"][0]), moves(&[("place", "ROLE_USER")]));
+    let page = list(json!({ "status": "TASK_STATE_COMPLETED" })).await;
+    assert_eq!(page["totalSize"], 1, "{page}");
+    let page = list(json!({ "status": "TASK_STATE_CANCELED", "contextId": deal.listing })).await;
+    assert_eq!(page["totalSize"], 0, "{page}");
+    let rest = app.get("/a2a/rest/tasks?pageSize=1&status=TASK_STATE_CANCELED", &deal.buyer.key).await.expect(200);
+    assert_eq!(rest.body["totalSize"], 1, "{}", rest.body);
+}
+
+#[tokio::test]
+async fn a_move_on_the_pending_bid_is_made_once_when_resent_or_when_the_other_side_moved_elsewhere() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    let task = place(&app, &deal.buyer, &deal.listing, json!(80000), true).await;
+    let task_id = task["id"].as_str().unwrap().to_owned();
+    // The seller counters over A2A; sent twice, it is answered once.
+    let counter = send_params("s-1", Some(&task_id), json!({ "action": "counter", "amount": 95000 }), true);
+    let first = rpc(&app, &deal.seller.key, "SendMessage", counter.clone()).await["result"]["task"].clone();
+    let again = rpc(&app, &deal.seller.key, "SendMessage", counter).await["result"]["task"].clone();
+    assert_eq!(status_data(&first)["bid"]["id"], status_data(&again)["bid"]["id"], "{again}");
+    assert_eq!(app.count("SELECT count(*) FROM bids").await, 2);
+
+    // The buyer counters over REST, so the bid this instance last showed pending is answered.
+    // The seller's acceptance over A2A is made on the pending bid all the same, and once.
+    let countered = status_data(&first)["bid"]["id"].as_str().unwrap().to_owned();
+    let pending = app.counter(&deal.buyer, &countered, 90000).await;
+    let accept = send_params("s-2", Some(&task_id), json!({ "action": "accept" }), true);
+    let done = rpc(&app, &deal.seller.key, "SendMessage", accept.clone()).await["result"]["task"].clone();
+    assert_eq!(state(&done), "TASK_STATE_COMPLETED", "{done}");
+    assert_eq!(status_data(&done)["bid"]["id"], pending.as_str());
+    let again = rpc(&app, &deal.seller.key, "SendMessage", accept).await["result"]["task"].clone();
+    assert_eq!((state(&again), &again["id"]), ("TASK_STATE_COMPLETED", &done["id"]), "{again}");
+    assert_eq!(app.count("SELECT count(*) FROM orders").await, 1);
+}

@@ -209,6 +209,100 @@ async fn the_bench_measures_negotiations_through_mcp_beside_rest() {
     assert_eq!(app.count("SELECT count(*) FROM orders").await, 32);
 }
 
+#[tokio::test]
+async fn the_bench_measures_negotiations_over_a2a_beside_keyed_rest() {
+    let app = TestApp::spawn().await;
+    let dir = crate::support::scratch_dir();
+    let json = dir.path().join("a2a.json");
+    // The server runs in this process: its CPU per call is this process's.
+    let pid = std::process::id().to_string();
+    let args = ["--workload", "a2a", "--concurrency", "2", "--negotiations", "6", "--warmup", "2", "--server-pid"];
+    let printed = bench(&app, &[&args[..], &[&pid, "--json", json.to_str().unwrap()]].concat()).await;
+    assert!(printed.contains("== haggle bench: w1 over REST with keys and A2A, concurrency 2"), "{printed}");
+    assert!(printed.contains("A2A's cost per move against keyed REST's: "), "{printed}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let levels = report["levels"].as_array().unwrap();
+    let phases: Vec<&str> = levels.iter().map(|level| level["conditions"]["workload"].as_str().unwrap()).collect();
+    assert_eq!(phases, ["a2a/rest+keys", "a2a/jsonrpc"]);
+    for level in levels {
+        assert_eq!(
+            (level["figures"]["completed"].as_u64(), level["figures"]["failed"].as_u64()),
+            (Some(6), Some(0)),
+            "{level}"
+        );
+        let all = level["figures"]["calls"].as_array().unwrap().iter().find(|row| row["call"] == "all").unwrap();
+        assert_eq!((all["ok"].as_u64(), all["errors"].as_u64()), (Some(24), Some(0)), "{level}");
+        assert_eq!(level["conditions"]["idempotency_keys"], true);
+    }
+    // Two phases: 12 negotiations measured and 4 warm-ups, each an order; every A2A move keyed.
+    assert_eq!(app.count("SELECT count(*) FROM orders").await, 16);
+    assert!(app.count("SELECT count(*) FROM idempotency_keys").await >= 64);
+}
+
+#[tokio::test]
+async fn haggle_a2a_negotiates_as_a_buyer_with_an_agent_found_by_its_card() {
+    let app = TestApp::spawn().await;
+    let deal = crate::support::Deal::new(&app, serde_json::json!({ "title": "Walnut desk" })).await;
+    let policy = serde_json::json!({ "limit": 90000, "counter": { "strategy": "split" } });
+    app.put(format!("/v1/listings/{}/policy", deal.listing), &deal.seller.key, policy.clone()).await.expect(200);
+    let base = app.base.clone();
+    let (ok, stdout, stderr) =
+        haggle_as_output(&app, &deal.buyer.key, &["a2a", &base, "--listing", &deal.listing, "--ascii"]).await;
+    assert!(ok, "{stdout}\n{stderr}");
+    assert!(stderr.contains("Haggle at ") && stderr.contains("as buyer (AGENCY)"), "{stderr}");
+    assert!(stdout.starts_with("round 1  buyer"), "{stdout}");
+    assert!(stdout.contains("  seller  ") && stdout.contains("ACCEPTED at "), "{stdout}");
+    let order = stdout.lines().last().unwrap();
+    assert!(order.contains("(order ") && order.contains(" USD"), "{stdout}");
+    assert_eq!(app.count("SELECT count(*) FROM orders").await, 1);
+
+    // Found by words, at the card's own URL, with a budget below the seller's floor: no order.
+    let lamp = app.listing(&deal.seller, serde_json::json!({ "title": "Brass lamp" })).await;
+    app.put(format!("/v1/listings/{lamp}/policy"), &deal.seller.key, policy).await.expect(200);
+    let card = format!("{base}/.well-known/agent-card.json");
+    let args = ["a2a", &card, "--search", "lamp", "--budget", "50000", "--strategy", "balanced", "--ascii"];
+    let (ok, stdout, stderr) = haggle_as_output(&app, &deal.buyer.key, &args).await;
+    assert!(ok, "{stdout}\n{stderr}");
+    assert!(stderr.contains("\"Brass lamp\""), "{stderr}");
+    assert!(!stdout.contains("ACCEPTED"), "{stdout}");
+    assert_eq!(app.count("SELECT count(*) FROM orders").await, 1);
+}
+
+#[tokio::test]
+async fn haggle_a2a_says_what_is_wrong_with_the_agent_or_the_key() {
+    let app = TestApp::spawn().await;
+    let deal = crate::support::Deal::new(&app, serde_json::json!({})).await;
+    let listing = deal.listing.as_str();
+
+    let (ok, _, stderr) = haggle_as_output(&app, "hk_not_a_key", &["a2a", &app.base, "--listing", listing]).await;
+    assert!(!ok && stderr.contains("the agent refused the API key (401"), "{stderr}");
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let nobody = format!("http://127.0.0.1:{port}");
+    let (ok, _, stderr) = haggle_as_output(&app, &deal.buyer.key, &["a2a", &nobody, "--listing", listing]).await;
+    assert!(!ok && stderr.contains(&format!("could not reach an A2A agent at {nobody}")), "{stderr}");
+
+    // An A2A agent whose card declares no negotiation extension.
+    let other = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", other.local_addr().unwrap());
+    let card = serde_json::json!({
+        "name": "Echo", "description": "repeats what it is told", "version": "1.0",
+        "supportedInterfaces": [{ "url": format!("{url}/a2a"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0" }],
+        "capabilities": { "streaming": false },
+        "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"], "skills": [],
+    });
+    let router = axum::Router::new()
+        .route("/.well-known/agent-card.json", axum::routing::get(move || async move { axum::Json(card) }));
+    tokio::spawn(async move { axum::serve(other, router).await });
+    let (ok, _, stderr) = haggle_as_output(&app, &deal.buyer.key, &["a2a", &url, "--listing", listing]).await;
+    assert!(!ok && stderr.contains("\"Echo\"") && stderr.contains("does not declare Haggle's negotiation extension"));
+    assert!(stderr.contains("https://haggle.dev/a2a/negotiation/v1"), "{stderr}");
+    let (ok, _, stderr) =
+        haggle_as_output(&app, &deal.buyer.key, &["a2a", &format!("{url}/nothing.json"), "--listing", listing]).await;
+    assert!(!ok && stderr.contains("404") && stderr.contains("no A2A Agent Card there"), "{stderr}");
+    assert_eq!(app.count("SELECT count(*) FROM bids").await, 0);
+}
+
 /// Runs `haggle <args>` against the app as the agent with `key`, and returns its stdout.
 async fn haggle_as(app: &TestApp, key: &str, args: &[&str]) -> String {
     let (succeeded, stdout, stderr) = haggle_as_output(app, key, args).await;

@@ -1,9 +1,12 @@
 //! Who a call acts as, and the client that acts as them.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use haggle_client::{Carried, Client};
 use uuid::Uuid;
+
+use crate::recent::Recent;
 
 /// The agent a request acts as: the API key it carried, the agent it belongs to, and what the
 /// REST calls made for it carry of it (its client's address), so that limits and logs that
@@ -28,6 +31,7 @@ impl std::fmt::Debug for Caller {
 pub(crate) struct Agent2Agent {
     client: Client,
     wait: Duration,
+    recent: Arc<Recent>,
 }
 
 /// A call's agent, and a client that acts as it.
@@ -37,11 +41,13 @@ pub(crate) struct Acting {
     pub agent_id: Uuid,
     /// How long a blocking send waits for the other side.
     pub wait: Duration,
+    /// What this instance remembers of recent negotiations.
+    pub recent: Arc<Recent>,
 }
 
 impl Agent2Agent {
     pub fn new(client: Client, wait: Duration) -> Agent2Agent {
-        Agent2Agent { client, wait }
+        Agent2Agent { client, wait, recent: Arc::default() }
     }
 
     pub fn acting(&self, caller: &Caller) -> Acting {
@@ -49,6 +55,7 @@ impl Agent2Agent {
             client: self.client.with_api_key(caller.api_key.clone()).carrying(caller.carried.clone()),
             agent_id: caller.agent_id,
             wait: self.wait,
+            recent: Arc::clone(&self.recent),
         }
     }
 }

@@ -135,8 +135,7 @@ pub(crate) fn push_notifications_unsupported() -> Refusal {
     .into()
 }
 
-/// A negative `historyLength` is refused; tasks carry no history (their bids are the thread's,
-/// in the status message's `thread` and through `GET /v1/threads/{id}`).
+/// A negative `historyLength` is refused (`0` asks for no history, unset for all of it).
 pub(crate) fn history_length(length: Option<i32>) -> Result<(), Refusal> {
     match length {
         Some(length) if length < 0 => Err(Refusal::invalid_params("historyLength is 0 or more")),

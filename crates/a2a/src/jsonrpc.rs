@@ -81,7 +81,7 @@ pub(crate) async fn answer(
         },
         "GetTask" => match read::<GetTaskRequest>(params) {
             Ok(request) => match history_length(request.history_length) {
-                Ok(()) => done(id, negotiation::read_task(&acting, &request.id).await),
+                Ok(()) => done(id, negotiation::get_task(&acting, &request.id, request.history_length).await),
                 Err(refusal) => refused(id, refusal),
             },
             Err(refusal) => refused(id, refusal),

@@ -20,6 +20,7 @@ mod jsonrpc;
 mod moves;
 mod negotiation;
 mod paths;
+mod recent;
 mod rest;
 mod routes;
 mod sse;

@@ -12,11 +12,14 @@ use uuid::Uuid;
 use crate::acting::Acting;
 use crate::error::{About, Refusal, with_code};
 use crate::moves::{self, Answer, Move};
+use crate::recent::Chosen;
 use crate::task::{self, Negotiation};
 
 /// The most tasks a `ListTasks` page holds, and how many it holds unless asked.
 const MAX_PAGE: i32 = 100;
 const DEFAULT_PAGE: i32 = 50;
+/// The page the count of `ListTasks` reads the caller's threads by: the REST API's largest.
+const COUNT_PAGE: u32 = 200;
 
 /// What a message's move made: a task, or (for a search) a message.
 pub(crate) enum Made {
@@ -91,28 +94,68 @@ pub(crate) async fn make(acting: &Acting, request: &SendMessageRequest) -> Resul
                 ));
             };
             let thread = parse_task_id(task_id)?;
-            let bid = match bid_id {
-                Some(bid) => {
-                    let read =
-                        acting.client.get_bid(bid, None).await.map_err(|e| Refusal::from_client(e, About::Other))?;
-                    if read.thread_id != thread {
-                        return Err(Refusal::invalid_params(format!("bid {bid} is not a bid of task {task_id}")));
-                    }
-                    bid
-                }
-                None => pending_bid(acting, thread, task_id).await?,
-            };
             let about = About::Task(task_id);
-            match answer {
-                Answer::Counter(offer) => {
-                    let countered = keyed.counter(bid, &offer).await.map_err(|e| Refusal::from_client(e, about))?;
-                    Ok(after_bid(acting, &countered))
+            if let Some(bid) = bid_id {
+                let read = acting.client.get_bid(bid, None).await.map_err(|e| Refusal::from_client(e, About::Other))?;
+                if read.thread_id != thread {
+                    return Err(Refusal::invalid_params(format!("bid {bid} is not a bid of task {task_id}")));
                 }
-                Answer::Accept => answered(acting, keyed.accept(bid).await, about),
-                Answer::Reject => answered(acting, keyed.reject(bid).await, about),
-                Answer::Withdraw => answered(acting, keyed.withdraw(bid).await, about),
+                return answer_bid(acting, &keyed, bid, &answer).await.map_err(|e| Refusal::from_client(e, about));
+            }
+            answer_pending(acting, message, thread, task_id, &answer).await
+        }
+    }
+}
+
+/// A move on the pending bid of `task`: on the bid this message chose when it was sent before;
+/// else on the bid the latest answer about the task showed pending, and if the other side has
+/// answered that one meanwhile, on the pending bid read from the thread, under the message id
+/// and that bid's as the key (the message id alone already keys the refused move).
+async fn answer_pending(
+    acting: &Acting,
+    message: &a2a::Message,
+    thread: Uuid,
+    task_id: &str,
+    answer: &Answer,
+) -> Result<Made, Refusal> {
+    let about = About::Task(task_id);
+    let (agent, message_id) = (acting.agent_id, message.message_id.as_str());
+    let chosen = acting.recent.chosen(agent, message_id);
+    let remembered =
+        chosen.or_else(|| acting.recent.pending(thread).map(|bid| Chosen { bid, key: message_id.to_owned() }));
+    let key = match remembered {
+        Some(chosen) => {
+            acting.recent.set_chosen(agent, message_id, chosen.clone());
+            let keyed = acting.client.with_idempotency_key(chosen.key.clone());
+            match answer_bid(acting, &keyed, chosen.bid, answer).await {
+                Err(error) if chosen.key == message_id && answered_meanwhile(&error) => {
+                    acting.recent.set_pending(thread, None);
+                    None
+                }
+                outcome => return outcome.map_err(|e| Refusal::from_client(e, about)),
             }
         }
+        None => Some(message_id.to_owned()),
+    };
+    let bid = pending_bid(acting, thread, task_id).await?;
+    let key = key.unwrap_or_else(|| format!("{message_id}:{bid}"));
+    acting.recent.set_chosen(agent, message_id, Chosen { bid, key: key.clone() });
+    let keyed = acting.client.with_idempotency_key(key);
+    answer_bid(acting, &keyed, bid, answer).await.map_err(|e| Refusal::from_client(e, about))
+}
+
+/// Whether the API refused a move because its bid was no longer the pending one.
+fn answered_meanwhile(error: &ClientError) -> bool {
+    matches!(error.code(), Some("invalid_transition" | "bid_expired" | "not_your_turn"))
+}
+
+/// `answer` made on `bid` through `keyed`.
+async fn answer_bid(acting: &Acting, keyed: &Client, bid: Uuid, answer: &Answer) -> Result<Made, ClientError> {
+    match answer {
+        Answer::Counter(offer) => keyed.counter(bid, offer).await.map(|countered| after_bid(acting, &countered)),
+        Answer::Accept => keyed.accept(bid).await.map(|answered| after_answer(acting, &answered)),
+        Answer::Reject => keyed.reject(bid).await.map(|answered| after_answer(acting, &answered)),
+        Answer::Withdraw => keyed.withdraw(bid).await.map(|answered| after_answer(acting, &answered)),
     }
 }
 
@@ -122,11 +165,12 @@ fn after_bid(acting: &Acting, made: &BidAndThread) -> Made {
     let task = task::negotiation_task(&negotiation, acting.agent_id);
     let waiting =
         (made.bid.status == BidStatus::Pending && made.thread.status == ThreadStatus::Active).then_some(made.bid.id);
+    acting.recent.set_pending(made.thread.id, waiting);
     Made::Task(task, waiting)
 }
 
-fn answered(acting: &Acting, answer: Result<Answered, ClientError>, about: About<'_>) -> Result<Made, Refusal> {
-    let answered = answer.map_err(|e| Refusal::from_client(e, about))?;
+/// The task after an answer to a bid (an acceptance, a rejection or a withdrawal).
+fn after_answer(acting: &Acting, answered: &Answered) -> Made {
     let negotiation = Negotiation {
         thread: &answered.thread,
         bids: &[],
@@ -134,7 +178,10 @@ fn answered(acting: &Acting, answer: Result<Answered, ClientError>, about: About
         order: answered.order.as_ref(),
         ask: None,
     };
-    Ok(Made::Task(task::negotiation_task(&negotiation, acting.agent_id), None))
+    let pending = (answered.thread.status == ThreadStatus::Active && answered.bid.status == BidStatus::Pending)
+        .then_some(answered.bid.id);
+    acting.recent.set_pending(answered.thread.id, pending);
+    Made::Task(task::negotiation_task(&negotiation, acting.agent_id), None)
 }
 
 /// The pending bid of a task, which a move that names no bid answers.
@@ -168,8 +215,14 @@ fn parse_task_id(id: &str) -> Result<Uuid, Refusal> {
     id.parse().map_err(|_| Refusal::task_not_found(id))
 }
 
-/// `GetTask`: the task as it truly stands.
+/// The task as it truly stands, without its history.
 pub(crate) async fn read_task(acting: &Acting, id: &str) -> Result<Task, Refusal> {
+    get_task(acting, id, Some(0)).await
+}
+
+/// `GetTask`: the task as it truly stands, with the `history_length` most recent messages of
+/// its history (all of them when unset).
+pub(crate) async fn get_task(acting: &Acting, id: &str, history_length: Option<i32>) -> Result<Task, Refusal> {
     let about = About::Task(id);
     let uuid = parse_task_id(id)?;
     match acting.client.get_thread(uuid).await {
@@ -195,7 +248,11 @@ pub(crate) async fn read_task(acting: &Acting, id: &str) -> Result<Task, Refusal
             };
             let negotiation =
                 Negotiation { thread, bids: &read.bids, latest: read.bids.last(), order: order.as_ref(), ask };
-            Ok(task::negotiation_task(&negotiation, acting.agent_id))
+            let pending = task::standing(&negotiation, you).pending;
+            acting.recent.set_pending(thread.id, pending);
+            let mut task = task::negotiation_task(&negotiation, acting.agent_id);
+            task.history = task::history(thread, &read.bids, acting.agent_id, history_length);
+            Ok(task)
         }
         Err(error) if error.status() == Some(404) => {
             // Not a negotiation of the caller's: a purchase of theirs, or nothing they may see.
@@ -250,7 +307,10 @@ pub(crate) async fn cancel(acting: &Acting, id: &str) -> Result<Task, Refusal> {
 }
 
 /// `ListTasks`: the caller's negotiations, newest first, a page at a time (the page token is
-/// the REST API's cursor). Purchases at the ask are read with `GetTask`.
+/// the REST API's cursor), and how many of them match in all (`totalSize`, counted through every
+/// page of the caller's threads that the filters select). A task carries its history only when
+/// `historyLength` asks for some, which reads each thread's bids. Purchases at the ask are read
+/// with `GetTask`.
 pub(crate) async fn list(acting: &Acting, request: &ListTasksRequest) -> Result<ListTasksResponse, Refusal> {
     let size = request.page_size.unwrap_or(DEFAULT_PAGE);
     if !(1..=MAX_PAGE).contains(&size) {
@@ -283,6 +343,11 @@ pub(crate) async fn list(acting: &Acting, request: &ListTasksRequest) -> Result<
         Some(TaskState::Failed) => None,
         Some(TaskState::Submitted | TaskState::AuthRequired | TaskState::Unspecified) => return Ok(empty()),
     };
+    let matches = |thread: &Thread| {
+        let you = task::side(thread, acting.agent_id);
+        wanted.as_ref().is_none_or(|wanted| *wanted == task::state(thread, you))
+            && request.status_timestamp_after.is_none_or(|after| thread.updated_at > after)
+    };
     // A task is a negotiation on a listing; the negotiations on orders are not tasks.
     let query = ThreadQuery {
         role: None,
@@ -294,15 +359,9 @@ pub(crate) async fn list(acting: &Acting, request: &ListTasksRequest) -> Result<
         cursor,
     };
     let page = acting.client.list_threads(&query).await.map_err(|e| Refusal::from_client(e, About::Other))?;
+    let with_history = request.history_length.filter(|length| *length > 0);
     let mut tasks = Vec::with_capacity(page.data.len());
-    for thread in &page.data {
-        let you = task::side(thread, acting.agent_id);
-        if wanted.as_ref().is_some_and(|wanted| *wanted != task::state(thread, you)) {
-            continue;
-        }
-        if request.status_timestamp_after.is_some_and(|after| thread.updated_at <= after) {
-            continue;
-        }
+    for thread in page.data.iter().filter(|thread| matches(thread)) {
         let order = match (thread.status, request.include_artifacts) {
             (ThreadStatus::Accepted, Some(true)) => {
                 find_order(&acting.client, thread).await.map_err(|e| Refusal::from_client(e, About::Other))?
@@ -314,15 +373,38 @@ pub(crate) async fn list(acting: &Acting, request: &ListTasksRequest) -> Result<
         if request.include_artifacts != Some(true) {
             task.artifacts = None;
         }
+        if with_history.is_some() {
+            let read = acting.client.get_thread(thread.id).await.map_err(|e| Refusal::from_client(e, About::Other))?;
+            task.history = task::history(thread, &read.bids, acting.agent_id, with_history);
+        }
         tasks.push(task);
     }
-    let total = tasks.len() as i32;
+    let total = count_matching(&acting.client, ThreadQuery { cursor: None, ..query }, matches).await?;
     Ok(ListTasksResponse {
         tasks,
         next_page_token: page.next_cursor.map(|cursor| cursor.to_string()).unwrap_or_default(),
         page_size: size,
         total_size: total,
     })
+}
+
+/// How many of the threads `query` selects (through all its pages) `matches` keeps.
+async fn count_matching(
+    client: &Client,
+    mut query: ThreadQuery,
+    matches: impl Fn(&Thread) -> bool,
+) -> Result<i32, Refusal> {
+    query.limit = Some(COUNT_PAGE);
+    let mut total: i32 = 0;
+    loop {
+        let page = client.list_threads(&query).await.map_err(|e| Refusal::from_client(e, About::Other))?;
+        let counted = page.data.iter().filter(|thread| matches(thread)).count();
+        total = total.saturating_add(i32::try_from(counted).unwrap_or(i32::MAX));
+        match page.next_cursor {
+            Some(cursor) => query.cursor = Some(cursor),
+            None => return Ok(total),
+        }
+    }
 }
 
 /// `GetExtendedAgentCard`: the card with the caller's agent and tier.

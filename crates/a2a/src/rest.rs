@@ -42,7 +42,7 @@ pub(crate) async fn task(a2a: &Agent2Agent, caller: &Caller, name: &str, post: b
             if let Err(refusal) = history_length(query.history_length) {
                 return refused(refusal);
             }
-            done(negotiation::read_task(&acting, name).await)
+            done(negotiation::get_task(&acting, name, query.history_length).await)
         }
         _ => {
             refused(A2AError::method_not_found(&format!("{} /tasks/{name}", if post { "POST" } else { "GET" })).into())

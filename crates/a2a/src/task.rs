@@ -109,6 +109,57 @@ pub(crate) fn negotiation_task(negotiation: &Negotiation<'_>, you: Uuid) -> Task
     }
 }
 
+/// The moves of a negotiation as messages, oldest first: each bid as the message that made it
+/// (`place` or `counter`, from the caller when the bid is theirs, else from the agent), then the
+/// move that ended the thread on its last bid (`accept`, `reject`, `withdraw`), if one did.
+/// `length` keeps the most recent messages: all of them when unset, none at `0` (the task then
+/// carries no `history`).
+pub(crate) fn history(thread: &Thread, bids: &[Bid], you: Uuid, length: Option<i32>) -> Option<Vec<Message>> {
+    let keep = match length {
+        Some(length) if length <= 0 => return None,
+        Some(length) => usize::try_from(length).unwrap_or(usize::MAX),
+        None => usize::MAX,
+    };
+    let party = side(thread, you);
+    let role = |author: Party| if author == party { Role::User } else { Role::Agent };
+    let mut messages = Vec::with_capacity(bids.len() + 1);
+    for bid in bids {
+        let action = if bid.parent_bid_id.is_none() { "place" } else { "counter" };
+        let data = json!({
+            "action": action,
+            "amount": bid.amount,
+            "currency": bid.currency,
+            "final": bid.is_final,
+            "bid": bid,
+        });
+        let words = format!("The {} bid {} {} (round {}).", bid.author.as_str(), bid.amount, bid.currency, bid.round);
+        messages.push(history_message(bid.id.to_string(), role(bid.author), thread, data, words));
+    }
+    let ending = bids.last().and_then(|bid| match (bid.status, bid.reason) {
+        (BidStatus::Accepted, _) => Some(("accept", bid.author.other(), bid)),
+        (BidStatus::Rejected, Some(Reason::Withdrawn)) => Some(("withdraw", bid.author, bid)),
+        (BidStatus::Rejected, Some(Reason::Rejected)) => Some(("reject", bid.author.other(), bid)),
+        // Ended by no move of either side's: the listing sold out or was withdrawn, an agent
+        // suspended, the bid expired.
+        (BidStatus::Rejected, _) | (BidStatus::Pending | BidStatus::Countered | BidStatus::Expired, _) => None,
+    });
+    if let Some((action, by, bid)) = ending {
+        let data = json!({ "action": action, "bid_id": bid.id });
+        let words = format!("The {} made the move {action} on bid {}.", by.as_str(), bid.id);
+        messages.push(history_message(format!("{}-{action}", bid.id), role(by), thread, data, words));
+    }
+    let skip = messages.len().saturating_sub(keep);
+    Some(messages.split_off(skip))
+}
+
+fn history_message(message_id: String, role: Role, thread: &Thread, data: Value, words: String) -> Message {
+    let mut message = Message::new(role, vec![Part::data(data).with_media_type(DATA), Part::text(words)]);
+    message.message_id = message_id;
+    message.task_id = Some(thread.id.to_string());
+    message.context_id = Some(thread.listing_id.to_string());
+    message
+}
+
 /// The task of a purchase at the ask: completed, with its order.
 pub(crate) fn purchase_task(order: &Order) -> Task {
     let words = format!("Bought at the ask: order {} for {} {}.", order.id, order.amount, order.currency);

@@ -19,7 +19,8 @@ pub struct BenchArgs {
     /// What to measure: w1 full negotiations (place, counter, counter, accept); w2 bid placement
     /// (place, then withdraw so the buyer may bid again; place is the measured call); w3
     /// auto-negotiations (both sides have policies; the opening bid is the only call); mcp, w1
-    /// over REST and through the MCP server's tools, side by side.
+    /// over REST and through the MCP server's tools, side by side; a2a, w1 over REST with
+    /// idempotency keys and as A2A messages, side by side.
     #[arg(long, value_enum, default_value_t = Workload::W1)]
     pub workload: Workload,
     /// Concurrent workers (default 16); a comma list (`1,4,16,32`) runs a sweep, one result block
@@ -73,9 +74,14 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0)]
     pub preload: u64,
     /// Sample the resident memory of this process (the server's) every 100 ms while each level
-    /// runs, and print its start, peak and end (Linux).
+    /// runs, and print its start, peak and end (Linux); with `--workload a2a`, read its CPU
+    /// per call instead.
     #[arg(long)]
     pub server_pid: Option<u32>,
+    /// For `--workload a2a`: the PostgreSQL server's postmaster, whose CPU and its backends'
+    /// per call each phase reports (Linux; a cluster serving nothing else).
+    #[arg(long)]
+    pub postgres_pid: Option<u32>,
     /// Hold this many idle event waiters open for the whole run, half long polls and half
     /// event streams, one agent per 100 (the server must allow them: `HAGGLE_MAX_STREAMS`).
     #[arg(long, default_value_t = 0)]
@@ -102,6 +108,7 @@ impl fmt::Debug for BenchArgs {
             .field("connections", &self.connections)
             .field("preload", &self.preload)
             .field("server_pid", &self.server_pid)
+            .field("postgres_pid", &self.postgres_pid)
             .field("idle_streams", &self.idle_streams)
             .finish()
     }
@@ -127,26 +134,35 @@ impl BenchArgs {
     pub(super) fn check_flags(&self) -> anyhow::Result<()> {
         let workload = self.workload.name();
         let pgbench = "--pgbench compares w1's and w2's state-changing calls with pgbench's transactions";
+        let postgres_pid = (self.postgres_pid.is_some(), "--postgres-pid", "only the a2a workload reads CPU per call");
         let ignored: &[(bool, &str, &str)] = match self.workload {
-            Workload::W1 | Workload::W2 => &[],
-            Workload::W3 => &[(self.pgbench, "--pgbench", pgbench)],
+            Workload::W1 | Workload::W2 => &[postgres_pid],
+            Workload::W3 => &[(self.pgbench, "--pgbench", pgbench), postgres_pid],
+            Workload::A2a => &[
+                (self.pgbench, "--pgbench", pgbench),
+                (self.idempotency_keys, "--idempotency-keys", "a2a runs REST with keys, as A2A moves carry them"),
+            ],
             Workload::Mcp => &[
+                postgres_pid,
                 (self.pgbench, "--pgbench", pgbench),
                 (self.idempotency_keys, "--idempotency-keys", "mcp runs REST both without and with keys"),
             ],
             Workload::Webhooks => &[
+                postgres_pid,
                 (self.concurrency.len() > 1, "--concurrency", "webhooks runs one level: give one number"),
                 (self.warmup.is_some(), "--warmup", "webhooks has no warm-up phase"),
                 (self.json.is_some(), "--json", "webhooks prints its figures only"),
                 (self.pgbench, "--pgbench", pgbench),
             ],
             Workload::Wake => &[
+                postgres_pid,
                 (!self.concurrency.is_empty(), "--concurrency", "wake times one waiter at a time: use --trials"),
                 (self.warmup.is_some(), "--warmup", "wake has no warm-up phase"),
                 (self.json.is_some(), "--json", "wake prints its figures only"),
                 (self.pgbench, "--pgbench", pgbench),
             ],
             Workload::Flood => &[
+                postgres_pid,
                 (!self.concurrency.is_empty(), "--concurrency", "flood opens --connections connections"),
                 (self.warmup.is_some(), "--warmup", "flood has no warm-up phase"),
                 (self.json.is_some(), "--json", "flood prints its figures only"),
@@ -219,6 +235,8 @@ mod tests {
         refused(&["--workload", "wake", "--pgbench"], "--pgbench");
         refused(&["--workload", "mcp", "--idempotency-keys"], "--idempotency-keys");
         refused(&["--workload", "mcp", "--pgbench"], "--pgbench");
+        refused(&["--workload", "a2a", "--idempotency-keys"], "--idempotency-keys");
+        refused(&["--workload", "w1", "--postgres-pid", "7"], "--postgres-pid");
 
         for line in [
             &["--workload", "w3", "--concurrency", "1,4", "--warmup", "5", "--json", "w3.json"][..],
@@ -226,6 +244,7 @@ mod tests {
             &["--workload", "webhooks", "--concurrency", "8"],
             &["--workload", "wake", "--trials", "10"],
             &["--workload", "mcp", "--concurrency", "1,16", "--json", "mcp.json"],
+            &["--workload", "a2a", "--server-pid", "7", "--postgres-pid", "8", "--json", "a2a.json"],
         ] {
             assert_eq!(check(line), Ok(()), "{line:?}");
         }

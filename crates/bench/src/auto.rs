@@ -192,7 +192,7 @@ pub async fn run_level(
     let conditions = super::level::conditions(client, args, concurrency, date, warmup + negotiations, 0);
     let auto = AutoFigures::of(&phase.outcomes, phase.lost);
     let figures = phase.recorder.summarize(Workload::W3.calls(), wall);
-    Ok(LevelReport { conditions, figures, pgbench: None, auto: Some(auto) })
+    Ok(LevelReport { conditions, figures, pgbench: None, auto: Some(auto), cpu: None })
 }
 
 /// How many reasons for lost negotiations a level keeps to show.

@@ -53,8 +53,13 @@ pub(super) async fn measure_level<M: Moves>(
     let created_mid_run: u64 = workers.iter().map(|worker| worker.listings_created_on_demand).sum();
     let listings = listings_per_worker * concurrency as u64 + created_mid_run;
     let conditions = conditions(client, args, concurrency, date, listings, created_mid_run);
-    let level =
-        LevelReport { conditions, figures: record.summarize(workload.calls(), wall), pgbench: None, auto: None };
+    let level = LevelReport {
+        conditions,
+        figures: record.summarize(workload.calls(), wall),
+        pgbench: None,
+        auto: None,
+        cpu: None,
+    };
     Ok((workers, level))
 }
 

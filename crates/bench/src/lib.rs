@@ -7,9 +7,11 @@
 //! the measured ones, each worker a tokio task in a closed loop (the next unit as soon as its
 //! last one ends) over one shared, keep-alive connection pool. The figures go to stdout, progress
 //! to stderr, and with `--json` to a file as well.
+mod a2a;
 mod api;
 mod args;
 mod auto;
+mod cpu;
 mod driver;
 mod flood;
 mod idle;
@@ -103,8 +105,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let run_id = chrono::Utc::now().format("%Y%m%dT%H%M%S").to_string();
     let mut report = BenchReport::new(args.command_line(), args.workload);
     for concurrency in args.levels() {
-        if args.workload == Workload::Mcp {
-            let levels = mcp::run(&client, &admin, &args, &run_id, concurrency as usize).await?;
+        if matches!(args.workload, Workload::Mcp | Workload::A2a) {
+            let levels = match args.workload {
+                Workload::A2a => a2a::run(&client, &admin, &args, &run_id, concurrency as usize).await?,
+                _ => mcp::run(&client, &admin, &args, &run_id, concurrency as usize).await?,
+            };
             let stopped: usize = levels.iter().map(|level| level.figures.stopped_workers.len()).sum();
             report.levels.extend(levels);
             if let Some(path) = &args.json {
@@ -118,9 +123,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         let sampler = args.server_pid.map(rss::Sampler::start);
         let mut level = match args.workload {
             Workload::W3 => auto::run_level(&client, &admin, &args, &run_id, concurrency as usize).await?,
-            Workload::W1 | Workload::W2 | Workload::Wake | Workload::Webhooks | Workload::Flood | Workload::Mcp => {
-                run_level(&client, &admin, &args, &run_id, concurrency as usize).await?
-            }
+            Workload::W1
+            | Workload::W2
+            | Workload::Wake
+            | Workload::Webhooks
+            | Workload::Flood
+            | Workload::Mcp
+            | Workload::A2a => run_level(&client, &admin, &args, &run_id, concurrency as usize).await?,
         };
         if let Some(sampler) = sampler {
             eprintln!("[{} c={concurrency}] server memory: {}", args.workload.name(), sampler.stop().await);
@@ -146,7 +155,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         eprintln!("[idle] {} refused or ended during the run", idle.refused.load(std::sync::atomic::Ordering::Relaxed));
         idle.close();
     }
-    if report.levels.len() > 1 && args.workload != Workload::Mcp {
+    if report.levels.len() > 1 && !matches!(args.workload, Workload::Mcp | Workload::A2a) {
         print!("{}", report::sweep_table(&report.levels, args.workload));
     }
     if let Some(path) = &args.json {

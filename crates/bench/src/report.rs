@@ -6,6 +6,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde::Serialize;
 
+use super::cpu::CpuPerCall;
 use super::pgbench::Ceiling;
 use super::stats::{ALL_CALLS, Figures, Row};
 use super::stats::{AutoFigures, Latency};
@@ -57,6 +58,9 @@ pub struct LevelReport {
     /// W3's figures of the negotiations the server played.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auto: Option<AutoFigures>,
+    /// CPU per call of the measured phase (`--server-pid`, `--postgres-pid`; the a2a workload).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuPerCall>,
 }
 
 /// What the `all` row covers for `workload`: every state-changing call it makes, which is more
@@ -158,6 +162,17 @@ pub fn level_table(level: &LevelReport, workload: Workload) -> String {
     let _ = writeln!(out, "({})", all_calls_covers(workload));
     let _ = writeln!(out);
     let _ = writeln!(out, "{units}/s  {:.1}  ({} completed, {} failed)", f.units_per_second, f.completed, f.failed);
+    if let Some(cpu) = &level.cpu {
+        let ms = |ms: Option<f64>| ms.map_or_else(|| "-".to_owned(), |ms| format!("{ms:.3}"));
+        let _ = writeln!(
+            out,
+            "CPU a call   server {} ms, PostgreSQL {} ms, bench {:.3} ms (over {:.1} s of the phase)",
+            ms(cpu.server_ms),
+            ms(cpu.postgres_ms),
+            cpu.bench_ms,
+            cpu.seconds
+        );
+    }
     if f.errors.is_empty() {
         let _ = writeln!(out, "errors       none");
     } else {

@@ -57,6 +57,8 @@ pub enum Failure {
     Transport,
     /// A 2xx answer whose body is not what the API promises.
     Unreadable,
+    /// A JSON-RPC error (in an HTTP `200`), by its code.
+    JsonRpc(i64),
 }
 
 impl fmt::Display for Failure {
@@ -65,6 +67,7 @@ impl fmt::Display for Failure {
             Failure::Status(status) => write!(f, "{status}"),
             Failure::Transport => f.write_str("no answer"),
             Failure::Unreadable => f.write_str("bad 2xx body"),
+            Failure::JsonRpc(code) => write!(f, "JSON-RPC {code}"),
         }
     }
 }

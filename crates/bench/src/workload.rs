@@ -34,6 +34,9 @@ pub enum Workload {
     /// W1 through the MCP server (sessions, then the stateless protocol), beside W1 over REST
     /// (without, then with idempotency keys), in one run.
     Mcp,
+    /// W1 as A2A messages over the JSON-RPC binding, beside W1 over REST with idempotency
+    /// keys, in one run.
+    A2a,
 }
 
 /// The two sides of one worker's negotiations, each a client acting as it.
@@ -53,6 +56,7 @@ impl Workload {
             Workload::W3 => "w3",
             Workload::Flood => "flood",
             Workload::Mcp => "mcp",
+            Workload::A2a => "a2a",
         }
     }
 
@@ -67,6 +71,9 @@ impl Workload {
             Workload::Mcp => {
                 "w1's negotiation over REST and through the MCP tools at /mcp, one transport after another"
             }
+            Workload::A2a => {
+                "w1's negotiation over REST with idempotency keys, then as A2A messages to /a2a (JSON-RPC)"
+            }
         }
     }
 
@@ -79,7 +86,7 @@ impl Workload {
             Workload::Webhooks => &[Call::Place, Call::Withdraw],
             Workload::W3 => &[Call::Place],
             Workload::Flood => &[],
-            Workload::Mcp => &[Call::Place, Call::Counter, Call::Accept],
+            Workload::Mcp | Workload::A2a => &[Call::Place, Call::Counter, Call::Accept],
         }
     }
 
@@ -92,7 +99,7 @@ impl Workload {
             Workload::Webhooks => ("delivery", "deliveries"),
             Workload::W3 => ("negotiation", "negotiations"),
             Workload::Flood => ("connection", "connections"),
-            Workload::Mcp => ("negotiation", "negotiations"),
+            Workload::Mcp | Workload::A2a => ("negotiation", "negotiations"),
         }
     }
 
@@ -105,7 +112,7 @@ impl Workload {
             Workload::Wake => Some(Call::Counter),
             Workload::Webhooks => None,
             Workload::W3 | Workload::Flood => None,
-            Workload::Mcp => None,
+            Workload::Mcp | Workload::A2a => None,
         }
     }
 
@@ -129,8 +136,8 @@ impl Workload {
                 let placed = timed(recorder, Call::Place, buyer.place_bid(listing, &opening)).await?;
                 timed(recorder, Call::Withdraw, buyer.withdraw(placed.bid.id)).await?;
             }
-            Workload::Wake | Workload::Webhooks | Workload::W3 | Workload::Flood | Workload::Mcp => {
-                unreachable!("the wake, webhooks, w3, flood and mcp workloads make their units themselves")
+            Workload::Wake | Workload::Webhooks | Workload::W3 | Workload::Flood | Workload::Mcp | Workload::A2a => {
+                unreachable!("the wake, webhooks, w3, flood, mcp and a2a workloads make their units themselves")
             }
         }
         Ok(())
