@@ -49,8 +49,14 @@ const COMMITTED: &[(&str, &str)] = &[
     (
         "0010_order_negotiations.sql",
         "0d8da2c2404c8038622c411521c6f454080e12a0bfc824936670a8d47fc1f8a0ef7ea4694e56ffe82930139ceea70c65",
+    ),
+    (
         "0011_approvals.sql",
         "0f76dd6f66c7fbd0089c8547ba1226e22f032ef77d104bf7a91e444cf28704cdc5888716390596adbe345a0b1b6b7fde",
+    ),
+    (
+        "0012_event_types.sql",
+        "fff64e0f309d4a5274fa7fdf6f661a795dbdfeedd81ba78a4302688b734d6930f17d24cc2161a64d38518be9a91974a0",
     ),
 ];
 

@@ -346,7 +346,6 @@ impl Rejection {
             Rejection::ExceedsOutstanding { .. } => Code::ExceedsOutstanding,
             Rejection::NegotiationOpen { .. } => Code::NegotiationOpen,
             Rejection::ExceedsRefundable { .. } => Code::ExceedsRefundable,
-    },
             Rejection::ApprovalExpired => Code::ApprovalExpired,
             Rejection::ApprovalLimitReached { .. } => Code::ApprovalLimitReached,
             Rejection::ApproverLimitReached { .. } => Code::ApproverLimitReached,

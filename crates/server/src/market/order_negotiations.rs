@@ -121,6 +121,7 @@ pub async fn open(
         round: 1,
         expires_at: now + Duration::seconds(expires_in.into()),
         responded_at: None,
+        approval: None,
         created_at: now,
         updated_at: now,
     };
@@ -198,6 +199,7 @@ pub(super) async fn counter(
         round,
         expires_at: now + Duration::seconds(expires_in.into()),
         responded_at: None,
+        approval: None,
         created_at: now,
         updated_at: now,
     };
