@@ -219,7 +219,8 @@ pub async fn bid_target(
     agent_id: Uuid,
 ) -> Result<Option<BidTarget>, sqlx::Error> {
     let row = sqlx::query!(
-        r#"SELECT b.thread_id, t.listing_id, b.amount, b.currency AS "currency: Text<Currency>", b.expires_at,
+        r#"SELECT b.thread_id, t.listing_id, COALESCE(b.amount, 0) AS "amount!", b.currency AS "currency: Text<Currency>",
+                  b.expires_at,
                   CASE WHEN t.seller_id = $2 THEN 'seller' ELSE 'buyer' END AS "party!: Text<Party>"
            FROM bids b JOIN threads t ON t.id = b.thread_id
            WHERE b.id = $1 AND $2 IN (t.buyer_id, t.seller_id)"#,
