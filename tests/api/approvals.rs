@@ -440,3 +440,23 @@ async fn the_most_specific_rules_apply() {
         .await
         .expect_problem(422, "validation_failed");
 }
+
+#[tokio::test]
+async fn a_keyed_move_held_for_approval_is_held_once_and_replayed() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    let bid = app.place(&deal.buyer, &deal.listing, 40000).await;
+    app.put("/v1/agents/me/approval-rules", &deal.seller.key, rules(r#"{"rules": [{"move": "counter"}]}"#))
+        .await
+        .expect(200);
+    // A keyed counter, which would be made in one statement with its answer, is caught first:
+    // its key is claimed under locks and the hold stored as its answer.
+    let path = format!("/v1/bids/{bid}/counter");
+    let body = json!({ "amount": 90000 });
+    let held = app.post_keyed(&path, Some(&deal.seller.key), body.clone(), "held-counter").await.expect(202);
+    let again = app.post_keyed(&path, Some(&deal.seller.key), body, "held-counter").await;
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert_eq!(again.expect(202).body, held.body);
+    assert_eq!(app.count("SELECT count(*) FROM approvals").await, 1);
+    assert_eq!(app.count("SELECT count(*) FROM bids").await, 1);
+}
