@@ -159,6 +159,23 @@ async fn a_keyed_move_made_in_one_statement_stores_its_answer_with_it() {
     assert_eq!(again.expect(201).body, countered.body);
     assert_eq!(app.count("SELECT count(*) FROM bids").await, 2);
 
+    // An acceptance the same way, on a listing with units to spare: its answer, the order
+    // included, is stored with it.
+    let stock = app.listing(&deal.seller, json!({ "quantity": 5 })).await;
+    let opening = app.place(&deal.buyer, &stock, 80000).await;
+    let accept_path = format!("/v1/bids/{opening}/accept");
+    let accepted = post_with_key(&app, &accept_path, Some(&deal.seller), json!({}), "a-1").await.expect(200);
+    assert_eq!(accepted.body["order"]["amount"], 80000);
+    let stored: Vec<u8> = sqlx::query_scalar("SELECT body FROM idempotency_keys WHERE status_code = 200")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(serde_json::from_slice::<Value>(&stored).unwrap(), accepted.body);
+    let again = post_with_key(&app, &accept_path, Some(&deal.seller), json!({}), "a-1").await;
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert_eq!(again.expect(200).body, accepted.body);
+    assert_eq!(app.count("SELECT count(*) FROM orders").await, 1);
+
     // The same key, resent once the bid it answered was countered, is still its first answer; and
     // once past the retention period, the key is free for a new request.
     sqlx::query("UPDATE idempotency_keys SET created_at = now() - interval '25 hours'")
@@ -168,7 +185,7 @@ async fn a_keyed_move_made_in_one_statement_stores_its_answer_with_it() {
     let counter = countered.body["bid"]["id"].as_str().unwrap();
     let later = format!("/v1/bids/{counter}/counter");
     post_with_key(&app, &later, Some(&deal.buyer), json!({ "amount": 85000 }), "held").await.expect(201);
-    assert_eq!(app.count("SELECT count(*) FROM bids").await, 3);
+    assert_eq!(app.count("SELECT count(*) FROM bids").await, 4);
 }
 
 #[tokio::test]

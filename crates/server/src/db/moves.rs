@@ -486,6 +486,8 @@ pub struct AcceptMove {
     /// For an acceptance decided without locks, the thread as last changed when it was decided:
     /// the statement makes it only if the thread is unchanged.
     pub thread_updated_at: Option<DateTime<Utc>>,
+    /// A keyed request's answer, stored by the statement with the move.
+    pub answer: Option<MoveAnswer>,
 }
 
 #[derive(Debug, FromRow)]
@@ -568,7 +570,9 @@ pub async fn accept(
              SELECT NULL::uuid AS bid_id, NULL::uuid AS thread_id, NULL::uuid AS listing_id, NULL::uuid AS agent_id,
                     NULL::text AS role
              WHERE false
-         ), "#, &move_events("e.move IN (SELECT i.index FROM bid JOIN input i ON i.bid_id = bid.id)"), r#"
+         ), "#,
+         &answer_rows(22, "a.move IN (SELECT i.index FROM bid JOIN input i ON i.bid_id = bid.id)"),
+         &move_events("e.move IN (SELECT i.index FROM bid JOIN input i ON i.bid_id = bid.id)"), r#"
          SELECT i.index, row_to_json(bid) AS bid, row_to_json(thread) AS thread, row_to_json(ordered) AS "order",
                 row_to_json(listing) AS listing, (SELECT count(*) FROM announced) AS announced
          FROM bid JOIN input i ON i.bid_id = bid.id JOIN thread ON thread.id = bid.thread_id
@@ -586,6 +590,7 @@ pub async fn accept(
         .bind(column(moves, |m| m.min_available))
         .bind(column(moves, |m| m.now))
         .bind(column(moves, |m| m.thread_updated_at));
+    let query = moves.iter().map(|m| m.answer.as_ref()).collect::<AnswerArrays>().bind(query);
     let rows: Vec<AcceptedRow> = query.fetch_all(conn).await?;
     Ok(by_move(
         moves.len(),

@@ -107,7 +107,7 @@ async fn counter(
     key: IdempotencyKey,
     body: JsonBody<api::CounterOffer>,
 ) -> Result<Response, Response> {
-    let mut command = Write::begin_move(&state, caller.id, key, body.digest, super::listings::bid_made).await?;
+    let mut command = Write::begin_move(&state, caller.id, key, body.digest, super::listings::bid_made_of).await?;
     let proposed = Proposed::Counter { bid_id: id, offer: &body.value };
     if let Some(held) = approvals::hold_if_caught(&state, &mut command, caller, proposed).await.transpose() {
         return Ok(command.finish(held).await);
@@ -131,8 +131,12 @@ async fn answer(
     body: ActionBody,
     answer: Answer,
 ) -> Result<Response, Response> {
-    // Only an acceptance is made unlocked; rejecting and withdrawing ask for locks at once.
-    let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
+    // Only an acceptance is made unlocked (a keyed one storing its answer with it); rejecting and
+    // withdrawing ask for locks at once.
+    let mut command = match answer {
+        Answer::Accept => Write::begin_move(&state, caller.id, key, body.digest, answered_of).await?,
+        Answer::Reject | Answer::Withdraw => Write::begin(&state, caller.id, key, body.digest).await?,
+    };
     if answer == Answer::Accept
         && let Some(held) =
             approvals::hold_if_caught(&state, &mut command, caller, Proposed::Accept { bid_id: id }).await.transpose()
@@ -142,15 +146,21 @@ async fn answer(
     let outcome = command
         .run(|conn, events, access| Box::pin(negotiation::answer(conn, events, access, caller, id, answer)))
         .await;
-    let now = Utc::now();
-    Ok(command
-        .finish(outcome.map(|Answered { bid, thread, order }| {
-            Reply::json(
-                StatusCode::OK,
-                &AnswerView { bid: bid.into(), thread: thread.at(now), order: order.map(Into::into) },
-            )
-        }))
-        .await)
+    Ok(command.finish(outcome.map(|Answered { bid, thread, order }| answered(bid, thread, order))).await)
+}
+
+/// The answer to an acceptance, rejection or withdrawal: the bid, its thread as it is now, and
+/// the order an acceptance made.
+fn answered(bid: db::Bid, thread: db::Thread, order: Option<db::Order>) -> Reply {
+    Reply::json(
+        StatusCode::OK,
+        &AnswerView { bid: bid.into(), thread: thread.at(Utc::now()), order: order.map(Into::into) },
+    )
+}
+
+/// [`answered`], of the rows a keyed acceptance will write (`Write::begin_move`).
+fn answered_of(bid: &db::Bid, thread: &db::Thread, order: Option<&db::Order>) -> Reply {
+    answered(bid.clone(), thread.clone(), order.cloned())
 }
 
 async fn accept(

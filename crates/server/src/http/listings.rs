@@ -108,7 +108,7 @@ async fn place_bid(
     key: IdempotencyKey,
     body: JsonBody<api::Placement>,
 ) -> Result<Response, Response> {
-    let mut command = Write::begin_move(&state, caller.id, key, body.digest, bid_made).await?;
+    let mut command = Write::begin_move(&state, caller.id, key, body.digest, bid_made_of).await?;
     let proposed = Proposed::Place { listing_id: id, placement: &body.value };
     if let Some(held) = approvals::hold_if_caught(&state, &mut command, caller, proposed).await.transpose() {
         return Ok(command.finish(held).await);
@@ -127,6 +127,11 @@ async fn place_bid(
 /// The answer to a placement or a counter: the new bid, and its thread as it is now.
 pub(super) fn bid_made((bid, thread): (db::Bid, db::Thread)) -> Reply {
     Reply::json(StatusCode::CREATED, &BidAndThread { bid: bid.into(), thread: thread.at(Utc::now()) })
+}
+
+/// [`bid_made`], of the rows a keyed move will write (`Write::begin_move`).
+pub(super) fn bid_made_of(bid: &db::Bid, thread: &db::Thread, _: Option<&db::Order>) -> Reply {
+    bid_made((bid.clone(), thread.clone()))
 }
 
 async fn purchase(

@@ -19,7 +19,7 @@
 //! A handler that goes on after the commit (the compatibility routes wait for the other party's
 //! answer) may then replace the stored response with its complete answer ([`Committed::complete`]).
 //!
-//! A keyed placement or counter ([`Write::begin_move`]) is made as an unkeyed one is, in one
+//! A keyed placement, counter or acceptance ([`Write::begin_move`]) is made as an unkeyed one is, in one
 //! statement beside the other waiting moves, and stores its answer itself: the answer is worked
 //! out from the rows the move will write, and the move's statement writes it with the move, so
 //! both are made or neither. The key is looked up first, without a lock: a stored answer is
@@ -41,7 +41,7 @@ use super::AppState;
 use super::error::{ApiError, Code, PROBLEM_JSON};
 use super::extract::IdempotencyKey;
 use crate::db::idempotency::{self, Found, Saved};
-use crate::db::{Bid, Thread};
+use crate::db::{Bid, Order, Thread};
 use crate::events::Outbox;
 use crate::market::batch::{KeyedAnswer, Rendered};
 use crate::market::{self, Access, Market, Unit};
@@ -214,8 +214,8 @@ impl Write {
         }))
     }
 
-    /// Opens the write of a placement or a counter, whose answer is `answer` of the bid and
-    /// thread it makes. Without a key, as [`begin`](Self::begin). With one, the key is looked up
+    /// Opens the write of a placement, a counter or an acceptance, whose answer is `answer` of
+    /// the bid and thread it makes or answers (and the order an acceptance makes). Without a key, as [`begin`](Self::begin). With one, the key is looked up
     /// without a lock: a stored answer is replayed (`Err`, as `begin` answers); otherwise the move
     /// is first tried as an unkeyed one is, its statement storing its answer, and is made under
     /// the key's claim only if it cannot be made so ([`run`](Self::run)).
@@ -224,7 +224,7 @@ impl Write {
         scope: Uuid,
         key: IdempotencyKey,
         request_digest: [u8; 32],
-        answer: fn((Bid, Thread)) -> Reply,
+        answer: fn(&Bid, &Thread, Option<&Order>) -> Reply,
     ) -> Result<Write, Response> {
         let Some(text) = key.0.as_deref() else {
             return Ok(Write::new(state));
@@ -244,8 +244,8 @@ impl Write {
                     scope,
                     claim.key_digest,
                     claim.request_digest,
-                    move |bid: &Bid, thread: &Thread| {
-                        let reply = answer((bid.clone(), thread.clone()));
+                    move |bid: &Bid, thread: &Thread, order: Option<&Order>| {
+                        let reply = answer(bid, thread, order);
                         debug_assert!(!reply.secret, "a move's answer carries no secret");
                         Rendered { status: reply.status.as_u16(), content_type: reply.content_type, body: reply.body }
                     },

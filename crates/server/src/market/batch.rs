@@ -33,7 +33,7 @@ use super::Error;
 use super::live::Live;
 use crate::db::idempotency::MoveAnswer;
 use crate::db::moves::{AcceptMove, Accepted, CounterMove, Made, MoveEvent, PlaceMove};
-use crate::db::{self, Bid, Thread};
+use crate::db::{self, Bid, Order, Thread};
 use crate::events::NewEvent;
 use crate::metrics;
 
@@ -134,6 +134,10 @@ impl Move for AcceptMove {
         (self.listing_id, Uuid::nil())
     }
 
+    fn answered(&self) -> bool {
+        self.answer.is_some()
+    }
+
     fn make<'a>(
         conn: &'a mut PgConnection,
         moves: &'a [Self],
@@ -193,7 +197,7 @@ pub struct Batcher {
     keyed: Option<Arc<KeyedAnswer>>,
 }
 
-/// A keyed request's answer to a placement or a counter, worked out from the rows its move will
+/// A keyed request's answer to a placement, a counter or an acceptance, worked out from the rows its move will
 /// write before the move is made, so that the move's statement stores it with the move: made
 /// together or not at all, as a keyed request's answer and effect are in a transaction.
 pub struct KeyedAnswer {
@@ -205,8 +209,9 @@ pub struct KeyedAnswer {
     last: std::sync::Mutex<Option<MoveAnswer>>,
 }
 
-/// How a request's answer is made of the rows its move writes.
-type Render = Box<dyn Fn(&Bid, &Thread) -> Rendered + Send + Sync>;
+/// How a request's answer is made of the rows its move writes: the bid it made or answered, its
+/// thread, and the order an acceptance made.
+type Render = Box<dyn Fn(&Bid, &Thread, Option<&Order>) -> Rendered + Send + Sync>;
 
 /// A response as it is stored for replays: its status, content type and body.
 pub struct Rendered {
@@ -220,14 +225,14 @@ impl KeyedAnswer {
         agent_id: Uuid,
         key_digest: [u8; 32],
         request_digest: [u8; 32],
-        render: impl Fn(&Bid, &Thread) -> Rendered + Send + Sync + 'static,
+        render: impl Fn(&Bid, &Thread, Option<&Order>) -> Rendered + Send + Sync + 'static,
     ) -> KeyedAnswer {
         KeyedAnswer { agent_id, key_digest, request_digest, render: Box::new(render), last: Default::default() }
     }
 
-    /// The answer for a move that writes `bid` and `thread`, for its statement to store.
-    pub fn answer(&self, bid: &Bid, thread: &Thread) -> MoveAnswer {
-        let Rendered { status, content_type, body } = (self.render)(bid, thread);
+    /// The answer for a move that writes `bid`, `thread` and `order`, for its statement to store.
+    pub fn answer(&self, bid: &Bid, thread: &Thread, order: Option<&Order>) -> MoveAnswer {
+        let Rendered { status, content_type, body } = (self.render)(bid, thread, order);
         let answer = MoveAnswer {
             agent_id: self.agent_id,
             key_digest: self.key_digest.to_vec(),

@@ -218,7 +218,7 @@ async fn open(
         now,
         thread_status: thread.status,
         opening: bid.clone(),
-        answer: keyed_answer(access, &bid, &thread),
+        answer: keyed_answer(access, &bid, &thread, None),
     };
     // Under the locks, only a concurrent placement by the same buyer can have come first.
     let made =
@@ -492,7 +492,7 @@ async fn counter_on(
         counter: bid.clone(),
         mediation,
         decided_on: (!access.is_locked()).then(|| DecidedOn::of(context)),
-        answer: keyed_answer(&access, &bid, &thread),
+        answer: keyed_answer(&access, &bid, &thread, None),
     };
     let Some(made) = make(conn, events, &access, counter, made_events).await? else {
         return Err(lost_race(conn, events, bid_id).await);
@@ -506,8 +506,13 @@ async fn counter_on(
 
 /// A keyed request's answer to the move that writes `bid` and `thread`, for its statement to
 /// store with it (unlocked only: under locks, the request stores its answer in its transaction).
-fn keyed_answer(access: &Access, bid: &Bid, thread: &Thread) -> Option<crate::db::idempotency::MoveAnswer> {
-    access.batcher().and_then(|batcher| batcher.keyed()).map(|keyed| keyed.answer(bid, thread))
+fn keyed_answer(
+    access: &Access,
+    bid: &Bid,
+    thread: &Thread,
+    order: Option<&Order>,
+) -> Option<crate::db::idempotency::MoveAnswer> {
+    access.batcher().and_then(|batcher| batcher.keyed()).map(|keyed| keyed.answer(bid, thread, order))
 }
 
 /// Makes a move with its events: unlocked, through the batcher (which asks for locks if it
@@ -701,6 +706,7 @@ async fn accept(
         min_available,
         now,
         thread_updated_at: (!access.is_locked()).then_some(context.thread.updated_at),
+        answer: keyed_answer(&access, &bid, &thread, Some(&order)),
     };
     let Some(made) = make(conn, events, &access, accept, made_events).await? else {
         return Err(lost_race(conn, events, context.bid.id).await);
