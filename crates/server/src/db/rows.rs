@@ -57,6 +57,38 @@ pub struct Thread {
     pub updated_at: DateTime<Utc>,
 }
 
+impl Thread {
+    /// A new thread as its opening `bid` makes it: ACTIVE in round 1, of the bid's kind, opened
+    /// by its author, between `buyer_id` and `seller_id` on `listing_id` (and on `order_id` for
+    /// an order's negotiation).
+    pub fn opened_with(bid: &Bid, listing_id: Uuid, buyer_id: Uuid, seller_id: Uuid, order_id: Option<Uuid>) -> Thread {
+        Thread {
+            id: bid.thread_id,
+            listing_id,
+            buyer_id,
+            seller_id,
+            status: ThreadStatus::Active,
+            rounds: 1,
+            last_bid_id: bid.id,
+            expires_at: Some(bid.expires_at),
+            closed_reason: None,
+            deadlock_at: None,
+            mediation: None,
+            mediation_agreed: Vec::new(),
+            kind: bid.kind,
+            order_id,
+            opened_by: bid.author,
+            escalated_at: None,
+            escalated_by: None,
+            decided_amount: None,
+            decision_note: None,
+            decided_at: None,
+            created_at: bid.created_at,
+            updated_at: bid.created_at,
+        }
+    }
+}
+
 /// A bid as stored (and as a move's statement reads the bid it writes). Shown to agents as
 /// [`api::Bid`], as stored or, through [`Bid::at`], as it truly is at a moment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

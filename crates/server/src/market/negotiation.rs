@@ -20,7 +20,7 @@ use crate::metrics::{self, MoveOutcome};
 use haggle_domain::bid::{self, Action, Actor, Offered, Positions, Proposal, Transition};
 use haggle_domain::money::Amount;
 use haggle_domain::rejection::Validator;
-use haggle_domain::{BidStatus, ListingStatus, Party, Reason, Rejection, ThreadKind, ThreadStatus};
+use haggle_domain::{BidStatus, ListingStatus, Party, Reason, Rejection, ThreadKind};
 
 /// The answers to a pending bid that end the thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,30 +185,7 @@ async fn open(
     };
     // The rows the move writes, decided at `now`, and so its event.
     let bid = opening.row(Uuid::now_v7(), None, 1, now);
-    let thread = Thread {
-        id: bid.thread_id,
-        listing_id: listing.id,
-        buyer_id: caller.id,
-        seller_id: listing.seller_id,
-        status: ThreadStatus::Active,
-        rounds: 1,
-        last_bid_id: bid.id,
-        expires_at: Some(bid.expires_at),
-        closed_reason: None,
-        deadlock_at: None,
-        mediation: None,
-        mediation_agreed: Vec::new(),
-        kind: ThreadKind::Price,
-        order_id: None,
-        opened_by: Party::Buyer,
-        escalated_at: None,
-        escalated_by: None,
-        decided_amount: None,
-        decision_note: None,
-        decided_at: None,
-        created_at: now,
-        updated_at: now,
-    };
+    let thread = Thread::opened_with(&bid, listing.id, caller.id, listing.seller_id, None);
     let event = NewEvent::bid(&bid, &thread);
     let place = PlaceMove {
         listing_id: listing.id,

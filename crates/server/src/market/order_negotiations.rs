@@ -125,30 +125,7 @@ pub async fn open(
         created_at: now,
         updated_at: now,
     };
-    let thread = Thread {
-        id: bid.thread_id,
-        listing_id: order.listing_id,
-        buyer_id: order.buyer_id,
-        seller_id: order.seller_id,
-        status: ThreadStatus::Active,
-        rounds: 1,
-        last_bid_id: bid.id,
-        expires_at: Some(bid.expires_at),
-        closed_reason: None,
-        deadlock_at: None,
-        mediation: None,
-        mediation_agreed: Vec::new(),
-        kind,
-        order_id: Some(order.id),
-        opened_by: party,
-        escalated_at: None,
-        escalated_by: None,
-        decided_amount: None,
-        decision_note: None,
-        decided_at: None,
-        created_at: now,
-        updated_at: now,
-    };
+    let thread = Thread::opened_with(&bid, order.listing_id, order.buyer_id, order.seller_id, Some(order.id));
     let (bid, thread) = negotiations::open(conn, &thread, &bid).await?;
     events.push(NewEvent::bid(&bid, &thread));
     Ok((bid, thread))
