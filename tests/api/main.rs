@@ -35,6 +35,7 @@ mod orders;
 mod primary;
 mod proxy;
 mod races;
+mod schedules;
 mod request_ids;
 mod scale;
 mod served;

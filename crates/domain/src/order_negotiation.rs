@@ -358,6 +358,60 @@ mod tests {
     }
 
     #[test]
+    fn schedule_and_plan_terms_are_read_for_their_kind_and_checked_against_the_clock() {
+        let now: DateTime<Utc> = "2027-01-04T00:00:00Z".parse().unwrap();
+        let schedule = json!({
+            "windows": [{"start": "2027-01-05T09:00:00Z", "end": "2027-01-05T11:00:00Z"}],
+            "method": "delivery",
+            "place": "Dock 4",
+        });
+        let read = read_terms(ThreadKind::Schedule, Some(&schedule)).unwrap();
+        assert!(matches!(read, Terms::Schedule(_)));
+        assert_eq!(check_terms_at(&read, now, 0), Ok(()));
+        let later: DateTime<Utc> = "2027-01-05T09:00:00Z".parse().unwrap();
+        assert_eq!(check_terms_at(&read, later, 0).unwrap_err().code(), Code::ValidationFailed);
+        for bad in [
+            json!({"windows": [], "method": "pickup"}),
+            json!({"windows": [{"start": "2027-01-05T09:00:00Z", "end": "2027-01-13T09:00:00Z"}], "method": "pickup"}),
+            json!({"windows": [{"start": "2027-01-05T09:00:00Z", "end": "2027-01-05T11:00:00Z"}], "method": "drone"}),
+            json!({"windows": [{"start": "2027-01-05T09:00:00Z", "end": "2027-01-05T11:00:00Z"}]}),
+        ] {
+            assert_eq!(read_terms(ThreadKind::Schedule, Some(&bad)).unwrap_err().code(), Code::ValidationFailed, "{bad}");
+        }
+        let plan = json!({"installments": [
+            {"amount": 6000, "due": "2027-01-10T00:00:00Z"},
+            {"amount": 4000, "due": "2027-02-10T00:00:00Z"},
+        ]});
+        let read = read_terms(ThreadKind::Installments, Some(&plan)).unwrap();
+        assert_eq!(check_terms_at(&read, now, 10_000), Ok(()));
+        assert_eq!(check_terms_at(&read, now, 10_001).unwrap_err().code(), Code::ValidationFailed);
+        let fractional = json!({"installments": [
+            {"amount": 60.5, "due": "2027-01-10T00:00:00Z"},
+            {"amount": 4000, "due": "2027-02-10T00:00:00Z"},
+        ]});
+        assert!(read_terms(ThreadKind::Installments, Some(&fractional)).is_err());
+    }
+
+    /// The table of kinds: which name an amount, which open final, which escalate. A schedule
+    /// and a plan name none, are countered, and never go to the operator.
+    #[test]
+    fn every_kind_says_whether_it_names_an_amount_and_opens_final() {
+        for kind in ThreadKind::ALL {
+            let (amount, final_) = match kind {
+                ThreadKind::Price | ThreadKind::Refund => (true, false),
+                ThreadKind::Cancel => (false, true),
+                ThreadKind::Schedule | ThreadKind::Installments => (false, false),
+            };
+            assert_eq!((has_amount(kind), opens_final(kind)), (amount, final_), "{kind}");
+            for status in ThreadStatus::ALL {
+                if kind != ThreadKind::Refund {
+                    assert!(may_escalate(kind, status, false).is_err(), "{kind} {status}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn a_refund_decision_is_made_once_and_within_what_was_paid() {
         let refunds = Refunds { paid: 5_000, refunded: 1_000 };
         assert_eq!(check_decision(true, false, refunds, 4_000, "half the damage"), Ok(()));

@@ -134,6 +134,9 @@ pub async fn open(
     };
     let thread = Thread::opened_with(&bid, order.listing_id, order.buyer_id, order.seller_id, Some(order.id));
     let (bid, thread) = negotiations::open(conn, &thread, &bid).await?;
+    if kind == ThreadKind::Schedule {
+        db::schedule_tasks::queue(conn, bid.id).await?;
+    }
     events.push(NewEvent::bid(&bid, &thread));
     Ok((bid, thread))
 }
@@ -212,6 +215,9 @@ pub(super) async fn counter(
     let Some((bid, thread)) = negotiations::counter(conn, context.bid.id, transition.into(), &counter).await? else {
         return Ok(None);
     };
+    if kind == ThreadKind::Schedule {
+        db::schedule_tasks::queue(conn, bid.id).await?;
+    }
     events.push(NewEvent::bid(&bid, &thread));
     Ok(Some((bid, thread)))
 }
