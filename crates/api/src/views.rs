@@ -4,11 +4,11 @@ use std::fmt;
 use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
+pub use haggle_domain::appointment::{Method as HandoverMethod, Window};
 use haggle_domain::approval::BudgetScope;
 use haggle_domain::deadlock::Method;
-pub use haggle_domain::appointment::{Method as HandoverMethod, Window};
-pub use haggle_domain::plan::{Installment, InstallmentStatus};
 use haggle_domain::issues::Issues;
+pub use haggle_domain::plan::{Installment, InstallmentStatus};
 use haggle_domain::strategy::Policy;
 use haggle_domain::{BidStatus, Currency, ListingStatus, Party, Reason, ThreadKind, ThreadStatus, Tier};
 use serde::{Deserialize, Serialize};

@@ -153,10 +153,9 @@ pub fn choose(
     let choice: Choice = serde_json::from_value(acceptance.clone()).map_err(|error| {
         invalid(format!("must be the index (0 to {}) of one of the pending bid's windows: {error}", count - 1))
     })?;
-    let window = terms
-        .windows
-        .get(choice.chosen)
-        .ok_or_else(|| invalid(format!("the pending bid proposes {count} windows: 0 to {}", count.saturating_sub(1))))?;
+    let window = terms.windows.get(choice.chosen).ok_or_else(|| {
+        invalid(format!("the pending bid proposes {count} windows: 0 to {}", count.saturating_sub(1)))
+    })?;
     if window.start <= now {
         return Err(invalid(format!("window {} has begun: choose one still ahead", choice.chosen)));
     }

@@ -376,7 +376,11 @@ mod tests {
             json!({"windows": [{"start": "2027-01-05T09:00:00Z", "end": "2027-01-05T11:00:00Z"}], "method": "drone"}),
             json!({"windows": [{"start": "2027-01-05T09:00:00Z", "end": "2027-01-05T11:00:00Z"}]}),
         ] {
-            assert_eq!(read_terms(ThreadKind::Schedule, Some(&bad)).unwrap_err().code(), Code::ValidationFailed, "{bad}");
+            assert_eq!(
+                read_terms(ThreadKind::Schedule, Some(&bad)).unwrap_err().code(),
+                Code::ValidationFailed,
+                "{bad}"
+            );
         }
         let plan = json!({"installments": [
             {"amount": 6000, "due": "2027-01-10T00:00:00Z"},

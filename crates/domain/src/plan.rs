@@ -131,7 +131,9 @@ mod tests {
     }
 
     fn plan(parts: &[(i64, i64)]) -> InstallmentTerms {
-        InstallmentTerms { installments: parts.iter().map(|&(amount, due)| Installment { amount, due: at(due) }).collect() }
+        InstallmentTerms {
+            installments: parts.iter().map(|&(amount, due)| Installment { amount, due: at(due) }).collect(),
+        }
     }
 
     fn checked(terms: &InstallmentTerms, total: i64, now: i64) -> Result<(), Rejection> {

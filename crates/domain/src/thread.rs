@@ -95,10 +95,9 @@ impl FromStr for ThreadKind {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        ThreadKind::ALL
-            .into_iter()
-            .find(|kind| kind.as_str() == s)
-            .ok_or_else(|| format!("unknown thread kind `{s}`; expected one of price, refund, cancel, schedule, installments"))
+        ThreadKind::ALL.into_iter().find(|kind| kind.as_str() == s).ok_or_else(|| {
+            format!("unknown thread kind `{s}`; expected one of price, refund, cancel, schedule, installments")
+        })
     }
 }
 

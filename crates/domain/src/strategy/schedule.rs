@@ -167,7 +167,14 @@ mod tests {
     fn availability_is_strictly_checked() {
         assert!(checked(&weekdays("09:00", "17:00")));
         assert!(checked(&weekdays("00:00", "24:00")));
-        for (from, to) in [("17:00", "09:00"), ("09:00", "09:00"), ("9:00", "17:00"), ("24:00", "24:00"), ("09:60", "10:00"), ("x", "y")] {
+        for (from, to) in [
+            ("17:00", "09:00"),
+            ("09:00", "09:00"),
+            ("9:00", "17:00"),
+            ("24:00", "24:00"),
+            ("09:60", "10:00"),
+            ("x", "y"),
+        ] {
             assert!(!checked(&weekdays(from, to)), "{from}-{to}");
         }
         assert!(!checked(&SchedulePolicy { availability: vec![], timezone_offset_minutes: 0 }));

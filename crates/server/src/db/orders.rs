@@ -11,8 +11,8 @@ use uuid::Uuid;
 use super::text::Text;
 use super::{Listing, Page};
 use haggle_domain::order::Ledger;
-use haggle_domain::plan::Installment;
 use haggle_domain::order_negotiation::Refunds;
+use haggle_domain::plan::Installment;
 use haggle_domain::{Amount, Currency, Party};
 
 /// An order as stored; shown as [`api::Order`].

@@ -60,8 +60,12 @@ pub async fn act(conn: &mut PgConnection, events: &mut Outbox, task: Task) -> Re
     .await;
     match accepted {
         Ok(_) => {
-            let decided =
-                Decided { action: "accept", reason: "availability", rationale: "Offer accepted.", counter_bid_id: None };
+            let decided = Decided {
+                action: "accept",
+                reason: "availability",
+                rationale: "Offer accepted.",
+                counter_bid_id: None,
+            };
             db::tasks::record_decision(conn, task, decided).await?;
             Ok(Some(Handled::Accepted))
         }
@@ -69,11 +73,8 @@ pub async fn act(conn: &mut PgConnection, events: &mut Outbox, task: Task) -> Re
             Rejection::InvalidTransition { .. } | Rejection::BidExpired | Rejection::NotFound { .. },
         )) => Ok(Some(Handled::Dropped)),
         Err(market::Error::Rejected(rejection)) => {
-            let detail = format!(
-                "the marketplace refused the policy's accept ({}): {}",
-                rejection.code(),
-                rejection.detail()
-            );
+            let detail =
+                format!("the marketplace refused the policy's accept ({}): {}", rejection.code(), rejection.detail());
             stop(conn, events, task, &read, "refused", &detail).await?;
             Ok(Some(Handled::Stopped("refused")))
         }

@@ -23,9 +23,9 @@ use haggle_domain::bid::{self, Positions, Transition};
 use haggle_domain::money::Amount;
 use haggle_domain::order::{self as table, OrderAction, OrderActor};
 use haggle_domain::order_negotiation::{self as rules, Refunds, Terms};
-use haggle_domain::{appointment, plan};
 use haggle_domain::rejection::Validator;
 use haggle_domain::{BidStatus, Party, Rejection, ThreadKind, ThreadStatus};
+use haggle_domain::{appointment, plan};
 
 fn order_not_found() -> Rejection {
     Rejection::NotFound { what: "order" }
@@ -165,8 +165,7 @@ pub(super) async fn counter(
             let own_previous = context.parent_amount.unwrap_or(rules::SELLER_FIRST_POSITION);
             let positions = Positions { pending: context.bid.amount, own_previous };
             rules::check_refund_counter(party, amount.minor_units(), positions)?;
-            let terms =
-                if input.carries_terms_over() { context.bid.terms.clone() } else { input.own_terms().cloned() };
+            let terms = if input.carries_terms_over() { context.bid.terms.clone() } else { input.own_terms().cloned() };
             rules::read_terms(kind, terms.as_ref())?;
             terms
         }
@@ -175,7 +174,9 @@ pub(super) async fn counter(
                 return Err(Rejection::invalid("amount", format!("a {kind} negotiation names no amount")).into());
             }
             let Some(own) = input.own_terms() else {
-                return Err(Rejection::invalid("terms", format!("is required: a {kind} counter proposes its own")).into());
+                return Err(
+                    Rejection::invalid("terms", format!("is required: a {kind} counter proposes its own")).into()
+                );
             };
             let read = rules::read_terms(kind, Some(own))?;
             // A plan's counter changes the split and the dates, never the sum it answers.
