@@ -37,6 +37,7 @@ mod proxy;
 mod races;
 mod request_ids;
 mod scale;
+mod schedules;
 mod served;
 mod shared_limits;
 mod sim;

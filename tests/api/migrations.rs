@@ -58,6 +58,10 @@ const COMMITTED: &[(&str, &str)] = &[
         "0012_event_types.sql",
         "fff64e0f309d4a5274fa7fdf6f661a795dbdfeedd81ba78a4302688b734d6930f17d24cc2161a64d38518be9a91974a0",
     ),
+    (
+        "0013_schedules_installments.sql",
+        "7015b802d8e6965eaa240ee42d2b8ab8a2d7861bf26eff1375c4048de0f0b7949554c992609a06231b6387db95ecc1ff",
+    ),
 ];
 
 fn files() -> BTreeMap<String, Vec<u8>> {

@@ -38,6 +38,9 @@ pub enum EventType {
     /// decision on an escalated one.
     #[serde(rename = "order.refunded")]
     OrderRefunded,
+    /// An accepted `schedule` negotiation set (or moved) the order's appointment.
+    #[serde(rename = "order.scheduled")]
+    OrderScheduled,
     /// The buyer recorded a payment on an order.
     #[serde(rename = "payment.recorded")]
     PaymentRecorded,
@@ -47,6 +50,10 @@ pub enum EventType {
     /// The seller disputed a payment.
     #[serde(rename = "payment.disputed")]
     PaymentDisputed,
+    /// An installment of the order's payment plan passed its due date without being covered by
+    /// confirmed payments: raised once per installment.
+    #[serde(rename = "payment.overdue")]
+    PaymentOverdue,
     /// A refund that found no agreement went to the operator.
     #[serde(rename = "dispute.escalated")]
     DisputeEscalated,
@@ -80,7 +87,7 @@ pub enum EventType {
 }
 
 impl EventType {
-    pub const ALL: [EventType; 26] = [
+    pub const ALL: [EventType; 28] = [
         EventType::BidPlaced,
         EventType::BidCountered,
         EventType::BidAccepted,
@@ -92,9 +99,11 @@ impl EventType {
         EventType::OrderCompleted,
         EventType::OrderCancelled,
         EventType::OrderRefunded,
+        EventType::OrderScheduled,
         EventType::PaymentRecorded,
         EventType::PaymentConfirmed,
         EventType::PaymentDisputed,
+        EventType::PaymentOverdue,
         EventType::DisputeEscalated,
         EventType::DisputeDecided,
         EventType::ListingSold,
@@ -122,9 +131,11 @@ impl EventType {
             EventType::OrderCompleted => "order.completed",
             EventType::OrderCancelled => "order.cancelled",
             EventType::OrderRefunded => "order.refunded",
+            EventType::OrderScheduled => "order.scheduled",
             EventType::PaymentRecorded => "payment.recorded",
             EventType::PaymentConfirmed => "payment.confirmed",
             EventType::PaymentDisputed => "payment.disputed",
+            EventType::PaymentOverdue => "payment.overdue",
             EventType::DisputeEscalated => "dispute.escalated",
             EventType::DisputeDecided => "dispute.decided",
             EventType::ListingSold => "listing.sold",

@@ -68,7 +68,7 @@ pub struct Placement {
 impl From<Placement> for Proposal {
     fn from(placement: Placement) -> Proposal {
         Proposal {
-            amount: placement.amount.into(),
+            amount: Some(placement.amount.into()),
             message: placement.message,
             expires_in: placement.expires_in,
             is_final: false,
@@ -80,7 +80,7 @@ impl From<Placement> for Proposal {
 impl From<CounterOffer> for Proposal {
     fn from(offer: CounterOffer) -> Proposal {
         Proposal {
-            amount: offer.amount.into(),
+            amount: offer.amount.map(Into::into),
             message: offer.message,
             expires_in: offer.expires_in,
             is_final: offer.is_final.unwrap_or(false),
@@ -96,6 +96,25 @@ impl Placement {
     }
 }
 
+/// `POST /v1/bids/{id}/accept`: empty, or `{}`; accepting a `schedule` bid names the window
+/// taken, by its index in the bid's `terms.windows`: `{"terms": {"chosen": 0}}`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Acceptance {
+    /// Only on a schedule: `{"chosen": i}`, the index of the window taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schemars", schemars(with = "Option<serde_json::Map<String, serde_json::Value>>"))]
+    pub terms: Option<serde_json::Value>,
+}
+
+impl Acceptance {
+    /// The acceptance of a schedule bid taking its window `chosen` (an index into its windows).
+    pub fn choosing(chosen: usize) -> Acceptance {
+        Acceptance { terms: Some(serde_json::json!({ "chosen": chosen })) }
+    }
+}
+
 /// `POST /v1/bids/{id}/counter`. Terms left out carry over from the bid being answered;
 /// `"terms": null` drops them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -105,8 +124,10 @@ pub struct CounterOffer {
     /// The counter amount in minor units: strictly between the two latest positions, never
     /// taking back a concession (the buyer from its previous amount up to below the seller's
     /// pending one; the seller from above the buyer's pending amount down to its previous one,
-    /// the ask at first).
-    pub amount: RawAmount,
+    /// the ask at first). Required on a price or a refund; left out on a schedule or a payment
+    /// plan, whose counters propose other terms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amount: Option<RawAmount>,
     /// A note to the other side, up to 500 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schemars", schemars(length(max = 500)))]
@@ -130,7 +151,7 @@ impl CounterOffer {
     /// A counter of `amount` minor units, marked final if `is_final`.
     pub fn new(amount: i64, is_final: bool) -> CounterOffer {
         CounterOffer {
-            amount: amount.into(),
+            amount: Some(amount.into()),
             message: None,
             expires_in: None,
             is_final: is_final.then_some(true),

@@ -4,9 +4,11 @@ use std::fmt;
 use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
+pub use haggle_domain::appointment::{Method as HandoverMethod, Window};
 use haggle_domain::approval::BudgetScope;
 use haggle_domain::deadlock::Method;
 use haggle_domain::issues::Issues;
+pub use haggle_domain::plan::{Installment, InstallmentStatus};
 use haggle_domain::strategy::Policy;
 use haggle_domain::{BidStatus, Currency, ListingStatus, Party, Reason, ThreadKind, ThreadStatus, Tier};
 use serde::{Deserialize, Serialize};
@@ -216,6 +218,13 @@ pub struct Order {
     /// When an accepted `cancel` negotiation cancelled it.
     #[serde(default)]
     pub cancelled_at: Option<DateTime<Utc>>,
+    /// The handover agreed by the latest accepted `schedule` negotiation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub appointment: Option<Appointment>,
+    /// The payment plan agreed by an accepted `installments` negotiation, each installment with
+    /// its status: confirmed payments fill them in due order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Vec<PlannedInstallment>>,
     /// The seller's word on the handover, once fulfilled.
     pub fulfilment: Option<Fulfilment>,
     pub completed_at: Option<DateTime<Utc>>,
@@ -224,6 +233,27 @@ pub struct Order {
     pub approval: Option<ApprovalMark>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// The window of the handover both parties agreed, how and where.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Appointment {
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub method: HandoverMethod,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub place: Option<String>,
+    /// The schedule negotiation that agreed it.
+    pub thread_id: Uuid,
+}
+
+/// An installment of an agreed plan: `paid` once the confirmed payments since the plan cover it
+/// and every installment before it, `overdue` once its due date has come without, `due` before.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedInstallment {
+    pub amount: i64,
+    pub due: DateTime<Utc>,
+    pub status: InstallmentStatus,
 }
 
 /// The seller's word on handing an order over.

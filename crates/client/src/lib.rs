@@ -259,6 +259,12 @@ impl Client {
         self.post(&format!("/v1/bids/{bid}/accept"), &serde_json::json!({})).await
     }
 
+    /// Accepts a bid with terms: on an order's schedule negotiation, the window taken
+    /// ([`Acceptance::choosing`]).
+    pub async fn accept_with(&self, bid: Uuid, acceptance: &Acceptance) -> Result<Answered, ClientError> {
+        self.post(&format!("/v1/bids/{bid}/accept"), acceptance).await
+    }
+
     pub async fn reject(&self, bid: Uuid) -> Result<Answered, ClientError> {
         self.post(&format!("/v1/bids/{bid}/reject"), &serde_json::json!({})).await
     }

@@ -6,13 +6,14 @@ use uuid::Uuid;
 use haggle_domain::Party;
 
 pub use haggle_api::{
-    AdminAgent, AdminAgentQuery, AdminOrderQuery, AdminPageQuery, AdminThreadQuery, AdminWebhook, AdminWebhookQuery,
-    Agent, AgentStatus, Answered, Attempt, Bid, BidAndThread, CounterOffer, Decided, Delivery, DeliveryStatus,
-    DisputeDecision, Escalation, Event, EventPage, EventQuery, EventType, Fulfil, IssuedKey, KeyRecord, Listing,
-    ListingPatch, ListingQuery, MarketStats, NewListing, NewPayment, NewWebhook, OpenNegotiation, Order, OrderQuery,
-    OrderStatus, OrderWithPayments, Page, PageQuery, Payment, PaymentAndOrder, PaymentDispute, PaymentStatus,
-    Placement, PolicyLevel, ProfilePatch, Purchased, Registered, Registration, StatsQuery, StoredPolicy, StreamQuery,
-    Thread, ThreadQuery, ThreadWithBids, WaitQuery, Webhook, WebhookCreated, WebhookStatus,
+    Acceptance, AdminAgent, AdminAgentQuery, AdminOrderQuery, AdminPageQuery, AdminThreadQuery, AdminWebhook,
+    AdminWebhookQuery, Agent, AgentStatus, Answered, Appointment, Attempt, Bid, BidAndThread, CounterOffer, Decided,
+    Delivery, DeliveryStatus, DisputeDecision, Escalation, Event, EventPage, EventQuery, EventType, Fulfil, IssuedKey,
+    KeyRecord, Listing, ListingPatch, ListingQuery, MarketStats, NewListing, NewPayment, NewWebhook, OpenNegotiation,
+    Order, OrderQuery, OrderStatus, OrderWithPayments, Page, PageQuery, Payment, PaymentAndOrder, PaymentDispute,
+    PaymentStatus, Placement, PlannedInstallment, PolicyLevel, ProfilePatch, Purchased, Registered, Registration,
+    StatsQuery, StoredPolicy, StreamQuery, Thread, ThreadQuery, ThreadWithBids, WaitQuery, Webhook, WebhookCreated,
+    WebhookStatus,
 };
 
 /// Where a policy applies.

@@ -74,8 +74,10 @@ impl fmt::Display for BidStatus {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Proposal {
     /// The amount in minor units: as it arrived (checked against the limits with the rest), or
-    /// as a caller that read it in its own dialect already validated it.
-    pub amount: Offered,
+    /// as a caller that read it in its own dialect already validated it. `None` for a counter on
+    /// a negotiation whose bids name no amount (a schedule, a payment plan), where what moves is
+    /// the terms; every other bid requires one.
+    pub amount: Option<Offered>,
     pub message: Option<String>,
     /// Seconds until the bid expires; the listing's default when `None`.
     pub expires_in: Option<i64>,
@@ -126,7 +128,12 @@ impl Proposal {
     /// A bid of `amount` and nothing else: minor units still to be checked, or a validated
     /// [`Amount`].
     pub fn of(amount: impl Into<Offered>) -> Proposal {
-        Proposal { amount: amount.into(), message: None, expires_in: None, is_final: false, terms: None }
+        Proposal { amount: Some(amount.into()), message: None, expires_in: None, is_final: false, terms: None }
+    }
+
+    /// A counter naming no amount, only `terms` (on a schedule or a payment plan).
+    pub fn of_terms(terms: serde_json::Value) -> Proposal {
+        Proposal { amount: None, message: None, expires_in: None, is_final: false, terms: Some(Some(terms)) }
     }
 
     /// The same bid, marked final (or not).
@@ -773,14 +780,16 @@ mod tests {
         let limits = AmountLimits::default();
         let amount = Amount::new(138_000, limits).unwrap();
         let proposal = Proposal::of(amount);
-        assert_eq!(proposal.amount, Offered::Valid(amount));
+        assert_eq!(proposal.amount, Some(Offered::Valid(amount)));
+        let proposal = proposal.amount.unwrap();
         // Validated once, under the limits of the request that brought it: not checked again.
         let tighter = AmountLimits { max: 1_000 };
-        assert_eq!(proposal.amount.validate(tighter), Ok(amount));
+        assert_eq!(proposal.validate(tighter), Ok(amount));
         // Minor units no one has checked are checked with the rest of the proposal.
-        assert_eq!(Proposal::of(138_000).amount, Offered::Raw(RawAmount::Integer(138_000)));
-        assert!(Proposal::of(138_000).amount.validate(tighter).is_err());
-        assert_eq!(Proposal::of(138_000).amount.validate(limits), Ok(amount));
+        let raw = Proposal::of(138_000).amount.unwrap();
+        assert_eq!(raw, Offered::Raw(RawAmount::Integer(138_000)));
+        assert!(raw.validate(tighter).is_err());
+        assert_eq!(raw.validate(limits), Ok(amount));
         assert_eq!(Offered::from(RawAmount::Float(0.5)).validate(limits), RawAmount::Float(0.5).validate(limits));
     }
 

@@ -3,6 +3,7 @@
 //! Nothing in here performs I/O. The HTTP layer and the background workers both
 //! go through these rules, so every rule of the protocol lives in exactly one place.
 
+pub mod appointment;
 pub mod approval;
 pub mod bid;
 pub mod deadlock;
@@ -12,6 +13,7 @@ pub mod money;
 pub mod order;
 pub mod order_negotiation;
 pub mod party;
+pub mod plan;
 pub mod rejection;
 pub mod strategy;
 pub mod thread;

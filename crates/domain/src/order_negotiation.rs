@@ -1,18 +1,23 @@
 //! Negotiations on an order already made: a refund the buyer asks for (a condition dispute),
-//! and the order's cancellation. Each is a thread of its `kind` between the order's two parties,
+//! the order's cancellation, the handover's schedule and a payment plan (`installments`). Each is a thread of its `kind` between the order's two parties,
 //! moved by the same state machine as the price (`bid::apply`: turns, rounds, `final`, expiry);
 //! what differs is here: who may open one and on which order, what its `terms` say, which
 //! amounts a counter may name, and when a refund that found no agreement goes to the operator.
 //!
 //! A refund's concession runs the other way from a price's: the buyer asks for money back and
 //! comes down, the seller offers some and goes up. A cancellation carries no amount: its first
-//! bid is final, so the other side accepts or rejects it.
+//! bid is final, so the other side accepts or rejects it. A schedule and a plan carry no amount
+//! either and no concession rule: their terms are what is negotiated (`appointment`, `plan`).
 
+use chrono::{DateTime, Utc};
 use serde::Deserialize;
+
+use crate::appointment::{self, ScheduleTerms};
 
 use crate::bid::Positions;
 use crate::order::OrderStatus;
 use crate::party::Party;
+use crate::plan::{self, InstallmentTerms};
 use crate::rejection::{Rejection, Validator, text};
 use crate::thread::{ThreadKind, ThreadStatus};
 
@@ -55,11 +60,16 @@ pub struct CancelTerms {
 pub enum Terms {
     Refund(RefundTerms),
     Cancel(CancelTerms),
+    Schedule(ScheduleTerms),
+    Installments(InstallmentTerms),
 }
 
 /// A price is negotiated on a listing (`POST /v1/listings/{id}/bids`), never on an order.
 fn price_on_an_order() -> Rejection {
-    Rejection::invalid("kind", "a price is negotiated on a listing; on an order, one of refund, cancel")
+    Rejection::invalid(
+        "kind",
+        "a price is negotiated on a listing; on an order, one of refund, cancel, schedule, installments",
+    )
 }
 
 /// Reads and checks `terms` for a negotiation of `kind`: every mistake reported at once, under
@@ -68,7 +78,9 @@ pub fn read_terms(kind: ThreadKind, terms: Option<&serde_json::Value>) -> Result
     let Some(terms) = terms.filter(|terms| !terms.is_null()) else {
         return match kind {
             ThreadKind::Price => Err(price_on_an_order()),
-            ThreadKind::Refund | ThreadKind::Cancel => Err(Rejection::invalid("terms", "is required")),
+            ThreadKind::Refund | ThreadKind::Cancel | ThreadKind::Schedule | ThreadKind::Installments => {
+                Err(Rejection::invalid("terms", "is required"))
+            }
         };
     };
     let malformed = |error: serde_json::Error| Rejection::invalid("terms", error.to_string());
@@ -92,9 +104,33 @@ pub fn read_terms(kind: ThreadKind, terms: Option<&serde_json::Value>) -> Result
             check.check("terms.reason", text(&cancel.reason, true, MAX_REASON_CHARS));
             Terms::Cancel(cancel)
         }
+        ThreadKind::Schedule => {
+            let schedule: ScheduleTerms = serde_json::from_value(terms.clone()).map_err(malformed)?;
+            appointment::check_shape(&schedule, &mut check);
+            Terms::Schedule(schedule)
+        }
+        ThreadKind::Installments => {
+            let installments: InstallmentTerms = serde_json::from_value(terms.clone()).map_err(malformed)?;
+            plan::check_shape(&installments, &mut check);
+            Terms::Installments(installments)
+        }
     };
     check.finish()?;
     Ok(read)
+}
+
+/// The checks of terms that depend on the clock and on the order, run under the order's lock: a
+/// schedule's windows all lie ahead of `now`; a plan sums to `total` exactly (the order's
+/// outstanding amount when it opens, the answered bid's sum on a counter) and falls due ahead,
+/// the first installment within 30 days. Refunds and cancellations have none.
+pub fn check_terms_at(terms: &Terms, now: DateTime<Utc>, total: i64) -> Result<(), Rejection> {
+    let mut check = Validator::new();
+    match terms {
+        Terms::Refund(_) | Terms::Cancel(_) => {}
+        Terms::Schedule(schedule) => appointment::check_future(schedule, now, &mut check),
+        Terms::Installments(installments) => plan::check_against(installments, total, now, &mut check),
+    }
+    check.finish()
 }
 
 /// An evidence URL: `https`, with a host, no spaces, at most [`MAX_EVIDENCE_URL`] bytes.
@@ -112,12 +148,12 @@ fn evidence_url(url: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether a negotiation of `kind` names an amount: a refund does (the money asked back), a
-/// cancellation does not.
+/// Whether a negotiation of `kind` names an amount: a refund does (the money asked back); a
+/// cancellation, a schedule and a plan (whose amounts are in its terms) do not.
 pub fn has_amount(kind: ThreadKind) -> bool {
     match kind {
         ThreadKind::Price | ThreadKind::Refund => true,
-        ThreadKind::Cancel => false,
+        ThreadKind::Cancel | ThreadKind::Schedule | ThreadKind::Installments => false,
     }
 }
 
@@ -125,32 +161,49 @@ pub fn has_amount(kind: ThreadKind) -> bool {
 /// rejected, never countered.
 pub fn opens_final(kind: ThreadKind) -> bool {
     match kind {
-        ThreadKind::Price | ThreadKind::Refund => false,
+        ThreadKind::Price | ThreadKind::Refund | ThreadKind::Schedule | ThreadKind::Installments => false,
         ThreadKind::Cancel => true,
     }
 }
 
 /// May `party` open a negotiation of `kind` on an order in `status`? Checks run: the kind, who,
-/// then the order's status. The buyer alone asks for a refund, while the order is neither
-/// COMPLETED nor CANCELLED; either party asks to cancel, only before fulfilment.
+/// then the order's status ([`may_agree`]). The buyer alone asks for a refund or proposes a
+/// plan; either party asks to cancel or proposes a schedule.
 pub fn may_open(kind: ThreadKind, party: Party, status: OrderStatus) -> Result<(), Rejection> {
     match (kind, party) {
         (ThreadKind::Price, _) => return Err(price_on_an_order()),
-        (ThreadKind::Refund, Party::Buyer) | (ThreadKind::Cancel, Party::Buyer | Party::Seller) => {}
+        (ThreadKind::Refund | ThreadKind::Installments, Party::Buyer)
+        | (ThreadKind::Cancel | ThreadKind::Schedule, Party::Buyer | Party::Seller) => {}
         (ThreadKind::Refund, Party::Seller) => {
             return Err(Rejection::forbidden("only the order's buyer asks for a refund"));
         }
+        (ThreadKind::Installments, Party::Seller) => {
+            return Err(Rejection::forbidden("only the order's buyer proposes a payment plan"));
+        }
     }
+    may_agree(kind, status)
+}
+
+/// May a negotiation of `kind` be opened or agreed on an order in `status`? A refund and a plan
+/// while the order is neither COMPLETED nor CANCELLED; a cancellation and a schedule only before
+/// fulfilment (the handover is what fulfilment records).
+pub fn may_agree(kind: ThreadKind, status: OrderStatus) -> Result<(), Rejection> {
     let invalid = |detail: String| Rejection::InvalidTransition { current_status: status.as_str(), detail };
     match (kind, status) {
         (ThreadKind::Price, _) => Err(price_on_an_order()),
-        (ThreadKind::Refund, OrderStatus::Confirmed | OrderStatus::Fulfilled)
-        | (ThreadKind::Cancel, OrderStatus::Confirmed) => Ok(()),
+        (ThreadKind::Refund | ThreadKind::Installments, OrderStatus::Confirmed | OrderStatus::Fulfilled)
+        | (ThreadKind::Cancel | ThreadKind::Schedule, OrderStatus::Confirmed) => Ok(()),
         (ThreadKind::Refund, OrderStatus::Completed | OrderStatus::Cancelled) => {
             Err(invalid(format!("the order is {status}: a refund is negotiated before the order completes")))
         }
+        (ThreadKind::Installments, OrderStatus::Completed | OrderStatus::Cancelled) => {
+            Err(invalid(format!("the order is {status}: a payment plan is agreed before the order completes")))
+        }
         (ThreadKind::Cancel, OrderStatus::Fulfilled | OrderStatus::Completed | OrderStatus::Cancelled) => {
             Err(invalid(format!("the order is {status}: it can be cancelled only before it is fulfilled")))
+        }
+        (ThreadKind::Schedule, OrderStatus::Fulfilled | OrderStatus::Completed | OrderStatus::Cancelled) => {
+            Err(invalid(format!("the order is {status}: a handover is scheduled only before it is fulfilled")))
         }
     }
 }
@@ -224,7 +277,7 @@ pub fn may_escalate(kind: ThreadKind, status: ThreadStatus, escalated: bool) -> 
     let invalid = |detail: String| Rejection::InvalidTransition { current_status: status.as_str(), detail };
     match kind {
         ThreadKind::Refund => {}
-        ThreadKind::Price | ThreadKind::Cancel => {
+        ThreadKind::Price | ThreadKind::Cancel | ThreadKind::Schedule | ThreadKind::Installments => {
             return Err(invalid(format!("a {kind} negotiation is not escalated; only a refund is")));
         }
     }
@@ -305,6 +358,64 @@ mod tests {
     }
 
     #[test]
+    fn schedule_and_plan_terms_are_read_for_their_kind_and_checked_against_the_clock() {
+        let now: DateTime<Utc> = "2027-01-04T00:00:00Z".parse().unwrap();
+        let schedule = json!({
+            "windows": [{"start": "2027-01-05T09:00:00Z", "end": "2027-01-05T11:00:00Z"}],
+            "method": "delivery",
+            "place": "Dock 4",
+        });
+        let read = read_terms(ThreadKind::Schedule, Some(&schedule)).unwrap();
+        assert!(matches!(read, Terms::Schedule(_)));
+        assert_eq!(check_terms_at(&read, now, 0), Ok(()));
+        let later: DateTime<Utc> = "2027-01-05T09:00:00Z".parse().unwrap();
+        assert_eq!(check_terms_at(&read, later, 0).unwrap_err().code(), Code::ValidationFailed);
+        for bad in [
+            json!({"windows": [], "method": "pickup"}),
+            json!({"windows": [{"start": "2027-01-05T09:00:00Z", "end": "2027-01-13T09:00:00Z"}], "method": "pickup"}),
+            json!({"windows": [{"start": "2027-01-05T09:00:00Z", "end": "2027-01-05T11:00:00Z"}], "method": "drone"}),
+            json!({"windows": [{"start": "2027-01-05T09:00:00Z", "end": "2027-01-05T11:00:00Z"}]}),
+        ] {
+            assert_eq!(
+                read_terms(ThreadKind::Schedule, Some(&bad)).unwrap_err().code(),
+                Code::ValidationFailed,
+                "{bad}"
+            );
+        }
+        let plan = json!({"installments": [
+            {"amount": 6000, "due": "2027-01-10T00:00:00Z"},
+            {"amount": 4000, "due": "2027-02-10T00:00:00Z"},
+        ]});
+        let read = read_terms(ThreadKind::Installments, Some(&plan)).unwrap();
+        assert_eq!(check_terms_at(&read, now, 10_000), Ok(()));
+        assert_eq!(check_terms_at(&read, now, 10_001).unwrap_err().code(), Code::ValidationFailed);
+        let fractional = json!({"installments": [
+            {"amount": 60.5, "due": "2027-01-10T00:00:00Z"},
+            {"amount": 4000, "due": "2027-02-10T00:00:00Z"},
+        ]});
+        assert!(read_terms(ThreadKind::Installments, Some(&fractional)).is_err());
+    }
+
+    /// The table of kinds: which name an amount, which open final, which escalate. A schedule
+    /// and a plan name none, are countered, and never go to the operator.
+    #[test]
+    fn every_kind_says_whether_it_names_an_amount_and_opens_final() {
+        for kind in ThreadKind::ALL {
+            let (amount, final_) = match kind {
+                ThreadKind::Price | ThreadKind::Refund => (true, false),
+                ThreadKind::Cancel => (false, true),
+                ThreadKind::Schedule | ThreadKind::Installments => (false, false),
+            };
+            assert_eq!((has_amount(kind), opens_final(kind)), (amount, final_), "{kind}");
+            for status in ThreadStatus::ALL {
+                if kind != ThreadKind::Refund {
+                    assert!(may_escalate(kind, status, false).is_err(), "{kind} {status}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn a_refund_decision_is_made_once_and_within_what_was_paid() {
         let refunds = Refunds { paid: 5_000, refunded: 1_000 };
         assert_eq!(check_decision(true, false, refunds, 4_000, "half the damage"), Ok(()));
@@ -319,9 +430,9 @@ mod tests {
     }
 
     proptest! {
-        /// Who may open what on which order: the buyer alone a refund, before the order
-        /// completes or is cancelled; either party a cancellation, only while CONFIRMED; never
-        /// a price. A refusal is `forbidden` for the wrong party and `invalid_transition`,
+        /// Who may open what on which order: the buyer alone a refund or a plan, before the
+        /// order completes or is cancelled; either party a cancellation or a schedule, only
+        /// while CONFIRMED; never a price. A refusal is `forbidden` for the wrong party and `invalid_transition`,
         /// naming the order's status, for the wrong status.
         #[test]
         fn who_opens_what_on_which_order(
@@ -331,13 +442,15 @@ mod tests {
         ) {
             let allowed_party = match kind {
                 ThreadKind::Price => false,
-                ThreadKind::Refund => party == Party::Buyer,
-                ThreadKind::Cancel => true,
+                ThreadKind::Refund | ThreadKind::Installments => party == Party::Buyer,
+                ThreadKind::Cancel | ThreadKind::Schedule => true,
             };
             let allowed_status = match kind {
                 ThreadKind::Price => false,
-                ThreadKind::Refund => matches!(status, OrderStatus::Confirmed | OrderStatus::Fulfilled),
-                ThreadKind::Cancel => status == OrderStatus::Confirmed,
+                ThreadKind::Refund | ThreadKind::Installments => {
+                    matches!(status, OrderStatus::Confirmed | OrderStatus::Fulfilled)
+                }
+                ThreadKind::Cancel | ThreadKind::Schedule => status == OrderStatus::Confirmed,
             };
             match may_open(kind, party, status) {
                 Ok(()) => prop_assert!(allowed_party && allowed_status),

@@ -56,7 +56,8 @@ impl FromStr for ThreadStatus {
 }
 
 /// What a thread negotiates: the price of a listing (a thread that can end in an order), or,
-/// on an order already made, a refund or its cancellation.
+/// on an order already made, a refund, its cancellation, the handover's time and place
+/// (`schedule`) or a payment plan (`installments`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
@@ -65,16 +66,21 @@ pub enum ThreadKind {
     Price,
     Refund,
     Cancel,
+    Schedule,
+    Installments,
 }
 
 impl ThreadKind {
-    pub const ALL: [ThreadKind; 3] = [ThreadKind::Price, ThreadKind::Refund, ThreadKind::Cancel];
+    pub const ALL: [ThreadKind; 5] =
+        [ThreadKind::Price, ThreadKind::Refund, ThreadKind::Cancel, ThreadKind::Schedule, ThreadKind::Installments];
 
     pub fn as_str(self) -> &'static str {
         match self {
             ThreadKind::Price => "price",
             ThreadKind::Refund => "refund",
             ThreadKind::Cancel => "cancel",
+            ThreadKind::Schedule => "schedule",
+            ThreadKind::Installments => "installments",
         }
     }
 }
@@ -89,10 +95,9 @@ impl FromStr for ThreadKind {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        ThreadKind::ALL
-            .into_iter()
-            .find(|kind| kind.as_str() == s)
-            .ok_or_else(|| format!("unknown thread kind `{s}`; expected one of price, refund, cancel"))
+        ThreadKind::ALL.into_iter().find(|kind| kind.as_str() == s).ok_or_else(|| {
+            format!("unknown thread kind `{s}`; expected one of price, refund, cancel, schedule, installments")
+        })
     }
 }
 

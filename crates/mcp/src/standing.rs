@@ -133,7 +133,7 @@ pub(crate) fn standing(thread: &ThreadWithBids, you: Party, listing: Option<&Lis
 /// The amounts `you` may counter `pending` with, by the rule of the thread's kind: a price's
 /// (`bid::Positions::counter_range`), or a refund's, which concedes the other way
 /// (`order_negotiation::refund_counter_range`, the seller starting from nothing back). A
-/// cancellation is never countered.
+/// cancellation is never countered; a schedule's and a plan's counters name no amount.
 fn counter_range_of(
     thread: &ThreadWithBids,
     pending: &Bid,
@@ -157,7 +157,7 @@ fn counter_range_of(
                 bid::Positions { pending: pending.amount, own_previous: previous },
             ))
         }
-        ThreadKind::Cancel => None,
+        ThreadKind::Cancel | ThreadKind::Schedule | ThreadKind::Installments => None,
     }
 }
 

@@ -761,10 +761,17 @@ impl Haggle {
                        refunded, with terms {reason: not_as_described|damaged|missing|late|other, evidence?: up \
                        to 10 https URLs}; before the order completes) or `cancel` (either party, before the \
                        seller fulfils it; no amount; terms {reason}; a final offer the other side accepts or \
-                       rejects). One open negotiation per kind and order. Later moves are the bids': on a \
-                       refund the buyer's counters never rise and the seller's never fall. Accepting a refund \
-                       records it on the order; accepting a cancellation cancels the order and gives its unit \
-                       back to the listing.",
+                       rejects), `schedule` (either party, before fulfilment; no amount; terms {windows: 1 to 5 \
+                       {start, end} in the future, each at most 7 days, not overlapping, method: \
+                       pickup|delivery|other, place?}; a counter proposes other windows, naming no amount) or \
+                       `installments` (as its buyer; no amount; terms {installments: 2 to 12 {amount, due} \
+                       summing exactly to what is outstanding, dates ascending, the first within 30 days}; \
+                       counters change the split and dates, never the sum). One open negotiation per kind and \
+                       order. Later moves are the bids': on a refund the buyer's counters never rise and the \
+                       seller's never fall. Accepting a refund records it on the order; accepting a \
+                       cancellation cancels the order and gives its unit back to the listing; accepting a \
+                       schedule takes one window (its index, `chosen`) as the order's appointment; accepting \
+                       a plan makes it the order's payment schedule.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,

@@ -18,6 +18,8 @@
 //! it queued and reads what the next decision and move need (the thread's lock is the
 //! transaction's already). A task being retried after a failure is decided alone.
 
+mod schedule;
+
 use std::time::Duration;
 
 use serde_json::json;
@@ -74,6 +76,16 @@ impl Outcome {
             Outcome::Acted(_) => "acted",
             Outcome::Stopped(_) => "stopped",
             Outcome::Dropped => "dropped",
+        }
+    }
+}
+
+impl From<schedule::Handled> for Outcome {
+    fn from(handled: schedule::Handled) -> Outcome {
+        match handled {
+            schedule::Handled::Accepted => Outcome::Acted("accept"),
+            schedule::Handled::Stopped(reason) => Outcome::Stopped(reason),
+            schedule::Handled::Dropped => Outcome::Dropped,
         }
     }
 }
@@ -230,10 +242,16 @@ async fn act(
     chaining: bool,
 ) -> Result<(Task, Outcome, Option<Box<Chained>>), sqlx::Error> {
     let (task, context, held) = match taken {
-        Taken::Alone(task) => match db::tasks::task_context(conn, task).await? {
-            Some(context) => (task, context, None),
-            None => return Ok((task, Outcome::Dropped, None)),
-        },
+        Taken::Alone(task) => {
+            // A schedule negotiation on an order is answered by the policy's availability.
+            if let Some(handled) = schedule::act(conn, events, task).await? {
+                return Ok((task, handled.into(), None));
+            }
+            match db::tasks::task_context(conn, task).await? {
+                Some(context) => (task, context, None),
+                None => return Ok((task, Outcome::Dropped, None)),
+            }
+        }
         Taken::Chained(chained) => {
             let Chained { task, context, bid } = *chained;
             (task, context, Some(bid))

@@ -95,6 +95,20 @@ pub async fn complete_orders(market: &Market, complete_after: Duration, batch: i
     Ok(completed)
 }
 
+/// Raises `payment.overdue` for up to `batch` installments of agreed plans past their due date
+/// and not covered by confirmed payments: each once, recorded with its event in one unit of
+/// work. Returns how many.
+pub async fn raise_overdue(market: &Market, batch: i64) -> Result<usize, sqlx::Error> {
+    let mut unit = market.begin().await?;
+    let (conn, events) = unit.parts();
+    let overdue = db::orders::record_overdue(conn, batch).await?;
+    for installment in &overdue {
+        events.push(NewEvent::installment_overdue(&installment.order, installment.seq));
+    }
+    unit.commit().await?;
+    Ok(overdue.len())
+}
+
 /// Deletes up to `batch` events older than `retention`, with their inboxes and webhook
 /// deliveries, and up to `batch` auto-negotiation decisions as old in ended threads. Returns
 /// how many of each went.
@@ -134,6 +148,12 @@ pub async fn run(
             Ok(completed) if completed > 0 => tracing::info!(completed, "fulfilled orders completed"),
             Ok(_) => {}
             Err(error) => tracing::warn!(%error, "completing fulfilled orders failed; retrying after the interval"),
+        }
+        match raise_overdue(&market, batch).await {
+            Ok(raised) if raised as i64 >= batch => pause = Duration::ZERO,
+            Ok(raised) if raised > 0 => tracing::info!(raised, "overdue installments raised"),
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "raising overdue installments failed; retrying after the interval"),
         }
         if let Some(retention) = event_retention {
             match purge_events(market.pool(), retention, batch).await {

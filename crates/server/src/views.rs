@@ -11,7 +11,7 @@ use crate::db::webhooks::{Delivery, Webhook};
 use crate::db::{Agent, ApiKey, Bid, Listing, Order, Thread};
 use haggle_api::{self as api, DeliveryCounts, Event};
 use haggle_domain::order::OrderStatus;
-use haggle_domain::{Party, Reason, bid, thread};
+use haggle_domain::{Party, Reason, bid, plan, thread};
 
 impl Thread {
     /// The deadlock mark as agents see it.
@@ -211,6 +211,27 @@ impl From<Order> for api::Order {
             OrderStatus::Cancelled => (0, row.refunds().refundable()),
             OrderStatus::Confirmed | OrderStatus::Fulfilled | OrderStatus::Completed => (row.ledger().outstanding(), 0),
         };
+        let appointment = match (row.appointment_start, row.appointment_end, row.appointment_thread_id) {
+            (Some(start), Some(end), Some(thread_id)) => {
+                row.appointment_method.as_deref().and_then(|method| method.parse().ok()).map(|method| {
+                    api::Appointment { start, end, method, place: row.appointment_place.clone(), thread_id }
+                })
+            }
+            _ => None,
+        };
+        let plan = row.plan().map(|installments| {
+            let paid = row.paid_amount - row.plan_base.unwrap_or(0);
+            let statuses = plan::statuses(&installments, paid, Utc::now());
+            installments
+                .into_iter()
+                .zip(statuses)
+                .map(|(installment, status)| api::PlannedInstallment {
+                    amount: installment.amount,
+                    due: installment.due,
+                    status,
+                })
+                .collect()
+        });
         let fulfilment = row.fulfilled_at.map(|fulfilled_at| api::Fulfilment {
             fulfilled_at,
             reference: row.fulfilment_reference,
@@ -232,6 +253,8 @@ impl From<Order> for api::Order {
             refunded_amount: row.refunded_amount,
             refund_due,
             cancelled_at: row.cancelled_at,
+            appointment,
+            plan,
             fulfilment,
             completed_at: row.completed_at,
             approval: row.approval.and_then(|mark| serde_json::from_value(mark).ok()),

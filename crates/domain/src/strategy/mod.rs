@@ -19,6 +19,7 @@ pub mod model;
 mod multi;
 mod policy;
 mod proposal;
+pub mod schedule;
 mod simulate;
 mod tier_engine;
 

@@ -11,6 +11,7 @@ use super::counter::{MAX_E, MAX_KINDNESS, MIN_KINDNESS};
 use super::learned;
 use super::model::{MAX_BAYES_E, MIN_BAYES_E};
 use super::multi::MultiIssue;
+use super::schedule::SchedulePolicy;
 use super::{Aim, Decision, NegotiationState, Negotiator, Proposal, Rationale, Strategy, at_or_better, settle};
 
 pub const DEFAULT_MAX_AUTO_ROUNDS: i32 = 5;
@@ -52,6 +53,10 @@ pub struct Policy {
     /// limit (and, with a utility, at or above the reservation utility).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub accept_mediation: bool,
+    /// On an order's `schedule` negotiation: accept the first proposed window inside this
+    /// weekly availability, and leave the bid to the owner when none is ([`SchedulePolicy`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<SchedulePolicy>,
 }
 
 fn default_max_auto_rounds() -> i32 {
@@ -70,6 +75,7 @@ impl Policy {
             counter,
             utility: None,
             accept_mediation: false,
+            schedule: None,
         }
     }
 
@@ -139,6 +145,9 @@ impl Policy {
         self.validate_counter(&mut v, role, ask, limits, limit_ok);
         if let Some(utility) = &self.utility {
             utility.check(&mut v, None);
+        }
+        if let Some(schedule) = &self.schedule {
+            schedule.check(&mut v);
         }
         v.finish()
     }

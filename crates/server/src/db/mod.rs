@@ -29,6 +29,7 @@ pub mod primary;
 pub mod quotes;
 pub mod receipts;
 pub mod rows;
+pub mod schedule_tasks;
 pub mod server_keys;
 pub mod sweeps;
 pub mod tasks;

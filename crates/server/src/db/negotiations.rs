@@ -11,6 +11,8 @@ use uuid::Uuid;
 use super::moves::Effect;
 use super::{Bid, Listing, Order, Thread};
 use haggle_api::OrderStatus;
+use haggle_domain::appointment::{ScheduleTerms, Window};
+use haggle_domain::plan::InstallmentTerms;
 use haggle_domain::{BidStatus, ThreadKind};
 
 /// The open thread of a kind on an order, locked, with its deadline and the database's clock.
@@ -300,4 +302,54 @@ pub async fn decide(conn: &mut PgConnection, id: Uuid, amount: i64, note: &str) 
     .fetch_optional(conn)
     .await?;
     Ok(thread.map(|thread| thread.0))
+}
+
+/// Makes `window` of an accepted schedule the locked, CONFIRMED order's appointment, replacing
+/// any earlier one. `None` if the order is no longer CONFIRMED.
+pub async fn set_appointment(
+    conn: &mut PgConnection,
+    order_id: Uuid,
+    window: Window,
+    schedule: &ScheduleTerms,
+    thread_id: Uuid,
+) -> Result<Option<Order>, sqlx::Error> {
+    let order = sqlx::query_scalar!(
+        r#"UPDATE orders o SET appointment_start = $2, appointment_end = $3, appointment_method = $4,
+                  appointment_place = $5, appointment_thread_id = $6, updated_at = now()
+           WHERE id = $1 AND status = 'CONFIRMED'
+           RETURNING row_to_json(o) AS "order!: Json<Order>""#,
+        order_id,
+        window.start,
+        window.end,
+        schedule.method.as_str(),
+        schedule.place.as_deref(),
+        thread_id,
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(order.map(|order| order.0))
+}
+
+/// Makes an accepted plan the locked order's payment schedule, counting payments confirmed from
+/// now on against it: a compare-and-set on the order having no plan, being neither COMPLETED nor
+/// CANCELLED, and owing exactly the plan's sum. `None` if it was not so.
+pub async fn set_plan(
+    conn: &mut PgConnection,
+    order_id: Uuid,
+    plan: &InstallmentTerms,
+    thread_id: Uuid,
+) -> Result<Option<Order>, sqlx::Error> {
+    let installments = serde_json::to_value(&plan.installments).map_err(|error| sqlx::Error::Encode(error.into()))?;
+    let order = sqlx::query_scalar!(
+        r#"UPDATE orders o SET plan = $2, plan_base = paid_amount, plan_thread_id = $3, updated_at = now()
+           WHERE id = $1 AND plan IS NULL AND status IN ('CONFIRMED', 'FULFILLED') AND amount - paid_amount = $4
+           RETURNING row_to_json(o) AS "order!: Json<Order>""#,
+        order_id,
+        installments,
+        thread_id,
+        plan.total(),
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(order.map(|order| order.0))
 }

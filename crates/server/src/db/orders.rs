@@ -12,6 +12,7 @@ use super::text::Text;
 use super::{Listing, Page};
 use haggle_domain::order::Ledger;
 use haggle_domain::order_negotiation::Refunds;
+use haggle_domain::plan::Installment;
 use haggle_domain::{Amount, Currency, Party};
 
 /// An order as stored; shown as [`api::Order`].
@@ -40,6 +41,25 @@ pub struct Order {
     pub refunded_amount: i64,
     #[serde(default)]
     pub cancelled_at: Option<DateTime<Utc>>,
+    /// The window of the latest accepted schedule, how and where: all set or none.
+    #[serde(default)]
+    pub appointment_start: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub appointment_end: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub appointment_method: Option<String>,
+    #[serde(default)]
+    pub appointment_place: Option<String>,
+    #[serde(default)]
+    pub appointment_thread_id: Option<Uuid>,
+    /// The accepted payment plan's installments (`[{amount, due}]`), and the confirmed amount
+    /// paid when it was agreed: payments confirmed since fill its installments.
+    #[serde(default)]
+    pub plan: Option<serde_json::Value>,
+    #[serde(default)]
+    pub plan_base: Option<i64>,
+    #[serde(default)]
+    pub plan_thread_id: Option<Uuid>,
     /// The approval the order's move was made under (SPEC §10), as stored.
     #[serde(default)]
     pub approval: Option<serde_json::Value>,
@@ -53,6 +73,11 @@ impl Order {
         Ledger { amount: self.amount, paid: self.paid_amount }
     }
 
+    /// The accepted payment plan's installments, if there is one.
+    pub fn plan(&self) -> Option<Vec<Installment>> {
+        self.plan.clone().and_then(|plan| serde_json::from_value(plan).ok())
+    }
+
     /// What was paid and what of it was refunded.
     pub fn refunds(&self) -> Refunds {
         Refunds { paid: self.paid_amount, refunded: self.refunded_amount }
@@ -62,7 +87,8 @@ impl Order {
 /// Every column of an order, for the lists built at run time (read into [`Order`] by name).
 pub const ORDER_COLUMNS: &str = "id, listing_id, thread_id, bid_id, buyer_id, seller_id, amount, currency, terms, \
      status, paid_amount, fulfilled_at, fulfilment_reference, fulfilment_note, completed_at, refunded_amount, \
-     cancelled_at, approval, created_at, updated_at";
+     cancelled_at, appointment_start, appointment_end, appointment_method, appointment_place, appointment_thread_id, \
+     plan, plan_base, plan_thread_id, approval, created_at, updated_at";
 
 /// A payment as stored (read back through `row_to_json`); shown as [`api::Payment`].
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -342,4 +368,47 @@ pub async fn list(
     query.push(" ORDER BY id DESC LIMIT ").push_bind(filter.limit + 1);
     let rows = query.build_query_as::<Order>().fetch_all(executor).await?;
     Ok(Page::from_rows(rows, filter.limit, |order| order.id))
+}
+
+/// An installment found overdue, with its order.
+#[derive(Debug)]
+pub struct Overdue {
+    pub seq: i32,
+    pub order: Order,
+}
+
+/// Records up to `batch` installments of agreed plans that are past their due date and not
+/// covered by the payments confirmed since their plan (which fill installments in due order),
+/// on orders not CANCELLED, and that were not recorded before. The key of
+/// `overdue_installments` lets each be recorded once whoever sweeps: a concurrent sweep waits
+/// for this one and records nothing.
+pub async fn record_overdue(conn: &mut PgConnection, batch: i64) -> Result<Vec<Overdue>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"WITH due AS (
+               SELECT o.id AS order_id, (e.ord - 1)::int AS seq
+               FROM orders o
+               CROSS JOIN LATERAL (
+                   SELECT x.ord, (x.item->>'due')::timestamptz AS due_at,
+                          sum((x.item->>'amount')::bigint) OVER (ORDER BY x.ord) AS through
+                   FROM jsonb_array_elements(o.plan) WITH ORDINALITY AS x(item, ord)
+               ) e
+               WHERE o.plan IS NOT NULL AND o.status <> 'CANCELLED'
+                 AND e.due_at <= now() AND o.paid_amount - o.plan_base < e.through
+                 AND NOT EXISTS (SELECT 1 FROM overdue_installments d WHERE d.order_id = o.id AND d.seq = e.ord - 1)
+               ORDER BY e.due_at
+               LIMIT $1
+           ), raised AS (
+               INSERT INTO overdue_installments (order_id, seq)
+               SELECT order_id, seq FROM due
+               ON CONFLICT DO NOTHING
+               RETURNING order_id, seq
+           )
+           SELECT r.seq AS "seq!", row_to_json(o) AS "order!: Json<Order>"
+           FROM raised r JOIN orders o ON o.id = r.order_id
+           ORDER BY r.order_id, r.seq"#,
+        batch,
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|row| Overdue { seq: row.seq, order: row.order.0 }).collect())
 }

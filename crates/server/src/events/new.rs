@@ -81,6 +81,13 @@ impl NewEvent {
         NewEvent { kind, data: json!({ "order": api::Order::from(order.clone()) }), ..NewEvent::order_created(order) }
     }
 
+    /// An installment of the order's plan is overdue: both parties are told, with the order (whose
+    /// `plan` shows it) and the installment's place in the plan, from 0.
+    pub fn installment_overdue(order: &Order, seq: i32) -> NewEvent {
+        let data = json!({ "order": api::Order::from(order.clone()), "installment": seq });
+        NewEvent { kind: EventType::PaymentOverdue, data, ..NewEvent::order_created(order) }
+    }
+
     /// A payment was recorded, confirmed or disputed: both parties are told, with the order as
     /// the payment left it.
     pub fn payment(kind: EventType, payment: &Payment, order: &Order) -> NewEvent {

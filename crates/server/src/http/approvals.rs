@@ -246,7 +246,8 @@ async fn intent(state: &AppState, caller: Caller, proposed: Proposed<'_>) -> mar
         }
         Proposed::Counter { bid_id, offer } => {
             let Some(bid) = db::approvals::bid_target(&state.pool, bid_id, caller.id).await? else { return Ok(None) };
-            let Ok(amount) = offer.amount.validate(limits) else { return Ok(None) };
+            // A counter naming no amount (a schedule's, a plan's) moves no money: nothing to hold.
+            let Some(Ok(amount)) = offer.amount.map(|amount| amount.validate(limits)) else { return Ok(None) };
             Intent {
                 held: HeldMove {
                     kind: Move::Counter,

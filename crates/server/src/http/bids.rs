@@ -14,7 +14,7 @@ use uuid::Uuid;
 use super::approvals::{self, Proposed};
 use super::error::ApiError;
 use super::events::{subscribe, wait_param, wake_or_stop};
-use super::extract::{ActionBody, Id, IdempotencyKey, JsonBody, Params, agent_key};
+use super::extract::{ActionBody, Id, IdempotencyKey, JsonBody, OptionalJsonBody, Params, agent_key};
 use super::recheck::Recheck;
 use super::{AppState, Endpoint, Reply, Write};
 use crate::db;
@@ -128,14 +128,15 @@ async fn answer(
     caller: Caller,
     id: Uuid,
     key: IdempotencyKey,
-    body: ActionBody,
+    digest: [u8; 32],
     answer: Answer,
+    acceptance: Option<serde_json::Value>,
 ) -> Result<Response, Response> {
     // Only an acceptance is made unlocked (a keyed one storing its answer with it); rejecting and
     // withdrawing ask for locks at once.
     let mut command = match answer {
-        Answer::Accept => Write::begin_move(&state, caller.id, key, body.digest, answered_of).await?,
-        Answer::Reject | Answer::Withdraw => Write::begin(&state, caller.id, key, body.digest).await?,
+        Answer::Accept => Write::begin_move(&state, caller.id, key, digest, answered_of).await?,
+        Answer::Reject | Answer::Withdraw => Write::begin(&state, caller.id, key, digest).await?,
     };
     if answer == Answer::Accept
         && let Some(held) =
@@ -144,7 +145,12 @@ async fn answer(
         return Ok(command.finish(held).await);
     }
     let outcome = command
-        .run(|conn, events, access| Box::pin(negotiation::answer(conn, events, access, caller, id, answer)))
+        .run(|conn, events, access| {
+            let acceptance = acceptance.clone();
+            Box::pin(async move {
+                negotiation::answer_with_terms(conn, events, access, caller, id, answer, acceptance.as_ref()).await
+            })
+        })
         .await;
     Ok(command.finish(outcome.map(|Answered { bid, thread, order }| answered(bid, thread, order))).await)
 }
@@ -168,9 +174,9 @@ async fn accept(
     caller: Caller,
     Id(id): Id,
     key: IdempotencyKey,
-    body: ActionBody,
+    body: OptionalJsonBody<api::Acceptance>,
 ) -> Result<Response, Response> {
-    answer(state, caller, id, key, body, Answer::Accept).await
+    answer(state, caller, id, key, body.digest, Answer::Accept, body.value.terms.filter(|terms| !terms.is_null())).await
 }
 
 async fn reject(
@@ -180,7 +186,7 @@ async fn reject(
     key: IdempotencyKey,
     body: ActionBody,
 ) -> Result<Response, Response> {
-    answer(state, caller, id, key, body, Answer::Reject).await
+    answer(state, caller, id, key, body.digest, Answer::Reject, None).await
 }
 
 async fn withdraw(
@@ -190,5 +196,5 @@ async fn withdraw(
     key: IdempotencyKey,
     body: ActionBody,
 ) -> Result<Response, Response> {
-    answer(state, caller, id, key, body, Answer::Withdraw).await
+    answer(state, caller, id, key, body.digest, Answer::Withdraw, None).await
 }

@@ -290,7 +290,7 @@ async fn make(
     rules: Rules,
 ) -> Result<Made> {
     let proposal = || Proposal {
-        amount: held.amount.into(),
+        amount: Some(held.amount.into()),
         message: held.message.clone(),
         expires_in: held.expires_in,
         is_final: held.is_final,

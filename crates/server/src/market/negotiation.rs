@@ -59,13 +59,13 @@ pub struct Answered {
 /// Checks the parts of a new bid that do not depend on the negotiation's state.
 fn check_bid_fields(
     v: &mut Validator,
-    amount: Offered,
+    amount: Option<Offered>,
     message: Option<&str>,
     terms: Option<&serde_json::Value>,
     expires_in: Option<i64>,
     rules: Rules,
 ) -> Option<Amount> {
-    let amount = v.check("amount", amount.validate(rules.amounts));
+    let amount = amount.and_then(|amount| v.check("amount", amount.validate(rules.amounts)));
     v.check("message", bid::check_message(message));
     v.check("terms", bid::check_terms(terms));
     if expires_in.is_some() {
@@ -93,6 +93,9 @@ pub async fn place(
     rules: Rules,
 ) -> Result<(Bid, Thread)> {
     let mut v = Validator::new();
+    if input.amount.is_none() {
+        v.fail("amount", "is required");
+    }
     let amount =
         check_bid_fields(&mut v, input.amount, input.message.as_deref(), input.own_terms(), input.expires_in, rules);
     v.finish()?;
@@ -376,9 +379,9 @@ pub async fn counter_locked(
     counter_on(conn, events, Access::Locked, caller, context, checked, rules).await
 }
 
-/// A counter whose fields have been checked, with its amount validated.
+/// A counter whose fields have been checked, with its amount validated if it names one.
 struct Checked<'a> {
-    amount: Amount,
+    amount: Option<Amount>,
     input: &'a Proposal,
 }
 
@@ -394,7 +397,7 @@ impl<'a> Checked<'a> {
             rules,
         );
         v.finish()?;
-        Ok(Checked { amount: amount.expect("validated"), input })
+        Ok(Checked { amount, input })
     }
 }
 
@@ -423,6 +426,7 @@ async fn counter_on(
             None => Err(lost_race(conn, events, bid_id).await),
         };
     }
+    let amount = amount.ok_or_else(|| Rejection::invalid("amount", "is required"))?;
     let transition = decide(conn, events, &access, context, Action::Counter, party).await?;
     // The responder's own previous position: the bid this one answered, or the ask for the
     // seller's first counter.
@@ -559,6 +563,20 @@ pub async fn answer(
     bid_id: Uuid,
     answer: Answer,
 ) -> Result<Answered> {
+    answer_with_terms(conn, events, access, caller, bid_id, answer, None).await
+}
+
+/// [`answer`], with the terms an acceptance carries: on a schedule, the window it takes
+/// (`{"chosen": i}`, required there); on any other kind, none may be given.
+pub async fn answer_with_terms(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    access: Access,
+    caller: Caller,
+    bid_id: Uuid,
+    answer: Answer,
+    acceptance: Option<&serde_json::Value>,
+) -> Result<Answered> {
     match (&access, answer) {
         // Accepting changes the listing, which is locked before the thread.
         (Access::Locked, Answer::Accept) => {
@@ -574,6 +592,9 @@ pub async fn answer(
     }
     let (context, party, remembered) = read_context(conn, &access, caller, bid_id, answer.kind()).await?;
     let on_order = context.thread.kind != ThreadKind::Price;
+    if acceptance.is_some() && (answer != Answer::Accept || context.thread.kind != ThreadKind::Schedule) {
+        return Err(Rejection::invalid("terms", "only the acceptance of a schedule carries terms (`chosen`)").into());
+    }
     if on_order && !access.is_locked() {
         // A negotiation on an order moves under locks only, never through the batcher.
         return Err(Error::NeedsLocks);
@@ -582,7 +603,7 @@ pub async fn answer(
         again_if_remembered(remembered, decide(conn, events, &access, &context, answer.action(), party).await)?;
     match transition {
         Transition::Accept if on_order => {
-            match order_negotiations::accept(conn, events, &context, party, transition).await? {
+            match order_negotiations::accept(conn, events, &context, party, transition, acceptance).await? {
                 Some((bid, thread, order)) => Ok(Answered { bid, thread, order: Some(order) }),
                 None => Err(lost_race(conn, events, bid_id).await),
             }
@@ -658,6 +679,14 @@ async fn accept(
         completed_at: None,
         refunded_amount: 0,
         cancelled_at: None,
+        appointment_start: None,
+        appointment_end: None,
+        appointment_method: None,
+        appointment_place: None,
+        appointment_thread_id: None,
+        plan: None,
+        plan_base: None,
+        plan_thread_id: None,
         approval: None,
         created_at: now,
         updated_at: now,

@@ -1,5 +1,5 @@
-//! Negotiations on an order (a refund, a cancellation): opening one, its counters and its
-//! agreement, a refund's escalation to the operator and the operator's decision. The moves
+//! Negotiations on an order (a refund, a cancellation, a schedule, a payment plan): opening
+//! one, its counters and its agreement, a refund's escalation to the operator and the operator's decision. The moves
 //! are the price's (`bid::apply` decides them, in `negotiation.rs`); what a kind allows and
 //! what its agreement does to the order are `haggle_domain::order_negotiation`'s.
 //!
@@ -22,9 +22,10 @@ use haggle_api::{DisputeDecision, OpenNegotiation};
 use haggle_domain::bid::{self, Positions, Transition};
 use haggle_domain::money::Amount;
 use haggle_domain::order::{self as table, OrderAction, OrderActor};
-use haggle_domain::order_negotiation::{self as rules, Refunds};
+use haggle_domain::order_negotiation::{self as rules, Refunds, Terms};
 use haggle_domain::rejection::Validator;
 use haggle_domain::{BidStatus, Party, Rejection, ThreadKind, ThreadStatus};
+use haggle_domain::{appointment, plan};
 
 fn order_not_found() -> Rejection {
     Rejection::NotFound { what: "order" }
@@ -70,14 +71,16 @@ pub async fn open(
     if input.expires_in.is_some() {
         check.check("expires_in", bid::expires_in(input.expires_in, 0));
     }
-    match rules::read_terms(kind, Some(&input.terms)) {
-        Ok(_) => {}
+    let terms = match rules::read_terms(kind, Some(&input.terms)) {
+        Ok(terms) => Some(terms),
         Err(Rejection::Validation(errors)) => {
-            errors.into_iter().for_each(|error| check.fail(&error.field, error.message))
+            errors.into_iter().for_each(|error| check.fail(&error.field, error.message));
+            None
         }
         Err(other) => return Err(other.into()),
-    }
+    };
     check.finish()?;
+    let terms = terms.ok_or_else(|| Rejection::invalid("terms", "is required"))?;
 
     let open = negotiations::lock_open_thread(conn, order_id, kind, caller.id).await?;
     let order = db::orders::lock(conn, order_id, caller.id).await?.ok_or_else(order_not_found)?;
@@ -86,6 +89,11 @@ pub async fn open(
     if let Some(amount) = amount {
         order.refunds().admit(amount.minor_units())?;
     }
+    if kind == ThreadKind::Installments {
+        plan::may_plan(order.plan.is_some())?;
+    }
+    let listing = negotiations::listing_rules(&mut *conn, order.listing_id).await?;
+    rules::check_terms_at(&terms, listing.db_now, order.ledger().outstanding())?;
     if let Some(open) = open {
         if open.expires_at > open.db_now {
             return Err(Rejection::NegotiationOpen { kind, thread_id: Some(open.id) }.into());
@@ -100,7 +108,6 @@ pub async fn open(
         return Err(Rejection::NegotiationOpen { kind, thread_id: Some(thread_id) }.into());
     }
 
-    let listing = negotiations::listing_rules(&mut *conn, order.listing_id).await?;
     let expires_in = bid::expires_in(input.expires_in, listing.bid_ttl_seconds)
         .map_err(|message| Rejection::invalid("expires_in", message))?;
     let now = listing.db_now;
@@ -127,14 +134,18 @@ pub async fn open(
     };
     let thread = Thread::opened_with(&bid, order.listing_id, order.buyer_id, order.seller_id, Some(order.id));
     let (bid, thread) = negotiations::open(conn, &thread, &bid).await?;
+    if kind == ThreadKind::Schedule {
+        db::schedule_tasks::queue(conn, bid.id).await?;
+    }
     events.push(NewEvent::bid(&bid, &thread));
     Ok((bid, thread))
 }
 
 /// Counters the pending bid of an order's negotiation in `context` (read with its thread
 /// locked), which the state machine allowed `party` as `transition`. A refund's counter
-/// concedes the other way from a price's; a cancellation is never countered (its bid is final).
-/// `None` if the compare-and-set found the bid answered or past its deadline.
+/// concedes the other way from a price's; a cancellation is never countered (its bid is final);
+/// a schedule's or a plan's counter names no amount but terms of its own (other windows; another
+/// split of the same sum). `None` if the compare-and-set found the bid answered or past its deadline.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn counter(
     conn: &mut PgConnection,
@@ -144,28 +155,50 @@ pub(super) async fn counter(
     party: Party,
     transition: Transition,
     input: &bid::Proposal,
-    amount: Amount,
+    amount: Option<Amount>,
 ) -> Result<Option<(Bid, Thread)>> {
     let kind = context.thread.kind;
-    match kind {
-        ThreadKind::Refund => {}
+    let now = context.db_now;
+    let terms = match kind {
+        ThreadKind::Refund => {
+            let amount = amount.ok_or_else(|| Rejection::invalid("amount", "is required: the refund asked"))?;
+            let own_previous = context.parent_amount.unwrap_or(rules::SELLER_FIRST_POSITION);
+            let positions = Positions { pending: context.bid.amount, own_previous };
+            rules::check_refund_counter(party, amount.minor_units(), positions)?;
+            let terms = if input.carries_terms_over() { context.bid.terms.clone() } else { input.own_terms().cloned() };
+            rules::read_terms(kind, terms.as_ref())?;
+            terms
+        }
+        ThreadKind::Schedule | ThreadKind::Installments => {
+            if amount.is_some() {
+                return Err(Rejection::invalid("amount", format!("a {kind} negotiation names no amount")).into());
+            }
+            let Some(own) = input.own_terms() else {
+                return Err(
+                    Rejection::invalid("terms", format!("is required: a {kind} counter proposes its own")).into()
+                );
+            };
+            let read = rules::read_terms(kind, Some(own))?;
+            // A plan's counter changes the split and the dates, never the sum it answers.
+            let total = match rules::read_terms(kind, context.bid.terms.as_ref())? {
+                Terms::Installments(pending) => pending.total(),
+                Terms::Refund(_) | Terms::Cancel(_) | Terms::Schedule(_) => 0,
+            };
+            rules::check_terms_at(&read, now, total)?;
+            Some(own.clone())
+        }
         ThreadKind::Price | ThreadKind::Cancel => return Err(Rejection::FinalOffer.into()),
-    }
-    let own_previous = context.parent_amount.unwrap_or(rules::SELLER_FIRST_POSITION);
-    rules::check_refund_counter(party, amount.minor_units(), Positions { pending: context.bid.amount, own_previous })?;
-    let terms = if input.carries_terms_over() { context.bid.terms.clone() } else { input.own_terms().cloned() };
-    rules::read_terms(kind, terms.as_ref())?;
+    };
     let round = context.bid.round + 1;
     let expires_in = bid::expires_in(input.expires_in, context.listing.bid_ttl_seconds)
         .map_err(|message| Rejection::invalid("expires_in", message))?;
-    let now = context.db_now;
     let counter = Bid {
         id: Uuid::now_v7(),
         thread_id: context.thread.id,
         author: party,
         author_id: caller.id,
         kind,
-        amount: amount.minor_units(),
+        amount: amount.map_or(0, Amount::minor_units),
         currency: context.bid.currency,
         message: input.message.clone(),
         terms,
@@ -183,6 +216,9 @@ pub(super) async fn counter(
     let Some((bid, thread)) = negotiations::counter(conn, context.bid.id, transition.into(), &counter).await? else {
         return Ok(None);
     };
+    if kind == ThreadKind::Schedule {
+        db::schedule_tasks::queue(conn, bid.id).await?;
+    }
     events.push(NewEvent::bid(&bid, &thread));
     Ok(Some((bid, thread)))
 }
@@ -190,25 +226,47 @@ pub(super) async fn counter(
 /// Accepts the pending bid of an order's negotiation in `context` (its listing and thread
 /// locked), which the state machine allowed `party`: the thread ends ACCEPTED and, in the same
 /// transaction, a refund is recorded on the order (`order.refunded`) or the order is cancelled
-/// (`order.cancelled`), its unit given back to the listing. `None` if the compare-and-set found
-/// the bid answered or past its deadline.
+/// (`order.cancelled`), its unit given back to the listing, or the window `acceptance` chooses
+/// (`{"chosen": i}`) becomes the order's appointment (`order.scheduled`), or the plan becomes the
+/// order's payment schedule. `None` if the compare-and-set found the bid answered or past its
+/// deadline.
 pub(super) async fn accept(
     conn: &mut PgConnection,
     events: &mut Outbox,
     context: &BidContext,
     party: Party,
     transition: Transition,
+    acceptance: Option<&serde_json::Value>,
 ) -> Result<Option<(Bid, Thread, Order)>> {
     let order_id = context.thread.order_id.ok_or_else(order_not_found)?;
     let order = negotiations::lock_order(conn, order_id).await?.ok_or_else(order_not_found)?;
     let kind = context.thread.kind;
-    match kind {
-        ThreadKind::Refund => order.refunds().admit(context.bid.amount)?,
+    let agreed = match kind {
+        ThreadKind::Refund => {
+            order.refunds().admit(context.bid.amount)?;
+            None
+        }
         ThreadKind::Cancel => {
             table::apply(order.status, OrderAction::Cancel, OrderActor::Party(party))?;
+            None
+        }
+        ThreadKind::Schedule | ThreadKind::Installments => {
+            rules::may_agree(kind, order.status)?;
+            let terms = rules::read_terms(kind, context.bid.terms.as_ref())?;
+            match &terms {
+                Terms::Schedule(schedule) => {
+                    appointment::choose(schedule, acceptance, context.db_now)?;
+                }
+                Terms::Installments(_) => {
+                    plan::may_plan(order.plan.is_some())?;
+                    rules::check_terms_at(&terms, context.db_now, order.ledger().outstanding())?;
+                }
+                Terms::Refund(_) | Terms::Cancel(_) => {}
+            }
+            Some(terms)
         }
         ThreadKind::Price => return Err(order_not_found().into()),
-    }
+    };
     let Some((bid, thread)) = db::sweeps::end_with_bid(conn, context.bid.id, transition).await? else {
         return Ok(None);
     };
@@ -220,6 +278,21 @@ pub(super) async fn accept(
                 .ok_or_else(|| unexpected("record the refund"))?;
             events.push(NewEvent::order(EventType::OrderRefunded, &order));
             order
+        }
+        ThreadKind::Schedule => {
+            let Some(Terms::Schedule(schedule)) = &agreed else { return Err(unexpected("read the schedule")) };
+            let window = appointment::choose(schedule, acceptance, context.db_now)?;
+            let order = negotiations::set_appointment(conn, order_id, window, schedule, thread.id)
+                .await?
+                .ok_or_else(|| unexpected("set the appointment"))?;
+            events.push(NewEvent::order(EventType::OrderScheduled, &order));
+            order
+        }
+        ThreadKind::Installments => {
+            let Some(Terms::Installments(installments)) = &agreed else { return Err(unexpected("read the plan")) };
+            negotiations::set_plan(conn, order_id, installments, thread.id)
+                .await?
+                .ok_or_else(|| unexpected("set the payment plan"))?
         }
         ThreadKind::Cancel | ThreadKind::Price => {
             let (order, _listing) =
