@@ -4,9 +4,12 @@
 //! binary, and HAProxy in front of them, configured from the example in `deploy/haproxy/`.
 //! Through the balancer it drives W1 negotiations (with and without idempotency keys),
 //! negotiations played by policies, webhook deliveries to a receiver of its own, event streams
-//! and long polls that resume after every cut, and races of concurrent moves on one bid sent
-//! to different instances. Meanwhile it kills instances with SIGKILL and starts them again, and
-//! restarts PostgreSQL (fast, immediate) and stops it for a while. Every acknowledged (2xx)
+//! and long polls that resume after every cut, races of concurrent moves on one bid sent
+//! to different instances, deals carried through (payments confirmed at once past the
+//! outstanding amount, refunds negotiated, cancellations racing fulfilment), and held moves
+//! approved by two approvers while the counterparty withdraws, each through another instance.
+//! Meanwhile it kills instances with SIGKILL and starts them again, and restarts PostgreSQL
+//! (fast, immediate) and stops it for a while. Every acknowledged (2xx)
 //! answer is logged; once the run has settled each is checked against the database, with the
 //! races, the orders, every agent's events and every webhook delivery. The report gives the
 //! figures and every violation, and the command fails if there is one.
