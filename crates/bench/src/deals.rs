@@ -40,10 +40,6 @@ pub enum Step {
 /// A deal's steps, in order.
 pub const STEPS: &[Step] = &[Step::Negotiate, Step::Pay, Step::Fulfil, Step::Refund, Step::Complete];
 
-/// The calls a deal makes, in the order of their rows in the report.
-pub const CALLS: &[Call] =
-    &[Call::Place, Call::Counter, Call::Accept, Call::Pay, Call::Confirm, Call::Fulfil, Call::Open, Call::Complete];
-
 /// What the steps so far made: the order, once negotiated.
 #[derive(Debug, Default)]
 pub struct Deal {

@@ -7,7 +7,6 @@ use uuid::Uuid;
 
 use super::api::{CallFailed, timed};
 use super::stats::{Call, Recorder};
-use super::{deals, held};
 use haggle_client::{Client, CounterOffer, Placement};
 
 /// The ask of every bench listing, and the positions the two sides take under it.
@@ -175,11 +174,10 @@ impl Workload {
             | Workload::Flood
             | Workload::Mcp
             | Workload::A2a
-            | Workload::Approvals => {
-                unreachable!(
-                    "the wake, webhooks, w3, flood, mcp, a2a and approvals workloads make their units themselves"
-                )
-            }
+            | Workload::Deals
+            | Workload::Approvals => unreachable!(
+                "the wake, webhooks, w3, flood, mcp, a2a, deals and approvals workloads make their units themselves"
+            ),
         }
         Ok(())
     }
