@@ -601,3 +601,29 @@ async fn an_id_that_is_not_one_is_refused_with_what_was_expected() {
         assert!(!stderr.contains("invalid character"), "{line:?}: {stderr}");
     }
 }
+
+#[tokio::test]
+async fn the_bench_carries_deals_through_and_times_held_moves_beside_direct_ones() {
+    let app = TestApp::spawn().await;
+    let deals = ["--workload", "deals", "--concurrency", "2", "--negotiations", "4", "--warmup", "1"];
+    let printed = bench(&app, &deals).await;
+    assert!(printed.contains("== haggle bench: deals, concurrency 2 =="), "{printed}");
+    assert!(printed.contains("errors       none"), "{printed}");
+    for call in ["pay", "confirm", "fulfil", "open", "complete"] {
+        assert!(printed.lines().any(|line| line.starts_with(call)), "{call}: {printed}");
+    }
+    // Every deal (the warm-up's too) paid in full, refunded what was agreed, and completed.
+    let settled = "SELECT count(*) FROM orders
+                   WHERE status = 'COMPLETED' AND paid_amount = amount AND refunded_amount = 8000";
+    assert_eq!(app.count(settled).await, 5);
+    assert_eq!(app.count("SELECT count(*) FROM payments WHERE status = 'CONFIRMED'").await, 10);
+
+    let approvals = ["--workload", "approvals", "--concurrency", "2", "--negotiations", "4", "--warmup", "0"];
+    let printed = bench(&app, &approvals).await;
+    assert!(printed.contains("errors       none"), "{printed}");
+    assert!(printed.contains("held move    median") && printed.contains("made directly:"), "{printed}");
+    // Each held acceptance made by its approval, and only those carry one.
+    let approved = "SELECT count(*) FROM approvals WHERE status = 'APPROVED' AND made_order_id IS NOT NULL";
+    assert_eq!(app.count(approved).await, 4);
+    assert_eq!(app.count("SELECT count(*) FROM orders WHERE approval IS NOT NULL").await, 4);
+}

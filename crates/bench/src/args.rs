@@ -20,7 +20,9 @@ pub struct BenchArgs {
     /// (place, then withdraw so the buyer may bid again; place is the measured call); w3
     /// auto-negotiations (both sides have policies; the opening bid is the only call); mcp, w1
     /// over REST and through the MCP server's tools, side by side; a2a, w1 over REST with
-    /// idempotency keys and as A2A messages, side by side.
+    /// idempotency keys and as A2A messages, side by side; deals, a deal carried through (a
+    /// negotiation, payments confirmed, fulfilment, a refund settled, completion); approvals, an
+    /// acceptance made directly beside one held and approved.
     #[arg(long, value_enum, default_value_t = Workload::W1)]
     pub workload: Workload,
     /// Concurrent workers (default 16); a comma list (`1,4,16,32`) runs a sweep, one result block
@@ -137,7 +139,9 @@ impl BenchArgs {
         let postgres_pid = (self.postgres_pid.is_some(), "--postgres-pid", "only the a2a workload reads CPU per call");
         let ignored: &[(bool, &str, &str)] = match self.workload {
             Workload::W1 | Workload::W2 => &[postgres_pid],
-            Workload::W3 => &[(self.pgbench, "--pgbench", pgbench), postgres_pid],
+            Workload::W3 | Workload::Deals | Workload::Approvals => {
+                &[(self.pgbench, "--pgbench", pgbench), postgres_pid]
+            }
             Workload::A2a => &[
                 (self.pgbench, "--pgbench", pgbench),
                 (self.idempotency_keys, "--idempotency-keys", "a2a runs REST with keys, as A2A moves carry them"),

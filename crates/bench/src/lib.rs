@@ -12,8 +12,10 @@ mod api;
 mod args;
 mod auto;
 mod cpu;
+mod deals;
 mod driver;
 mod flood;
+mod held;
 mod idle;
 mod level;
 mod mcp;
@@ -123,6 +125,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         let sampler = args.server_pid.map(rss::Sampler::start);
         let mut level = match args.workload {
             Workload::W3 => auto::run_level(&client, &admin, &args, &run_id, concurrency as usize).await?,
+            Workload::Approvals => held::run_level(&client, &admin, &args, &run_id, concurrency as usize).await?,
+            Workload::Deals => deals::run_level(&client, &admin, &args, &run_id, concurrency as usize).await?,
             Workload::W1
             | Workload::W2
             | Workload::Wake
@@ -139,6 +143,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             level.pgbench = Some(pgbench.measure(concurrency as usize, calls).await?);
         }
         print!("{}", report::level_table(&level, args.workload));
+        if args.workload == Workload::Approvals {
+            print!("{}", held::comparison(&level));
+        }
         let stopped = level.figures.stopped_workers.len();
         report.levels.push(level);
         if let Some(path) = &args.json {

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::cpu::CpuPerCall;
 use super::pgbench::Ceiling;
-use super::stats::{ALL_CALLS, Figures, Row};
+use super::stats::{ALL_CALLS, Call, Figures, Row};
 use super::stats::{AutoFigures, Latency};
 use super::workload::Workload;
 
@@ -67,7 +67,9 @@ pub struct LevelReport {
 /// than the call it is about when it has one (w2's withdrawals only make room for the next
 /// placement, yet their latency is in `all`).
 pub fn all_calls_covers(workload: Workload) -> String {
-    let calls: Vec<&str> = workload.calls().iter().map(|call| call.name()).collect();
+    // A held move and its approval together are a sum of two calls, not one of their own.
+    let calls: Vec<&str> =
+        workload.calls().iter().filter(|call| **call != Call::HeldMove).map(|call| call.name()).collect();
     let calls = calls.join(" + ");
     match workload.measured_call() {
         Some(measured) if workload.calls().len() > 1 => format!(

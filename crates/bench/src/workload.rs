@@ -37,6 +37,12 @@ pub enum Workload {
     /// W1 as A2A messages over the JSON-RPC binding, beside W1 over REST with idempotency
     /// keys, in one run.
     A2a,
+    /// A deal carried through: negotiated (a bid, a counter, accepted), paid in two payments
+    /// the seller confirms, fulfilled, disputed by a refund negotiated to agreement, completed.
+    Deals,
+    /// An acceptance made directly beside the same acceptance held for approval and approved
+    /// by an approver, in one run: the cost of a held and approved move.
+    Approvals,
 }
 
 /// The two sides of one worker's negotiations, each a client acting as it.
@@ -57,6 +63,8 @@ impl Workload {
             Workload::Flood => "flood",
             Workload::Mcp => "mcp",
             Workload::A2a => "a2a",
+            Workload::Deals => "deals",
+            Workload::Approvals => "approvals",
         }
     }
 
@@ -74,6 +82,13 @@ impl Workload {
             Workload::A2a => {
                 "w1's negotiation over REST with idempotency keys, then as A2A messages to /a2a (JSON-RPC)"
             }
+            Workload::Deals => {
+                "a deal: place, counter, accept; two payments recorded and confirmed; fulfil; a refund opened, \
+                 countered and accepted; complete"
+            }
+            Workload::Approvals => {
+                "an acceptance made directly beside one held for approval (202) and approved by an approver"
+            }
         }
     }
 
@@ -87,6 +102,19 @@ impl Workload {
             Workload::W3 => &[Call::Place],
             Workload::Flood => &[],
             Workload::Mcp | Workload::A2a => &[Call::Place, Call::Counter, Call::Accept],
+            Workload::Deals => &[
+                Call::Place,
+                Call::Counter,
+                Call::Accept,
+                Call::Pay,
+                Call::Confirm,
+                Call::Fulfil,
+                Call::Open,
+                Call::Complete,
+            ],
+            Workload::Approvals => {
+                &[Call::Place, Call::Counter, Call::Accept, Call::Hold, Call::Approve, Call::HeldMove]
+            }
         }
     }
 
@@ -100,6 +128,8 @@ impl Workload {
             Workload::W3 => ("negotiation", "negotiations"),
             Workload::Flood => ("connection", "connections"),
             Workload::Mcp | Workload::A2a => ("negotiation", "negotiations"),
+            Workload::Deals => ("deal", "deals"),
+            Workload::Approvals => ("comparison", "comparisons"),
         }
     }
 
@@ -113,6 +143,8 @@ impl Workload {
             Workload::Webhooks => None,
             Workload::W3 | Workload::Flood => None,
             Workload::Mcp | Workload::A2a => None,
+            Workload::Deals => None,
+            Workload::Approvals => Some(Call::HeldMove),
         }
     }
 
@@ -136,9 +168,16 @@ impl Workload {
                 let placed = timed(recorder, Call::Place, buyer.place_bid(listing, &opening)).await?;
                 timed(recorder, Call::Withdraw, buyer.withdraw(placed.bid.id)).await?;
             }
-            Workload::Wake | Workload::Webhooks | Workload::W3 | Workload::Flood | Workload::Mcp | Workload::A2a => {
-                unreachable!("the wake, webhooks, w3, flood, mcp and a2a workloads make their units themselves")
-            }
+            Workload::Wake
+            | Workload::Webhooks
+            | Workload::W3
+            | Workload::Flood
+            | Workload::Mcp
+            | Workload::A2a
+            | Workload::Deals
+            | Workload::Approvals => unreachable!(
+                "the wake, webhooks, w3, flood, mcp, a2a, deals and approvals workloads make their units themselves"
+            ),
         }
         Ok(())
     }

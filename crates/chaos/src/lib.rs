@@ -4,15 +4,20 @@
 //! binary, and HAProxy in front of them, configured from the example in `deploy/haproxy/`.
 //! Through the balancer it drives W1 negotiations (with and without idempotency keys),
 //! negotiations played by policies, webhook deliveries to a receiver of its own, event streams
-//! and long polls that resume after every cut, and races of concurrent moves on one bid sent
-//! to different instances. Meanwhile it kills instances with SIGKILL and starts them again, and
-//! restarts PostgreSQL (fast, immediate) and stops it for a while. Every acknowledged (2xx)
+//! and long polls that resume after every cut, races of concurrent moves on one bid sent
+//! to different instances, deals carried through (payments confirmed at once past the
+//! outstanding amount, refunds negotiated, cancellations racing fulfilment), and held moves
+//! approved by two approvers while the counterparty withdraws, each through another instance.
+//! Meanwhile it kills instances with SIGKILL and starts them again, and restarts PostgreSQL
+//! (fast, immediate) and stops it for a while. Every acknowledged (2xx)
 //! answer is logged; once the run has settled each is checked against the database, with the
 //! races, the orders, every agent's events and every webhook delivery. The report gives the
 //! figures and every violation, and the command fails if there is one.
 
+mod approvals;
 pub mod balancer;
 mod cluster;
+mod deals;
 mod failover;
 mod faults;
 mod http;
@@ -79,6 +84,14 @@ pub struct ChaosArgs {
     /// Workers running races (each with its own seller and buyer).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub race_workers: u32,
+    /// Workers carrying deals through on orders of their own: payments confirmed at once past
+    /// the outstanding amount, refunds negotiated, cancellations racing fulfilment.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=64))]
+    pub deal_workers: u32,
+    /// Workers whose buyer has approval rules: its held moves approved by two approvers at once
+    /// while the seller withdraws, each through another instance.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=64))]
+    pub approval_workers: u32,
     /// How long to wait after the load for events, webhook deliveries, policies and readers to
     /// settle before checking.
     #[arg(long, default_value = "120s", value_parser = parse_duration)]
@@ -127,7 +140,7 @@ impl ChaosArgs {
     fn command_line(&self) -> String {
         let mut line = format!(
             "haggle chaos --duration {}s --races {} --fault-every {}ms --down-for {}ms --outage {}ms \
-             --w1-workers {} --policy-workers {} --race-workers {}",
+             --w1-workers {} --policy-workers {} --race-workers {} --deal-workers {} --approval-workers {}",
             self.duration.as_secs(),
             self.races,
             self.fault_every().as_millis(),
@@ -135,7 +148,9 @@ impl ChaosArgs {
             self.outage.as_millis(),
             self.w1_workers,
             self.policy_workers,
-            self.race_workers
+            self.race_workers,
+            self.deal_workers,
+            self.approval_workers
         );
         if self.fsync {
             line.push_str(" --fsync");
@@ -358,6 +373,15 @@ async fn run_in(
     for index in 0..args.race_workers {
         race_pairs.push(pair(format!("race-{index}")).await?);
     }
+    let mut deal_pairs = Vec::new();
+    for index in 0..args.deal_workers {
+        deal_pairs.push(pair(format!("deal-{index}")).await?);
+    }
+    let mut ruled = Vec::new();
+    for index in 0..args.approval_workers {
+        let name = format!("approval-{index}");
+        ruled.push(approvals::set_up(&setup, pair(name.clone()).await?, &name).await?);
+    }
     // Every seller of a negotiation gets a webhook for all of its events, made before its first.
     for pair in w1_pairs.iter().chain(&policy_pairs) {
         let index = hooks.len();
@@ -367,7 +391,8 @@ async fn run_in(
     }
     // Buyers are followed by event streams, sellers by long polls.
     let mut followed = Vec::new();
-    for pair in w1_pairs.iter().chain(&policy_pairs).chain(&race_pairs) {
+    let ruled_pairs: Vec<Pair> = ruled.iter().map(|ruled| ruled.pair.clone()).collect();
+    for pair in w1_pairs.iter().chain(&policy_pairs).chain(&race_pairs).chain(&deal_pairs).chain(&ruled_pairs) {
         agents.push(pair.seller.clone());
         agents.push(pair.buyer.clone());
         let stop = parts.background.clone();
@@ -400,6 +425,14 @@ async fn run_in(
     }
     for (index, pair) in policy_pairs.iter().enumerate() {
         workers.spawn(negotiations::policy(moves.clone(), pair.clone(), index, load_stop.clone()));
+    }
+    for (index, pair) in deal_pairs.iter().enumerate() {
+        let through = instance_endpoints.clone();
+        workers.spawn(deals::run(moves.clone(), pair.clone(), through, index, load_stop.clone()));
+    }
+    for (index, ruled) in ruled.iter().enumerate() {
+        let through = instance_endpoints.clone();
+        workers.spawn(approvals::run(moves.clone(), ruled.clone(), through, index, load_stop.clone()));
     }
     let plan = Arc::new(races::Plan {
         next: AtomicU64::new(0),
@@ -491,6 +524,7 @@ async fn run_in(
         api: &api,
         balancer: &to,
         exactly_once_webhooks: args.exactly_once_webhooks,
+        ruled: approvals::ruled_agents(&ruled),
     };
     let findings = verify::check(&pool, evidence, &violations).await?;
     pool.close().await;
@@ -506,10 +540,12 @@ async fn run_in(
         failover: args.failover.is_some(),
         load,
         workers: format!(
-            "{} W1 workers (half with idempotency keys), {} policy workers, {} race workers; {} webhooks, {} SSE streams, {} long polls",
+            "{} W1 workers (half with idempotency keys), {} policy workers, {} race workers, {} deal workers, {} approval workers; {} webhooks, {} SSE streams, {} long polls",
             args.w1_workers,
             args.policy_workers,
             args.race_workers,
+            args.deal_workers,
+            args.approval_workers,
             hooks.len(),
             followed.len() / 2,
             followed.len() / 2

@@ -16,7 +16,8 @@ use uuid::Uuid;
 use super::http::{Agent, Api, Endpoint, Move};
 use super::record::{Ack, Ledger, MoveKind, Unacknowledged, Violations, Workload};
 use haggle_api::{
-    Answered, BidAndThread, Listing, NewListing, OrderWithPayments, PaymentAndOrder, Registered, WebhookCreated,
+    Answered, Approval, ApproverIssued, BidAndThread, Held, Listing, NewListing, OrderWithPayments, PaymentAndOrder,
+    Registered, WebhookCreated,
 };
 use haggle_domain::Tier;
 use haggle_domain::strategy::Policy;
@@ -237,6 +238,86 @@ impl Moves {
     }
 }
 
+impl Moves {
+    /// Opens a negotiation of `kind` (`refund` with `amount`, or `cancel`) on the order; gives
+    /// its first bid.
+    pub async fn open(
+        &self,
+        workload: Workload,
+        agent: &Agent,
+        order: Uuid,
+        kind: &str,
+        amount: Option<i64>,
+    ) -> Result<BidAndThread, NotMade> {
+        let path = format!("/v1/orders/{order}/negotiations");
+        let body = match amount {
+            Some(amount) => json!({ "kind": kind, "amount": amount, "terms": { "reason": "damaged" } }),
+            None => json!({ "kind": kind, "terms": { "reason": "no longer needed" } }),
+        };
+        let (made, replayed, at) =
+            self.make::<BidAndThread>(step(workload, MoveKind::Open, order, agent, true), path, body).await?;
+        let ack = Ack::Opened { order, kind: kind.to_owned(), thread: made.thread.id, bid: made.bid.id };
+        self.ledger.ack(workload, agent.id, at, replayed, ack);
+        Ok(made)
+    }
+
+    /// Accepts a refund's or a cancellation's bid on the order.
+    pub async fn settle(
+        &self,
+        workload: Workload,
+        agent: &Agent,
+        order: Uuid,
+        kind: &str,
+        bid: Uuid,
+    ) -> Result<Answered, NotMade> {
+        let path = Answer::Accept.path(bid);
+        let (made, replayed, at) =
+            self.make::<Answered>(step(workload, MoveKind::Settle, bid, agent, true), path, json!({})).await?;
+        self.ledger.ack(workload, agent.id, at, replayed, Ack::Settled { order, kind: kind.to_owned(), bid });
+        Ok(made)
+    }
+
+    /// A counter (`Some(amount)`) or an acceptance of `bid` by an agent whose rules hold it:
+    /// gives the request. A move made at once is a violation, and is not a request.
+    pub async fn hold(
+        &self,
+        workload: Workload,
+        agent: &Agent,
+        bid: Uuid,
+        counter: Option<i64>,
+    ) -> Result<Approval, NotMade> {
+        let (path, body) = match counter {
+            Some(amount) => (format!("/v1/bids/{bid}/counter"), json!({ "amount": amount })),
+            None => (Answer::Accept.path(bid), json!({})),
+        };
+        let (made, replayed, at) =
+            self.make::<Value>(step(workload, MoveKind::Hold, bid, agent, true), path.clone(), body).await?;
+        match serde_json::from_value::<Held>(made.clone()) {
+            Ok(held) => {
+                let ack = Ack::Held { approval: held.approval.id, bid: Some(bid) };
+                self.ledger.ack(workload, agent.id, at, replayed, ack);
+                Ok(held.approval)
+            }
+            Err(_) => {
+                self.violations.add(
+                    "move of a ruled agent made without an approval",
+                    format!("POST {path} by agent {} was answered with the move made: {made}", agent.id),
+                );
+                Err(NotMade)
+            }
+        }
+    }
+
+    /// The agent withdraws its own pending request.
+    pub async fn unhold(&self, workload: Workload, agent: &Agent, approval: Uuid) -> Result<(), NotMade> {
+        let path = format!("/v1/approvals/{approval}/withdraw");
+        let (_, replayed, at) =
+            self.make::<Approval>(step(workload, MoveKind::Unhold, approval, agent, true), path, json!({})).await?;
+        self.ledger.ack(workload, agent.id, at, replayed, Ack::Unheld { approval });
+        Ok(())
+    }
+}
+
 fn step(workload: Workload, kind: MoveKind, target: Uuid, agent: &Agent, keyed: bool) -> Step<'_> {
     Step { workload, kind, target, agent, keyed }
 }
@@ -284,6 +365,21 @@ impl Setup<'_> {
         let body = serde_json::to_value(policy).expect("policies serialize");
         let _: Value = self.call(Method::PUT, format!("/v1/agents/me/policies/{role}"), Some(&agent.key), body).await?;
         Ok(())
+    }
+
+    /// Sets `agent`'s approval rules (the agent-wide default).
+    pub async fn approval_rules(&self, agent: &Agent, rules: Value) -> anyhow::Result<()> {
+        let _: Value = self.call(Method::PUT, "/v1/agents/me/approval-rules".into(), Some(&agent.key), rules).await?;
+        Ok(())
+    }
+
+    /// Adds an approver to `agent`; gives its token.
+    pub async fn approver(&self, agent: &Agent, name: &str) -> anyhow::Result<String> {
+        let issued: ApproverIssued = self
+            .call(Method::POST, "/v1/agents/me/approvers".into(), Some(&agent.key), json!({ "name": name }))
+            .await
+            .context("adding an approver")?;
+        Ok(issued.token)
     }
 
     /// Subscribes a webhook for every event of `agent` to `url`; gives its secret.

@@ -127,7 +127,12 @@ async fn race(
                 | MoveKind::Fulfil
                 | MoveKind::Pay
                 | MoveKind::Confirm
-                | MoveKind::Complete => None,
+                | MoveKind::Complete
+                | MoveKind::Open
+                | MoveKind::Settle
+                | MoveKind::Hold
+                | MoveKind::Approve
+                | MoveKind::Unhold => None,
             };
             match ack {
                 Some(ack) => moves.ledger.ack(Workload::Race, agent.id, reply.answered, reply.replayed, ack),

@@ -30,10 +30,20 @@ pub enum MoveKind {
     Confirm,
     /// The buyer completes the order.
     Complete,
+    /// A negotiation opened on an order (a refund or a cancellation).
+    Open,
+    /// A refund or a cancellation accepted.
+    Settle,
+    /// A move of an agent with approval rules, held for approval (202).
+    Hold,
+    /// An approver's approval of a held move (the move made then, or FAILED).
+    Approve,
+    /// The agent's withdrawal of its own pending request.
+    Unhold,
 }
 
 impl MoveKind {
-    pub const ALL: [MoveKind; 10] = [
+    pub const ALL: [MoveKind; 15] = [
         MoveKind::List,
         MoveKind::Place,
         MoveKind::Counter,
@@ -44,6 +54,11 @@ impl MoveKind {
         MoveKind::Pay,
         MoveKind::Confirm,
         MoveKind::Complete,
+        MoveKind::Open,
+        MoveKind::Settle,
+        MoveKind::Hold,
+        MoveKind::Approve,
+        MoveKind::Unhold,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -58,6 +73,11 @@ impl MoveKind {
             MoveKind::Pay => "payment",
             MoveKind::Confirm => "confirmation",
             MoveKind::Complete => "completion",
+            MoveKind::Open => "order negotiation",
+            MoveKind::Settle => "settlement",
+            MoveKind::Hold => "held move",
+            MoveKind::Approve => "approval",
+            MoveKind::Unhold => "request withdrawal",
         }
     }
 }
@@ -74,6 +94,11 @@ pub enum Workload {
     Policy,
     /// Races and the moves that set them up.
     Race,
+    /// Deals carried through: payments (two confirmations racing past the outstanding amount),
+    /// refund negotiations, and cancellations racing fulfilment.
+    Deal,
+    /// Moves of an agent with approval rules, held, and approved while the counterparty moves.
+    Approval,
 }
 
 /// An acknowledged (2xx) move and what its answer said was made.
@@ -117,6 +142,38 @@ pub enum Ack {
     Completed {
         order: Uuid,
     },
+    /// A negotiation of `kind` (`refund` or `cancel`) opened on the order.
+    Opened {
+        order: Uuid,
+        kind: String,
+        thread: Uuid,
+        bid: Uuid,
+    },
+    /// A refund or a cancellation accepted: the bid on the order's thread.
+    Settled {
+        order: Uuid,
+        kind: String,
+        bid: Uuid,
+    },
+    /// A move held for approval (202): the request, and the bid it answers.
+    Held {
+        approval: Uuid,
+        bid: Option<Uuid>,
+    },
+    /// An approval answered 200 APPROVED, and what the move made.
+    Approved {
+        approval: Uuid,
+        bid: Option<Uuid>,
+        order: Option<Uuid>,
+    },
+    /// An approval answered 200 FAILED: the move was refused then, and nothing was made.
+    ApprovalFailed {
+        approval: Uuid,
+    },
+    /// A pending request withdrawn by its agent.
+    Unheld {
+        approval: Uuid,
+    },
 }
 
 impl Ack {
@@ -132,6 +189,11 @@ impl Ack {
             Ack::Paid { .. } => MoveKind::Pay,
             Ack::Confirmed { .. } => MoveKind::Confirm,
             Ack::Completed { .. } => MoveKind::Complete,
+            Ack::Opened { .. } => MoveKind::Open,
+            Ack::Settled { .. } => MoveKind::Settle,
+            Ack::Held { .. } => MoveKind::Hold,
+            Ack::Approved { .. } | Ack::ApprovalFailed { .. } => MoveKind::Approve,
+            Ack::Unheld { .. } => MoveKind::Unhold,
         }
     }
 }
@@ -154,8 +216,9 @@ pub struct AckRecord {
 pub struct Unacknowledged {
     pub workload: Workload,
     pub kind: MoveKind,
-    /// The bid moved (counter, accept, reject, withdraw), the listing bid on (placement), the
-    /// order (fulfilment, payment, completion) or the payment confirmed.
+    /// The bid moved (counter, accept, reject, withdraw, settlement, a held move), the listing
+    /// bid on (placement), the order (fulfilment, payment, completion, an order's negotiation
+    /// opened), the payment confirmed, or the request withdrawn.
     pub target: Uuid,
     /// The agent that sent it.
     pub agent: Uuid,
@@ -186,6 +249,32 @@ pub struct Race {
     pub bid: Uuid,
     pub thread: Uuid,
     pub racers: Vec<Racer>,
+}
+
+/// What a contest on a deal was about: moves on one order or one held move, sent at once
+/// through different instances, of which at most one may win.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "contest", rename_all = "snake_case")]
+pub enum Contest {
+    /// The seller confirms two payments at once, each of the whole amount: one may win.
+    Confirms { order: Uuid, payments: [Uuid; 2] },
+    /// The seller accepts the buyer's cancellation and fulfils the order at once.
+    CancelOrFulfil { order: Uuid, cancel_bid: Uuid },
+    /// Two approvers approve a held move while the counterparty withdraws the bid it answers.
+    ApprovalOrWithdraw { approval: Uuid, bid: Uuid },
+}
+
+/// One contest, and each of its racers.
+#[derive(Debug, Clone, Serialize)]
+pub struct ContestRecord {
+    pub number: u64,
+    pub contest: Contest,
+    /// Each racer's move: [`MoveKind::Confirm`] (one per payment, in order), [`MoveKind::Settle`]
+    /// and [`MoveKind::Fulfil`], or [`MoveKind::Approve`] twice and [`MoveKind::Withdraw`].
+    pub racers: Vec<Racer>,
+    /// For an approval contest: the status a 200 answer gave the request (`APPROVED` or
+    /// `FAILED`).
+    pub approval_answer: Option<String>,
 }
 
 /// A fault the run caused, and when things came back.
@@ -241,6 +330,7 @@ struct LedgerInner {
     acks: Vec<(Instant, AckRecord)>,
     unacknowledged: Vec<Unacknowledged>,
     races: Vec<Race>,
+    contests: Vec<ContestRecord>,
     faults: Vec<FaultRecord>,
     abandoned: BTreeMap<Workload, u64>,
     completed: BTreeMap<Workload, u64>,
@@ -277,6 +367,14 @@ impl Ledger {
 
     pub fn race(&self, race: Race) {
         self.inner.lock().expect("ledger").races.push(race);
+    }
+
+    pub fn contest(&self, contest: ContestRecord) {
+        self.inner.lock().expect("ledger").contests.push(contest);
+    }
+
+    pub fn contests(&self) -> Vec<ContestRecord> {
+        self.inner.lock().expect("ledger").contests.clone()
     }
 
     pub fn fault(&self, fault: FaultRecord) {

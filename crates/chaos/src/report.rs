@@ -117,6 +117,8 @@ pub fn print(
         (Workload::W1Keyed, "W1 with idempotency keys"),
         (Workload::W1Plain, "W1 without keys"),
         (Workload::Policy, "policy negotiations"),
+        (Workload::Deal, "deals carried through"),
+        (Workload::Approval, "held moves answered"),
     ] {
         println!(
             "  {name:<29}{} completed, {} given up",
@@ -154,6 +156,30 @@ pub fn print(
     );
     let losers: Vec<String> = races.losers.iter().map(|(status, n)| format!("{n} × {status}")).collect();
     println!("  losers answered              {}", losers.join(", "));
+
+    println!();
+    println!("contests on deals and held moves (at most one winner each)");
+    for (what, contest) in &findings.contests {
+        let won: Vec<String> = contest.won_by.iter().map(|(kind, n)| format!("{n} {kind}")).collect();
+        println!(
+            "  {what:<52}{}: won by {}; {} without a 2xx",
+            thousands(contest.total),
+            if won.is_empty() { "none".to_owned() } else { won.join(", ") },
+            contest.undecided
+        );
+    }
+    println!(
+        "  orders' lives checked        {} (events legal and ending in the status, refunds within confirmed payments and exact): {} completed, {} cancelled, {} with refunds",
+        thousands(findings.deal_orders),
+        thousands(findings.completed),
+        thousands(findings.cancelled),
+        thousands(findings.refunded)
+    );
+    let approvals: Vec<String> = findings.approvals.iter().map(|(status, n)| format!("{n} {status}")).collect();
+    println!(
+        "  approval requests            {} (each move made at most once, only when approved; every ruled move carries one)",
+        if approvals.is_empty() { "none".to_owned() } else { approvals.join(", ") }
+    );
 
     println!();
     let classes = tally.by_class();

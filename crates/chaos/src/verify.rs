@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::http::{Agent, Api, Endpoint};
 use super::readers::Seen;
 use super::receiver::Arrivals;
-use super::record::{Ack, Ledger, MoveKind, Race, Violations, Workload, thousands};
+use super::record::{Ack, Contest, ContestRecord, Ledger, MoveKind, Race, Racer, Violations, Workload, thousands};
 use haggle_api::EventPage;
 
 /// What the checks found besides violations, for the report.
@@ -30,6 +30,24 @@ pub struct Findings {
     pub webhooks: WebhookFindings,
     pub policy: BTreeMap<String, u64>,
     pub policy_handed_back: u64,
+    /// Contests on deals and held moves, by what they were about.
+    pub contests: BTreeMap<&'static str, ContestFindings>,
+    /// Orders whose life was checked (status, events, payments and refunds), and how many were
+    /// cancelled, refunded, completed.
+    pub deal_orders: u64,
+    pub cancelled: u64,
+    pub refunded: u64,
+    pub completed: u64,
+    /// Approvals in the database, by status.
+    pub approvals: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Default)]
+pub struct ContestFindings {
+    pub total: u64,
+    pub won_by: BTreeMap<&'static str, u64>,
+    /// No 2xx answer: decided by a racer left unanswered, or untouched.
+    pub undecided: u64,
 }
 
 #[derive(Debug, Default)]
@@ -77,6 +95,8 @@ pub struct Evidence<'a> {
     pub balancer: &'a Endpoint,
     /// Whether an event delivered twice is a violation (delivery is documented at least once).
     pub exactly_once_webhooks: bool,
+    /// The agents with approval rules: their every counter and acceptance needs an approval.
+    pub ruled: Vec<Uuid>,
 }
 
 struct BidRow {
@@ -84,17 +104,19 @@ struct BidRow {
     status: String,
     reason: Option<String>,
     parent: Option<Uuid>,
+    /// A bid of a price negotiation (on a listing), not of an order's refund or cancellation.
+    price: bool,
 }
 
 pub async fn check(pool: &PgPool, evidence: Evidence<'_>, violations: &Violations) -> anyhow::Result<Findings> {
     let mut findings = Findings::default();
-    let bids: HashMap<Uuid, BidRow> = sqlx::query_as::<_, (Uuid, Uuid, String, Option<String>, Option<Uuid>)>(
-        "SELECT id, thread_id, status, reason, parent_bid_id FROM bids",
+    let bids: HashMap<Uuid, BidRow> = sqlx::query_as::<_, (Uuid, Uuid, String, Option<String>, Option<Uuid>, bool)>(
+        "SELECT id, thread_id, status, reason, parent_bid_id, kind = 'price' FROM bids",
     )
     .fetch_all(pool)
     .await?
     .into_iter()
-    .map(|(id, thread, status, reason, parent)| (id, BidRow { thread, status, reason, parent }))
+    .map(|(id, thread, status, reason, parent, price)| (id, BidRow { thread, status, reason, parent, price }))
     .collect();
     let orders: HashMap<Uuid, Option<Uuid>> =
         sqlx::query_as::<_, (Uuid, Option<Uuid>)>("SELECT id, bid_id FROM orders")
@@ -115,7 +137,15 @@ pub async fn check(pool: &PgPool, evidence: Evidence<'_>, violations: &Violation
             .into_iter()
             .map(|(id, order, status)| (id, (order, status)))
             .collect();
-    let deals = Deals { orders: &order_statuses, payments: &payments };
+    let approvals: HashMap<Uuid, ApprovalRow> = sqlx::query_as::<_, (Uuid, String, Option<Uuid>, Option<Uuid>)>(
+        "SELECT id, status, made_bid_id, made_order_id FROM approvals",
+    )
+    .fetch_all(pool)
+    .await?
+    .into_iter()
+    .map(|(id, status, bid, order)| (id, ApprovalRow { status, bid, order }))
+    .collect();
+    let deals = Deals { orders: &order_statuses, payments: &payments, approvals: &approvals };
     let order_of_bid: HashMap<Uuid, Uuid> =
         orders.iter().filter_map(|(order, bid)| bid.map(|bid| (bid, *order))).collect();
 
@@ -125,6 +155,9 @@ pub async fn check(pool: &PgPool, evidence: Evidence<'_>, violations: &Violation
     check_unacknowledged(pool, &evidence, &bids, &deals, &mut findings, violations).await?;
     findings.races = check_races(&evidence.ledger.races(), &bids, &order_of_bid, violations);
     check_policies(pool, &evidence, &mut findings, violations).await?;
+    findings.contests = check_contests(&evidence.ledger.contests(), &bids, &deals, violations);
+    check_order_lives(pool, &mut findings, violations).await?;
+    check_approvals(pool, &evidence.ruled, &approvals, &mut findings, violations).await?;
 
     // Events: published gap-free, each agent's read in order and whole, by every means.
     let (count, last): (i64, i64) =
@@ -177,10 +210,17 @@ pub async fn check(pool: &PgPool, evidence: Evidence<'_>, violations: &Violation
 }
 
 /// What the database holds of the orders' lives: each order's status, each payment's order and
-/// status.
+/// status; and of approvals: each request's status and what it made.
 struct Deals<'a> {
     orders: &'a HashMap<Uuid, String>,
     payments: &'a HashMap<Uuid, (Uuid, String)>,
+    approvals: &'a HashMap<Uuid, ApprovalRow>,
+}
+
+struct ApprovalRow {
+    status: String,
+    bid: Option<Uuid>,
+    order: Option<Uuid>,
 }
 
 impl Deals<'_> {
@@ -190,6 +230,10 @@ impl Deals<'_> {
 
     fn payment(&self, payment: &Uuid) -> Option<(Uuid, &str)> {
         self.payments.get(payment).map(|(order, status)| (*order, status.as_str()))
+    }
+
+    fn approval(&self, approval: &Uuid) -> Option<&ApprovalRow> {
+        self.approvals.get(approval)
     }
 }
 
@@ -259,6 +303,37 @@ fn check_acks(
                 Some((of, "CONFIRMED")) if of == *order => None,
                 other => Some(format!("the payment is {}", other.map_or("missing", |(_, status)| status))),
             },
+            Ack::Opened { bid, thread, .. } => match bids.get(bid) {
+                Some(row) if row.thread == *thread => None,
+                Some(_) => Some("the bid is in another thread".to_owned()),
+                None => Some("no such bid".to_owned()),
+            },
+            Ack::Settled { order, kind, bid } => match (status(bid), deals.order(order)) {
+                (Some("ACCEPTED"), Some("CANCELLED")) if kind == "cancel" => None,
+                (Some("ACCEPTED"), Some(_)) if kind == "refund" => None,
+                (bid_status, order_status) => Some(format!(
+                    "the {kind}'s bid is {}, the order {}",
+                    bid_status.unwrap_or("missing"),
+                    order_status.unwrap_or("missing")
+                )),
+            },
+            Ack::Held { approval, .. } => match deals.approval(approval) {
+                Some(_) => None,
+                None => Some("no such request".to_owned()),
+            },
+            Ack::Approved { approval, bid, order } => match deals.approval(approval) {
+                Some(row) if row.status == "APPROVED" && row.bid == *bid && row.order == *order => None,
+                Some(row) => Some(format!("the request is {}, made {:?} {:?}", row.status, row.bid, row.order)),
+                None => Some("no such request".to_owned()),
+            },
+            Ack::ApprovalFailed { approval } => match deals.approval(approval).map(|row| row.status.as_str()) {
+                Some("FAILED") => None,
+                other => Some(format!("the request is {}", other.unwrap_or("missing"))),
+            },
+            Ack::Unheld { approval } => match deals.approval(approval).map(|row| row.status.as_str()) {
+                Some("WITHDRAWN") => None,
+                other => Some(format!("the request is {}", other.unwrap_or("missing"))),
+            },
         };
         if let Some(why) = missing {
             violations.add(
@@ -290,7 +365,8 @@ async fn check_orders(
             violations.add("duplicate order", format!("{count} orders for {what} {id}"));
         }
     }
-    for (bid, row) in bids {
+    // An accepted refund or cancellation makes no order: its thread is on one.
+    for (bid, row) in bids.iter().filter(|(_, row)| row.price) {
         let accepted = row.status == "ACCEPTED";
         let ordered = order_of_bid.contains_key(bid);
         if accepted != ordered {
@@ -301,7 +377,8 @@ async fn check_orders(
         }
     }
     for (listing, quantity, available, sold) in sqlx::query_as::<_, (Uuid, i32, i32, i64)>(
-        "SELECT l.id, l.quantity, l.quantity_available, (SELECT count(*) FROM orders o WHERE o.listing_id = l.id)
+        "SELECT l.id, l.quantity, l.quantity_available,
+                (SELECT count(*) FROM orders o WHERE o.listing_id = l.id AND o.status <> 'CANCELLED')
          FROM listings l",
     )
     .fetch_all(pool)
@@ -310,7 +387,7 @@ async fn check_orders(
         if i64::from(quantity - available) != sold {
             violations.add(
                 "stock does not match the orders",
-                format!("listing {listing}: {quantity} units, {available} available, {sold} orders"),
+                format!("listing {listing}: {quantity} units, {available} available, {sold} orders not cancelled"),
             );
         }
     }
@@ -349,13 +426,14 @@ async fn check_unacknowledged(
     violations: &Violations,
 ) -> anyhow::Result<()> {
     // Placements and listings are counted: by (listing, buyer) and by seller.
-    let threads: HashMap<(Uuid, Uuid), i64> =
-        sqlx::query_as::<_, (Uuid, Uuid, i64)>("SELECT listing_id, buyer_id, count(*) FROM threads GROUP BY 1, 2")
-            .fetch_all(pool)
-            .await?
-            .into_iter()
-            .map(|(listing, buyer, count)| ((listing, buyer), count))
-            .collect();
+    let threads: HashMap<(Uuid, Uuid), i64> = sqlx::query_as::<_, (Uuid, Uuid, i64)>(
+        "SELECT listing_id, buyer_id, count(*) FROM threads WHERE kind = 'price' GROUP BY 1, 2",
+    )
+    .fetch_all(pool)
+    .await?
+    .into_iter()
+    .map(|(listing, buyer, count)| ((listing, buyer), count))
+    .collect();
     let listings: HashMap<Uuid, i64> =
         sqlx::query_as::<_, (Uuid, i64)>("SELECT seller_id, count(*) FROM listings GROUP BY 1")
             .fetch_all(pool)
@@ -372,7 +450,12 @@ async fn check_unacknowledged(
             MoveKind::Fulfil => deals.order(&moved.target).map(|status| status != "CONFIRMED"),
             MoveKind::Complete => deals.order(&moved.target).map(|status| status == "COMPLETED"),
             MoveKind::Confirm => deals.payment(&moved.target).map(|(_, status)| status == "CONFIRMED"),
-            MoveKind::Place | MoveKind::List | MoveKind::Pay => None,
+            MoveKind::Settle => bids.get(&moved.target).map(|row| row.status == "ACCEPTED"),
+            MoveKind::Approve => deals.approval(&moved.target).map(|row| row.status != "PENDING"),
+            MoveKind::Unhold => deals.approval(&moved.target).map(|row| row.status == "WITHDRAWN"),
+            // A held move's request, or a negotiation opened on an order, is another row: its
+            // absence is not looked for.
+            MoveKind::Place | MoveKind::List | MoveKind::Pay | MoveKind::Open | MoveKind::Hold => None,
         };
         match made {
             Some(true) if moved.claims_not_made => {
@@ -410,7 +493,13 @@ async fn check_unacknowledged(
             | Ack::Withdrew { .. }
             | Ack::Fulfilled { .. }
             | Ack::Confirmed { .. }
-            | Ack::Completed { .. } => {}
+            | Ack::Completed { .. }
+            | Ack::Opened { .. }
+            | Ack::Settled { .. }
+            | Ack::Held { .. }
+            | Ack::Approved { .. }
+            | Ack::ApprovalFailed { .. }
+            | Ack::Unheld { .. } => {}
         }
     }
     for moved in &unacknowledged {
@@ -544,6 +633,290 @@ fn check_races(
         }
     }
     findings
+}
+
+fn is_win(racer: &Racer) -> bool {
+    racer.status.is_some_and(|status| (200..300).contains(&status))
+}
+
+/// Contests on deals and held moves: at most one winner each, the database agreeing with it,
+/// the losers answered 409 (or left unanswered, or 503, by a fault), and no move made that
+/// nobody won unless a racer's answer never came.
+fn check_contests(
+    contests: &[ContestRecord],
+    bids: &HashMap<Uuid, BidRow>,
+    deals: &Deals<'_>,
+    violations: &Violations,
+) -> BTreeMap<&'static str, ContestFindings> {
+    let mut findings: BTreeMap<&'static str, ContestFindings> = BTreeMap::new();
+    for record in contests {
+        let describe = |state: String| {
+            let racers: Vec<String> =
+                record.racers.iter().map(|r| format!("{} via {}: {}", r.kind.as_str(), r.via, r.summary)).collect();
+            format!(
+                "contest {} ({}): {state}: {}",
+                record.number,
+                serde_json::to_string(&record.contest).unwrap_or_default(),
+                racers.join("; ")
+            )
+        };
+        let winners: Vec<&Racer> = record.racers.iter().filter(|r| is_win(r)).collect();
+        for racer in record.racers.iter().filter(|r| !is_win(r)) {
+            if !matches!(racer.status, Some(409) | Some(503) | None) {
+                violations.add("contest loser answered neither 409 nor 503", describe(String::new()));
+            }
+        }
+        match &record.contest {
+            Contest::Confirms { order, payments } => {
+                let tally = findings.entry("two confirmations past the outstanding amount").or_default();
+                tally.total += 1;
+                let confirmed: Vec<bool> =
+                    payments.iter().map(|p| deals.payment(p).is_some_and(|(_, s)| s == "CONFIRMED")).collect();
+                let state = format!("order {order}, payments confirmed {confirmed:?}");
+                if confirmed.iter().filter(|c| **c).count() > 1 {
+                    violations.add("payments confirmed past the outstanding amount", describe(state.clone()));
+                }
+                if winners.len() > 1 {
+                    violations.add("contest with more than one winner", describe(state.clone()));
+                }
+                for (index, racer) in record.racers.iter().enumerate().take(2) {
+                    if is_win(racer) && !confirmed[index] {
+                        violations.add("acknowledged move missing", describe(state.clone()));
+                    }
+                    if !is_win(racer) && confirmed[index] && !racer.unclear {
+                        violations.add("contest without a winner", describe(state.clone()));
+                    }
+                }
+                match winners.as_slice() {
+                    [] => tally.undecided += 1,
+                    _ => *tally.won_by.entry("a confirmation").or_default() += 1,
+                }
+            }
+            Contest::CancelOrFulfil { order, cancel_bid } => {
+                let tally = findings.entry("cancellation accepted against fulfilment").or_default();
+                tally.total += 1;
+                let status = deals.order(order).unwrap_or("missing");
+                let cancel = bids.get(cancel_bid).map_or("missing", |row| row.status.as_str());
+                let outcome = match status {
+                    "CANCELLED" => Some(MoveKind::Settle),
+                    "FULFILLED" | "COMPLETED" => Some(MoveKind::Fulfil),
+                    _ => None,
+                };
+                let state = format!("order {order} {status}, cancellation {cancel}");
+                if (status == "CANCELLED") != (cancel == "ACCEPTED") {
+                    violations.add("order and its cancellation disagree", describe(state.clone()));
+                }
+                decide(tally, &winners, &record.racers, outcome, violations, || describe(state.clone()));
+            }
+            Contest::ApprovalOrWithdraw { approval, bid } => {
+                let tally = findings.entry("approvals against the counterparty's withdrawal").or_default();
+                tally.total += 1;
+                let request = deals.approval(approval);
+                let status = request.map_or("missing", |row| row.status.as_str());
+                let row = bids.get(bid);
+                let withdrawn = row.is_some_and(|row| row.reason.as_deref() == Some("withdrawn"));
+                let answered = row.is_some_and(|row| matches!(row.status.as_str(), "ACCEPTED" | "COUNTERED"));
+                let state = format!(
+                    "request {status}, the counterparty's bid {}",
+                    row.map_or("missing".to_owned(), |row| format!(
+                        "{} ({})",
+                        row.status,
+                        row.reason.as_deref().unwrap_or("-")
+                    ))
+                );
+                let approvers: Vec<&Racer> = winners.iter().copied().filter(|r| r.kind == MoveKind::Approve).collect();
+                if approvers.len() > 1 {
+                    violations.add("approved twice", describe(state.clone()));
+                }
+                // What the database says won: the approval (the move made), or the withdrawal.
+                let outcome = match (status, withdrawn, answered) {
+                    ("APPROVED", false, true) => Some(MoveKind::Approve),
+                    ("APPROVED", _, _) => {
+                        violations.add("approved move not made", describe(state.clone()));
+                        Some(MoveKind::Approve)
+                    }
+                    (_, true, _) => Some(MoveKind::Withdraw),
+                    (_, false, true) => {
+                        violations.add("move made without its approval", describe(state.clone()));
+                        None
+                    }
+                    _ => None,
+                };
+                match record.approval_answer.as_deref() {
+                    Some("APPROVED") if status != "APPROVED" => {
+                        violations.add("acknowledged move missing", describe(state.clone()))
+                    }
+                    Some("FAILED") if status != "FAILED" => {
+                        violations.add("acknowledged move missing", describe(state.clone()))
+                    }
+                    _ => {}
+                }
+                // An approver answered FAILED lost to the withdrawal: only APPROVED wins.
+                let mut effective: Vec<&Racer> = Vec::new();
+                if record.approval_answer.as_deref() == Some("APPROVED")
+                    && let Some(first) = approvers.first()
+                {
+                    effective.push(first);
+                }
+                effective.extend(winners.iter().copied().filter(|r| r.kind == MoveKind::Withdraw));
+                decide(tally, &effective, &record.racers, outcome, violations, || describe(state.clone()));
+            }
+        }
+    }
+    findings
+}
+
+/// Holds a contest's winners to what the database says happened (`outcome`: the kind of move
+/// that won, if any).
+fn decide(
+    tally: &mut ContestFindings,
+    winners: &[&Racer],
+    racers: &[Racer],
+    outcome: Option<MoveKind>,
+    violations: &Violations,
+    describe: impl Fn() -> String,
+) {
+    match winners {
+        [] => {
+            let unclear = racers.iter().any(|r| r.unclear && Some(r.kind) == outcome);
+            if outcome.is_some() && !unclear {
+                violations.add("contest without a winner", describe());
+            }
+            tally.undecided += 1;
+        }
+        [winner] => {
+            *tally.won_by.entry(winner.kind.as_str()).or_default() += 1;
+            if Some(winner.kind) != outcome {
+                violations.add("contest winner not what the database has", describe());
+            }
+        }
+        _ => violations.add("contest with more than one winner", describe()),
+    }
+}
+
+/// Whether an order's events, oldest first (`order.created`, `order.fulfilled`,
+/// `order.completed`, `order.cancelled`), follow its table and end in its status: CONFIRMED,
+/// then FULFILLED then COMPLETED, or CANCELLED before any fulfilment. Gives what is wrong.
+fn order_history_fault(types: &[&str], status: &str) -> Option<String> {
+    let mut state = "CONFIRMED";
+    for (index, event) in types.iter().enumerate() {
+        state = match (state, *event) {
+            ("CONFIRMED", "order.created") if index == 0 => "CONFIRMED",
+            ("CONFIRMED", "order.fulfilled") => "FULFILLED",
+            ("CONFIRMED", "order.cancelled") => "CANCELLED",
+            ("FULFILLED", "order.completed") => "COMPLETED",
+            (from, event) => return Some(format!("{event} on a {from} order (events: {})", types.join(", "))),
+        };
+    }
+    (state != status).then(|| format!("its events end {state}, its status is {status} (events: {})", types.join(", ")))
+}
+
+/// Every order's life: its events legal and ending in its status, its refunds never more than
+/// its confirmed payments, and exactly the accepted refunds and the operator's decisions.
+async fn check_order_lives(pool: &PgPool, findings: &mut Findings, violations: &Violations) -> anyhow::Result<()> {
+    let mut histories: HashMap<Uuid, Vec<String>> = HashMap::new();
+    for (order, kind) in sqlx::query_as::<_, (Uuid, String)>(
+        "SELECT order_id, type FROM events
+         WHERE order_id IS NOT NULL
+           AND type IN ('order.created', 'order.fulfilled', 'order.completed', 'order.cancelled')
+         ORDER BY id",
+    )
+    .fetch_all(pool)
+    .await?
+    {
+        histories.entry(order).or_default().push(kind);
+    }
+    for (order, status, paid, refunded, confirmed, agreed, decided) in
+        sqlx::query_as::<_, (Uuid, String, i64, i64, i64, i64, i64)>(
+            "SELECT o.id, o.status, o.paid_amount, o.refunded_amount,
+                coalesce((SELECT sum(p.amount) FROM payments p WHERE p.order_id = o.id AND p.status = 'CONFIRMED'), 0)::bigint,
+                coalesce((SELECT sum(b.amount) FROM bids b JOIN threads t ON t.id = b.thread_id
+                          WHERE t.order_id = o.id AND t.kind = 'refund' AND b.status = 'ACCEPTED'), 0)::bigint,
+                coalesce((SELECT sum(t.decided_amount) FROM threads t WHERE t.order_id = o.id), 0)::bigint
+             FROM orders o",
+        )
+        .fetch_all(pool)
+        .await?
+    {
+        findings.deal_orders += 1;
+        findings.cancelled += u64::from(status == "CANCELLED");
+        findings.completed += u64::from(status == "COMPLETED");
+        findings.refunded += u64::from(refunded > 0);
+        if refunded > confirmed || refunded > paid {
+            violations.add(
+                "refund past what was paid",
+                format!("order {order}: refunded {refunded}, paid {paid}, confirmed payments {confirmed}"),
+            );
+        }
+        if refunded != agreed + decided {
+            violations.add(
+                "an order's refunds are not exact",
+                format!("order {order}: refunded {refunded}, refunds accepted {agreed}, decided {decided}"),
+            );
+        }
+        let events: Vec<&str> = histories.get(&order).map(|h| h.iter().map(String::as_str).collect()).unwrap_or_default();
+        if let Some(fault) = order_history_fault(&events, &status) {
+            violations.add("order status not legal", format!("order {order}: {fault}"));
+        }
+    }
+    Ok(())
+}
+
+/// Every approval made its move at most once, and only if approved; every counter and
+/// acceptance of an agent with rules carries an approval.
+async fn check_approvals(
+    pool: &PgPool,
+    ruled: &[Uuid],
+    approvals: &HashMap<Uuid, ApprovalRow>,
+    findings: &mut Findings,
+    violations: &Violations,
+) -> anyhow::Result<()> {
+    let mut made: HashMap<Uuid, Vec<String>> = HashMap::new();
+    for (what, id, approval) in sqlx::query_as::<_, (String, Uuid, Option<String>)>(
+        "SELECT 'bid', id, approval->>'id' FROM bids WHERE approval IS NOT NULL
+         UNION ALL SELECT 'order', id, approval->>'id' FROM orders WHERE approval IS NOT NULL",
+    )
+    .fetch_all(pool)
+    .await?
+    {
+        match approval.as_deref().and_then(|id| Uuid::parse_str(id).ok()) {
+            Some(approval) => made.entry(approval).or_default().push(format!("{what} {id}")),
+            None => violations
+                .add("move made twice by an approval", format!("{what} {id} carries an approval without an id")),
+        }
+    }
+    for (id, row) in approvals {
+        *findings.approvals.entry(row.status.clone()).or_default() += 1;
+        let moves = made.remove(id).unwrap_or_default();
+        let approved = row.status == "APPROVED";
+        if moves.len() > 1 {
+            violations.add("move made twice by an approval", format!("request {id}: {}", moves.join(", ")));
+        } else if approved && moves.is_empty() && (row.bid.is_some() || row.order.is_some()) {
+            violations.add("approved move not made", format!("request {id} is APPROVED and nothing carries it"));
+        } else if !approved && !moves.is_empty() {
+            violations.add(
+                "move made under an approval that did not approve it",
+                format!("request {id} is {}: {}", row.status, moves.join(", ")),
+            );
+        }
+    }
+    for (approval, moves) in made {
+        violations.add("move made twice by an approval", format!("unknown request {approval}: {}", moves.join(", ")));
+    }
+    for (what, id) in sqlx::query_as::<_, (String, Uuid)>(
+        "SELECT 'counter', b.id FROM bids b JOIN threads t ON t.id = b.thread_id
+         WHERE t.buyer_id = ANY($1) AND t.kind = 'price' AND b.author = 'buyer' AND b.round > 1 AND b.approval IS NULL
+         UNION ALL
+         SELECT 'acceptance', o.id FROM orders o JOIN bids b ON b.id = o.bid_id
+         WHERE o.buyer_id = ANY($1) AND b.author = 'seller' AND o.approval IS NULL",
+    )
+    .bind(ruled)
+    .fetch_all(pool)
+    .await?
+    {
+        violations.add("move of a ruled agent made without an approval", format!("{what} {id}"));
+    }
+    Ok(())
 }
 
 async fn check_policies(
@@ -718,7 +1091,6 @@ async fn check_webhooks(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::Racer;
 
     fn racer(kind: MoveKind, status: Option<u16>, unclear: bool) -> Racer {
         Racer { kind, via: "haggle1".into(), status, code: None, unclear, summary: String::new() }
@@ -729,8 +1101,13 @@ mod tests {
     }
 
     fn bid(status: &str, reason: Option<&str>) -> HashMap<Uuid, BidRow> {
-        let row =
-            BidRow { thread: Uuid::from_u128(2), status: status.into(), reason: reason.map(Into::into), parent: None };
+        let row = BidRow {
+            thread: Uuid::from_u128(2),
+            status: status.into(),
+            reason: reason.map(Into::into),
+            parent: None,
+            price: true,
+        };
         HashMap::from([(Uuid::from_u128(1), row)])
     }
 
@@ -796,6 +1173,167 @@ mod tests {
         let violations = Violations::default();
         check_races(&[lost], &bid("PENDING", None), &HashMap::new(), &violations);
         assert_eq!(kinds(&violations), ["race without a winner"]);
+    }
+
+    fn deals<'a>(
+        orders: &'a HashMap<Uuid, String>,
+        payments: &'a HashMap<Uuid, (Uuid, String)>,
+        approvals: &'a HashMap<Uuid, ApprovalRow>,
+    ) -> Deals<'a> {
+        Deals { orders, payments, approvals }
+    }
+
+    fn contest(contest: Contest, racers: Vec<Racer>, approval_answer: Option<&str>) -> ContestRecord {
+        ContestRecord { number: 3, contest, racers, approval_answer: approval_answer.map(Into::into) }
+    }
+
+    #[test]
+    fn two_confirmations_past_the_outstanding_amount_have_one_winner_and_one_payment_confirmed() {
+        let (order, first, second) = (Uuid::from_u128(10), Uuid::from_u128(11), Uuid::from_u128(12));
+        let orders = HashMap::from([(order, "CONFIRMED".to_owned())]);
+        let record = |a, b| {
+            contest(
+                Contest::Confirms { order, payments: [first, second] },
+                vec![racer(MoveKind::Confirm, a, false), racer(MoveKind::Confirm, b, false)],
+                None,
+            )
+        };
+        let ledger =
+            |a: &str, b: &str| HashMap::from([(first, (order, a.to_owned())), (second, (order, b.to_owned()))]);
+        let approvals = HashMap::new();
+
+        let clean = ledger("CONFIRMED", "RECORDED");
+        let violations = Violations::default();
+        let found = check_contests(
+            &[record(Some(200), Some(409))],
+            &HashMap::new(),
+            &deals(&orders, &clean, &approvals),
+            &violations,
+        );
+        assert_eq!(violations.count(), 0, "{:?}", violations.by_kind());
+        assert_eq!(found["two confirmations past the outstanding amount"].won_by["a confirmation"], 1);
+
+        // Both confirmed: past the outstanding amount, and two winners.
+        let both = ledger("CONFIRMED", "CONFIRMED");
+        let violations = Violations::default();
+        check_contests(
+            &[record(Some(200), Some(200))],
+            &HashMap::new(),
+            &deals(&orders, &both, &approvals),
+            &violations,
+        );
+        assert_eq!(
+            kinds(&violations),
+            ["contest with more than one winner", "payments confirmed past the outstanding amount"]
+        );
+
+        // The acknowledged confirmation is not there; the refused one is.
+        let swapped = ledger("RECORDED", "CONFIRMED");
+        let violations = Violations::default();
+        check_contests(
+            &[record(Some(200), Some(409))],
+            &HashMap::new(),
+            &deals(&orders, &swapped, &approvals),
+            &violations,
+        );
+        assert_eq!(kinds(&violations), ["acknowledged move missing", "contest without a winner"]);
+    }
+
+    #[test]
+    fn a_cancellation_racing_fulfilment_ends_one_way_and_the_database_agrees() {
+        let (order, cancel) = (Uuid::from_u128(20), Uuid::from_u128(1));
+        let record = |settle, fulfil, unclear| {
+            contest(
+                Contest::CancelOrFulfil { order, cancel_bid: cancel },
+                vec![racer(MoveKind::Settle, settle, unclear), racer(MoveKind::Fulfil, fulfil, false)],
+                None,
+            )
+        };
+        let (payments, approvals) = (HashMap::new(), HashMap::new());
+        let run = |record: ContestRecord, status: &str, bid_status: &str| {
+            let orders = HashMap::from([(order, status.to_owned())]);
+            let violations = Violations::default();
+            check_contests(&[record], &bid(bid_status, None), &deals(&orders, &payments, &approvals), &violations);
+            kinds(&violations)
+        };
+        assert!(run(record(Some(409), Some(200), false), "FULFILLED", "PENDING").is_empty());
+        assert!(run(record(Some(200), Some(409), false), "CANCELLED", "ACCEPTED").is_empty());
+        // A cancellation whose answer never came may have been made.
+        assert!(run(record(None, Some(409), true), "CANCELLED", "ACCEPTED").is_empty());
+        assert_eq!(
+            run(record(Some(200), Some(409), false), "FULFILLED", "ACCEPTED"),
+            ["contest winner not what the database has", "order and its cancellation disagree"]
+        );
+        assert_eq!(
+            run(record(Some(200), Some(200), false), "CANCELLED", "ACCEPTED"),
+            ["contest with more than one winner"]
+        );
+        assert_eq!(run(record(Some(409), Some(409), false), "CANCELLED", "ACCEPTED"), ["contest without a winner"]);
+        assert_eq!(
+            run(record(Some(409), Some(500), false), "FULFILLED", "PENDING"),
+            ["contest loser answered neither 409 nor 503", "contest without a winner"]
+        );
+    }
+
+    #[test]
+    fn an_approval_racing_the_counterpartys_withdrawal_makes_its_move_once_or_fails() {
+        let approval = Uuid::from_u128(30);
+        let record = |first, second, withdraw, answer| {
+            contest(
+                Contest::ApprovalOrWithdraw { approval, bid: Uuid::from_u128(1) },
+                vec![
+                    racer(MoveKind::Approve, first, false),
+                    racer(MoveKind::Approve, second, false),
+                    racer(MoveKind::Withdraw, withdraw, false),
+                ],
+                answer,
+            )
+        };
+        let (orders, payments) = (HashMap::new(), HashMap::new());
+        let run = |record: ContestRecord, status: &str, bids: HashMap<Uuid, BidRow>| {
+            let approvals =
+                HashMap::from([(approval, ApprovalRow { status: status.to_owned(), bid: None, order: None })]);
+            let violations = Violations::default();
+            check_contests(&[record], &bids, &deals(&orders, &payments, &approvals), &violations);
+            kinds(&violations)
+        };
+        // The approval won: the held acceptance made, the other approver and the withdrawal refused.
+        let won = record(Some(200), Some(409), Some(409), Some("APPROVED"));
+        assert!(run(won.clone(), "APPROVED", bid("ACCEPTED", Some("accepted"))).is_empty());
+        // The withdrawal won: the approval answered FAILED, nothing made.
+        let lost = record(Some(200), Some(409), Some(200), Some("FAILED"));
+        assert!(run(lost, "FAILED", bid("REJECTED", Some("withdrawn"))).is_empty());
+        // Approved, and withdrawn too.
+        let both = record(Some(200), Some(409), Some(200), Some("APPROVED"));
+        assert_eq!(
+            run(both, "APPROVED", bid("REJECTED", Some("withdrawn"))),
+            ["approved move not made", "contest with more than one winner"]
+        );
+        // Two approvers both answered 200.
+        let twice = record(Some(200), Some(200), Some(409), Some("APPROVED"));
+        assert_eq!(run(twice, "APPROVED", bid("ACCEPTED", Some("accepted"))), ["approved twice"]);
+        // The move made though the request never was approved.
+        let unapproved = record(Some(409), Some(409), Some(409), None);
+        assert_eq!(run(unapproved, "DENIED", bid("ACCEPTED", Some("accepted"))), ["move made without its approval"]);
+        // An acknowledged approval the database does not have.
+        assert_eq!(
+            run(won, "PENDING", bid("PENDING", None)),
+            ["acknowledged move missing", "contest winner not what the database has"]
+        );
+    }
+
+    #[test]
+    fn an_order_is_cancelled_only_before_fulfilment_and_its_events_end_in_its_status() {
+        assert_eq!(order_history_fault(&["order.created"], "CONFIRMED"), None);
+        let life = ["order.created", "order.fulfilled", "order.completed"];
+        assert_eq!(order_history_fault(&life, "COMPLETED"), None);
+        assert_eq!(order_history_fault(&["order.created", "order.cancelled"], "CANCELLED"), None);
+        let late = order_history_fault(&["order.created", "order.fulfilled", "order.cancelled"], "CANCELLED");
+        assert!(late.is_some_and(|fault| fault.starts_with("order.cancelled on a FULFILLED order")));
+        assert!(order_history_fault(&["order.created", "order.completed"], "COMPLETED").is_some());
+        assert!(order_history_fault(&["order.created", "order.fulfilled", "order.fulfilled"], "FULFILLED").is_some());
+        // The status says more than the events: an event was lost.
+        assert!(order_history_fault(&["order.created"], "FULFILLED").is_some());
     }
 
     #[test]
