@@ -58,6 +58,10 @@ const COMMITTED: &[(&str, &str)] = &[
         "0012_event_types.sql",
         "fff64e0f309d4a5274fa7fdf6f661a795dbdfeedd81ba78a4302688b734d6930f17d24cc2161a64d38518be9a91974a0",
     ),
+    (
+        "0014_approver_sessions.sql",
+        "666ebdce5b07773aec5d54a9fc58a710907070b11c6b18a5655b44afd028daf2f9b2f88c46043830feaa68a95f3f4b10",
+    ),
 ];
 
 fn files() -> BTreeMap<String, Vec<u8>> {
