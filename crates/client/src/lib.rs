@@ -590,10 +590,10 @@ impl Client {
 
 fn read<T: DeserializeOwned>(method: &Method, url: &str, status: StatusCode, bytes: &[u8]) -> Result<T, ClientError> {
     // A move the agent's approval rules held: nothing was made (SPEC §10).
-    if status == StatusCode::ACCEPTED {
-        if let Ok(held) = serde_json::from_slice::<Held>(bytes) {
-            return Err(ClientError::Held(Box::new(held.approval)));
-        }
+    if status == StatusCode::ACCEPTED
+        && let Ok(held) = serde_json::from_slice::<Held>(bytes)
+    {
+        return Err(ClientError::Held(Box::new(held.approval)));
     }
     if status.is_success() {
         // A 204 has no body; read it as JSON null for callers that expect nothing.

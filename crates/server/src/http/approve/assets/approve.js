@@ -105,8 +105,8 @@ function notice(answered, refused) {
     words = `Request ${answered ? answered.id : ""} was not answered: ${refused}.`;
     box.classList.add("bad");
   } else if (answered.status === "APPROVED") {
-    const made = answered.order_id ? `order ${answered.order_id} made` : answered.bid_id ? `bid ${answered.bid_id} made` : "made";
-    words = `Approved: the ${answered.move.move} of ${money(answered.move.amount, answered.move.currency)} is ${made}.`;
+    const made = answered.order_id ? ` (order ${answered.order_id})` : answered.bid_id ? ` (bid ${answered.bid_id})` : "";
+    words = `Approved: the ${answered.move.move} of ${money(answered.move.amount, answered.move.currency)} was made${made}.`;
   } else if (answered.status === "FAILED" && answered.failure) {
     words = `Approved, but the move could not be made (${answered.failure.code}): ${answered.failure.detail}`;
     box.classList.add("bad");
