@@ -1,6 +1,9 @@
 """Haggle's MCP server through the official Python SDK: two agents list the tools, check their
 input schemas, and play a whole negotiation over Streamable HTTP (/mcp), then another over stdio
-(`haggle mcp`); a refused move is a structured tool error.
+(`haggle mcp`); a refused move is a structured tool error. Then a buyer whose acceptances above
+500.00 need approval: through a client that declares elicitation, the person approves in the
+host and the tool call makes the order; declined, nothing is made; without elicitation, the held
+move is the pending request, answered with answer_approval.
 
 Usage: e2e.py BASE_URL ADMIN_TOKEN HAGGLE_BINARY
 Prints the negotiations as a transcript and ends with a `N passed, N failed` line.
@@ -14,7 +17,7 @@ import uuid
 
 import httpx2
 import jsonschema
-from mcp import ClientSession
+from mcp import ClientSession, types
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -24,7 +27,7 @@ TOOLS = {
     "place_bid", "counter_bid", "accept_bid", "reject_bid", "withdraw_bid", "buy_now", "get_thread",
     "list_my_threads", "wait_for_turn", "read_events", "get_policy", "set_policy", "delete_policy",
     "list_my_orders", "get_order", "fulfil_order", "complete_order", "record_payment", "answer_payment",
-    "open_order_negotiation",
+    "open_order_negotiation", "list_my_approvals", "answer_approval",
 }
 results = {"passed": 0, "failed": 0}
 
@@ -145,10 +148,85 @@ async def over_stdio(seller_key, buyer_key):
             await negotiate(seller, buyer, "Walnut desk (stdio)")
 
 
+def held_acceptance(seller_key, buyer_key, title):
+    """The seller's counter at 600.00 on a listing, waiting for a buyer whose acceptances above
+    500.00 need approval: its id."""
+    listing = rest("POST", "/v1/listings", {"title": title, "ask_amount": 80000}, seller_key)
+    placed = rest("POST", f"/v1/listings/{listing['id']}/bids", {"amount": 40000}, buyer_key)
+    countered = rest("POST", f"/v1/bids/{placed['bid']['id']}/counter", {"amount": 60000}, seller_key)
+    return countered["bid"]["id"]
+
+
+def person(answer, asked):
+    """An elicitation callback that answers every question with `answer` (an ElicitResult)."""
+    async def callback(context, params):
+        asked.append(params)
+        return answer
+    return callback
+
+
+async def approvals(seller_key, buyer_key):
+    print("== a held acceptance, answered through the host (elicitation) ==", flush=True)
+    rest("PUT", "/v1/agents/me/approval-rules", {"rules": [{"move": "accept", "buyer_above": 50000}]}, buyer_key)
+    orders_before = len(rest("GET", "/v1/orders?role=buyer", token=buyer_key)["data"])
+
+    async def accept_through(answer, title):
+        counter = held_acceptance(seller_key, buyer_key, title)
+        asked = []
+        async with http_client(buyer_key) as buyer_http:
+            async with streamable_http_client(BASE + "/mcp", http_client=buyer_http) as (read, write):
+                async with ClientSession(read, write, elicitation_callback=person(answer, asked)) as buyer:
+                    await buyer.initialize()
+                    result = await call(buyer, "buyer", "accept_bid", {"bid_id": counter})
+        return counter, result, asked
+
+    yes = types.ElicitResult(action="accept", content={"approve": True, "note": "fine by me"})
+    counter, result, asked = await accept_through(yes, "Oak bookcase (approved)")
+    document = result.structured_content or {}
+    check("the person is asked through the host, with the move and its amount",
+          len(asked) == 1 and "accept" in asked[0].message and "600.00" in asked[0].message,
+          [getattr(a, "message", a) for a in asked])
+    check("approved in the host, the held acceptance makes the order",
+          not result.is_error and document.get("outcome") == "approved"
+          and (document.get("order") or {}).get("amount") == 60000, document)
+    check("the approval is recorded APPROVED with its receipt",
+          (document.get("approval") or {}).get("status") == "APPROVED"
+          and bool((document.get("approval") or {}).get("receipt")), document.get("approval"))
+
+    no = types.ElicitResult(action="decline")
+    counter, result, asked = await accept_through(no, "Oak bookcase (declined)")
+    document = result.structured_content or {}
+    check("declined in the host, the request is denied and nothing is made",
+          not result.is_error and document.get("outcome") == "denied"
+          and (document.get("approval") or {}).get("status") == "DENIED", document)
+    bid = rest("GET", f"/v1/bids/{counter}", token=buyer_key)
+    check("the declined acceptance's bid is still pending", bid["status"] == "PENDING", bid["status"])
+    orders = rest("GET", "/v1/orders?role=buyer", token=buyer_key)
+    check("one order more only, the approved one", len(orders["data"]) == orders_before + 1,
+          (orders_before, len(orders["data"])))
+
+    print("== a held acceptance without elicitation ==", flush=True)
+    counter = held_acceptance(seller_key, buyer_key, "Oak bookcase (tools)")
+    async with http_client(buyer_key) as buyer_http:
+        async with streamable_http_client(BASE + "/mcp", http_client=buyer_http) as (read, write):
+            async with ClientSession(read, write) as buyer:
+                await buyer.initialize()
+                held = await ok(buyer, "buyer", "accept_bid", {"bid_id": counter})
+                check("without elicitation the held move is the pending request, not an error",
+                      held.get("outcome") == "held" and held["approval"]["status"] == "PENDING", held)
+                listed = await ok(buyer, "buyer", "list_my_approvals", {"status": "PENDING"})
+                check("list_my_approvals lists it", listed["data"][0]["id"] == held["approval"]["id"], listed)
+                answered = await ok(buyer, "buyer", "answer_approval",
+                                    {"approval_id": held["approval"]["id"], "decision": "approve"})
+                check("answer_approval approves it and the order is made",
+                      (answered.get("order") or {}).get("amount") == 60000, answered)
+
+
 async def main():
     seller_key, buyer_key = agent("py-seller"), agent("py-buyer", "AGENCY")
     await over_http(seller_key, buyer_key)
     await over_stdio(seller_key, buyer_key)
+    await approvals(seller_key, buyer_key)
 
 
 try:

@@ -460,3 +460,48 @@ async fn a_keyed_move_held_for_approval_is_held_once_and_replayed() {
     assert_eq!(app.count("SELECT count(*) FROM approvals").await, 1);
     assert_eq!(app.count("SELECT count(*) FROM bids").await, 1);
 }
+
+#[tokio::test]
+async fn an_approvers_webhook_takes_the_agents_approval_events_until_the_approver_is_revoked() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    app.put("/v1/agents/me/approval-rules", &deal.buyer.key, rules(ACCEPT_ABOVE_500)).await.expect(200);
+    let body = json!({ "name": "Alice", "webhook_url": "http://127.0.0.1:9/alice" });
+    let added = app.post("/v1/agents/me/approvers", &deal.buyer.key, body).await.expect(201);
+    let webhook = &added.body["webhook"];
+    assert!(webhook["secret"].as_str().unwrap().len() > 20, "{}", added.body);
+    let webhook_id = webhook["webhook"]["id"].as_str().unwrap().to_owned();
+    let approver_id = added.body["approver"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        webhook["webhook"]["events"],
+        json!(["approval.requested", "approval.approved", "approval.denied", "approval.expired", "approval.failed"])
+    );
+
+    let counter = countered(&app, &deal, 40000, 60000).await;
+    app.post_empty(format!("/v1/bids/{counter}/accept"), &deal.buyer.key).await.expect(202);
+    haggle_server::events::publisher::publish_all(&app.pool).await.expect("publish");
+    let delivered = |kind: &str| {
+        format!(
+            "SELECT count(*) FROM webhook_deliveries d JOIN events e ON e.id = d.event_id \
+             WHERE d.webhook_id = '{webhook_id}' AND e.type = '{kind}'"
+        )
+    };
+    assert_eq!(app.count(delivered("approval.requested")).await, 1);
+    // Only approval events: the bids the agent's moves made are not its approver's.
+    assert_eq!(
+        app.count(format!("SELECT count(*) FROM webhook_deliveries WHERE webhook_id = '{webhook_id}'")).await,
+        1
+    );
+
+    // A bad URL is refused naming the field, and adds no approver.
+    let bad = json!({ "name": "Bob", "webhook_url": "not a url" });
+    let refused =
+        app.post("/v1/agents/me/approvers", &deal.buyer.key, bad).await.expect_problem(422, "validation_failed");
+    assert_eq!(refused.body["errors"][0]["field"], "webhook_url");
+    assert_eq!(app.count("SELECT count(*) FROM approvers").await, 1);
+
+    // Revoked, its webhook is disabled and takes nothing more.
+    app.delete(format!("/v1/agents/me/approvers/{approver_id}"), &deal.buyer.key).await.expect(200);
+    let read = app.get(format!("/v1/webhooks/{webhook_id}"), &deal.buyer.key).await.expect(200);
+    assert_eq!(read.body["status"], "DISABLED");
+}

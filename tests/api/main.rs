@@ -5,6 +5,7 @@ mod a2a;
 mod admin;
 mod agents;
 mod approvals;
+mod approve_page;
 mod architecture;
 mod auto;
 mod balanced;

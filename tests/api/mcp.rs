@@ -216,6 +216,7 @@ async fn the_tools_are_listed_with_valid_schemas_and_the_rules_they_enforce() {
         names,
         [
             "accept_bid",
+            "answer_approval",
             "answer_payment",
             "buy_now",
             "complete_order",
@@ -228,6 +229,7 @@ async fn the_tools_are_listed_with_valid_schemas_and_the_rules_they_enforce() {
             "get_order",
             "get_policy",
             "get_thread",
+            "list_my_approvals",
             "list_my_orders",
             "list_my_threads",
             "open_order_negotiation",
@@ -245,6 +247,7 @@ async fn the_tools_are_listed_with_valid_schemas_and_the_rules_they_enforce() {
     );
     let moves = [
         "accept_bid",
+        "answer_approval",
         "answer_payment",
         "buy_now",
         "complete_order",
@@ -1200,4 +1203,127 @@ async fn an_mcp_stream_ends_when_its_key_is_revoked_or_its_agent_suspended() {
     let path = format!("/v1/admin/agents/{}/suspend", agent.id);
     app.post(&path, crate::support::ADMIN_TOKEN, json!({ "reason": "abuse" })).await.expect(200);
     assert!(ends_within(&mut kept, Duration::from_secs(5)).await, "the stream outlived its agent's suspension");
+}
+
+// ---- moves held for approval (SPEC §10)
+
+/// A client that declares elicitation and answers every question with `answer` (an action
+/// and its content), counting the questions.
+#[derive(Clone)]
+struct Person {
+    answer: rmcp::model::ElicitResult,
+    asked: Arc<Mutex<Vec<String>>>,
+}
+
+impl ClientHandler for Person {
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        if let rmcp::model::ElicitRequestParams::FormElicitationParams { message, .. } = request {
+            self.asked.lock().unwrap().push(message);
+        }
+        Ok(self.answer.clone())
+    }
+
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let capabilities = rmcp::model::ClientCapabilities::builder().enable_elicitation().build();
+        rmcp::model::ClientConfig::new(capabilities, rmcp::model::Implementation::new("person", "1"))
+    }
+}
+
+/// A buyer whose acceptances above 500.00 wait for approval, and the seller's counter at 600.00
+/// waiting for the buyer: its id.
+async fn held_acceptance(app: &TestApp, deal: &Deal) -> String {
+    let rules = json!({ "rules": [{ "move": "accept", "buyer_above": 50000 }] });
+    app.put("/v1/agents/me/approval-rules", &deal.buyer.key, rules).await.expect(200);
+    let bid = app.place(&deal.buyer, &deal.listing, 40000).await;
+    app.counter(&deal.seller, &bid, 60000).await
+}
+
+#[tokio::test]
+async fn a_held_move_is_the_pending_request_and_the_tools_list_and_answer_it() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    let counter = held_acceptance(&app, &deal).await;
+    let buyer = over_http(&app, &deal.buyer).await;
+
+    // Without elicitation the held acceptance is no error: the answer is the pending request.
+    let held = ok(&buyer, "accept_bid", json!({ "bid_id": counter })).await;
+    assert_eq!((held["outcome"].as_str(), held["approval"]["status"].as_str()), (Some("held"), Some("PENDING")));
+    assert_eq!(held["approval"]["move"]["amount"], 60000);
+    assert_eq!(app.count("SELECT count(*) FROM orders").await, 0);
+    let listed = ok(&buyer, "list_my_approvals", json!({ "status": "PENDING" })).await;
+    assert_eq!(listed["data"][0]["id"], held["approval"]["id"]);
+
+    // Answered through the tool, the move is made then.
+    let approval = id(&held["approval"]["id"]);
+    let approved = ok(&buyer, "answer_approval", json!({ "approval_id": approval, "decision": "approve" })).await;
+    assert_eq!(approved["approval"]["status"], "APPROVED", "{approved}");
+    assert_eq!(approved["order"]["amount"], 60000);
+    assert_eq!(app.count("SELECT count(*) FROM orders").await, 1);
+    refused(&buyer, "answer_approval", json!({ "approval_id": approval, "decision": "deny" }), "invalid_transition")
+        .await;
+}
+
+#[tokio::test]
+async fn a_held_tool_call_asks_the_person_through_the_host_and_completes_with_the_moves_answer() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    let counter = held_acceptance(&app, &deal).await;
+    let yes =
+        rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept).with_content(json!({ "approve": true }));
+    let person = Person { answer: yes, asked: Arc::default() };
+    let transport = StreamableHttpClientTransport::from_config(http_transport(&app, &deal.buyer.key));
+    let buyer = person.clone().serve(transport).await.expect("an MCP session that elicits");
+
+    let result = buyer
+        .call_tool(
+            CallToolRequestParams::new("accept_bid")
+                .with_arguments(json!({ "bid_id": counter }).as_object().unwrap().clone()),
+        )
+        .await
+        .expect("accept_bid");
+    let made = result.structured_content.clone().unwrap();
+    assert_ne!(result.is_error, Some(true), "{made}");
+    assert_eq!((made["outcome"].as_str(), made["approval"]["status"].as_str()), (Some("approved"), Some("APPROVED")));
+    assert_eq!(made["order"]["amount"], 60000);
+    assert_eq!(app.count("SELECT count(*) FROM orders").await, 1);
+    let asked = person.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1);
+    assert!(asked[0].contains("accept") && asked[0].contains("600.00"), "{asked:?}");
+}
+
+#[tokio::test]
+async fn a_held_tool_call_the_person_declines_is_denied_and_makes_nothing() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    let counter = held_acceptance(&app, &deal).await;
+    let person = Person {
+        answer: rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Decline),
+        asked: Arc::default(),
+    };
+    let transport = StreamableHttpClientTransport::from_config(http_transport(&app, &deal.buyer.key));
+    let buyer = person.clone().serve(transport).await.expect("an MCP session that elicits");
+    let answered = ok_in(&buyer, "accept_bid", json!({ "bid_id": counter })).await;
+    assert_eq!(
+        (answered["outcome"].as_str(), answered["approval"]["status"].as_str()),
+        (Some("denied"), Some("DENIED"))
+    );
+    assert_eq!(app.count("SELECT count(*) FROM orders").await, 0);
+    let bid = app.get(format!("/v1/bids/{counter}"), &deal.buyer.key).await.expect(200);
+    assert_eq!(bid.body["status"], "PENDING");
+}
+
+/// A tool's structured answer through any client, refusing an error.
+async fn ok_in<H: ClientHandler>(session: &RunningService<RoleClient, H>, tool: &str, arguments: Value) -> Value {
+    let arguments = arguments.as_object().expect("arguments are an object").clone();
+    let result = session
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments))
+        .await
+        .unwrap_or_else(|error| panic!("{tool}: {error}"));
+    let content = result.structured_content.clone().unwrap_or(Value::Null);
+    assert_ne!(result.is_error, Some(true), "{tool} was refused: {content}");
+    content
 }

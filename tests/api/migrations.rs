@@ -62,6 +62,10 @@ const COMMITTED: &[(&str, &str)] = &[
         "0013_schedules_installments.sql",
         "7015b802d8e6965eaa240ee42d2b8ab8a2d7861bf26eff1375c4048de0f0b7949554c992609a06231b6387db95ecc1ff",
     ),
+    (
+        "0014_approver_sessions.sql",
+        "666ebdce5b07773aec5d54a9fc58a710907070b11c6b18a5655b44afd028daf2f9b2f88c46043830feaa68a95f3f4b10",
+    ),
 ];
 
 fn files() -> BTreeMap<String, Vec<u8>> {

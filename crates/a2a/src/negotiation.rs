@@ -25,7 +25,9 @@ const COUNT_PAGE: u32 = 200;
 pub(crate) enum Made {
     /// The task, and the bid of the caller's that now waits for the other side, if one does.
     Task(Task, Option<Uuid>),
-    Listings(SendMessageResponse),
+    /// A message rather than a task: the listings a search found, or a placement or purchase
+    /// held for approval (no thread yet).
+    Message(SendMessageResponse),
 }
 
 /// `SendMessage`: the message's move, made once under its message id, answered with the task
@@ -37,7 +39,7 @@ pub(crate) async fn send(
     blocking: bool,
 ) -> Result<SendMessageResponse, Refusal> {
     match make(acting, request).await? {
-        Made::Listings(answer) => Ok(answer),
+        Made::Message(answer) => Ok(answer),
         Made::Task(task, Some(waiting)) if blocking => {
             let _ = acting.client.get_bid(waiting, Some(acting.wait.as_secs_f64())).await;
             Ok(SendMessageResponse::Task(read_task(acting, &task.id).await.unwrap_or(task)))
@@ -72,20 +74,23 @@ pub(crate) async fn make(acting: &Acting, request: &SendMessageRequest) -> Resul
             let page = acting.client.list_listings(&query).await.map_err(|e| Refusal::from_client(e, About::Other))?;
             let count = page.data.len();
             let listings = serde_json::to_value(&page).unwrap_or_default();
-            Ok(Made::Listings(SendMessageResponse::Message(task::listings_message(listings, count))))
+            Ok(Made::Message(SendMessageResponse::Message(task::listings_message(listings, count))))
         }
         Move::Purchase { listing_id, currency } => {
             opens("purchase")?;
             check_currency(acting, listing_id, currency.as_deref()).await?;
-            let bought = keyed.purchase(listing_id).await.map_err(|e| Refusal::from_client(e, About::Other))?;
-            Ok(Made::Task(task::purchase_task(&bought.order), None))
+            match keyed.purchase(listing_id).await {
+                Ok(bought) => Ok(Made::Task(task::purchase_task(&bought.order), None)),
+                Err(error) => held_or_refused(acting, error, About::Other).await,
+            }
         }
         Move::Place { listing_id, placement, currency } => {
             opens("place")?;
             check_currency(acting, listing_id, currency.as_deref()).await?;
-            let placed =
-                keyed.place_bid(listing_id, &placement).await.map_err(|e| Refusal::from_client(e, About::Other))?;
-            Ok(after_bid(acting, &placed))
+            match keyed.place_bid(listing_id, &placement).await {
+                Ok(placed) => Ok(after_bid(acting, &placed)),
+                Err(error) => held_or_refused(acting, error, About::Other).await,
+            }
         }
         Move::Answer { bid_id, answer } => {
             let Some(task_id) = message.task_id.as_deref().filter(|id| !id.is_empty()) else {
@@ -100,7 +105,10 @@ pub(crate) async fn make(acting: &Acting, request: &SendMessageRequest) -> Resul
                 if read.thread_id != thread {
                     return Err(Refusal::invalid_params(format!("bid {bid} is not a bid of task {task_id}")));
                 }
-                return answer_bid(acting, &keyed, bid, &answer).await.map_err(|e| Refusal::from_client(e, about));
+                return match answer_bid(acting, &keyed, bid, &answer).await {
+                    Ok(made) => Ok(made),
+                    Err(error) => held_or_refused(acting, error, about).await,
+                };
             }
             answer_pending(acting, message, thread, task_id, &answer).await
         }
@@ -132,7 +140,8 @@ async fn answer_pending(
                     acting.recent.set_pending(thread, None);
                     None
                 }
-                outcome => return outcome.map_err(|e| Refusal::from_client(e, about)),
+                Ok(made) => return Ok(made),
+                Err(error) => return held_or_refused(acting, error, about).await,
             }
         }
         None => Some(message_id.to_owned()),
@@ -141,7 +150,25 @@ async fn answer_pending(
     let key = key.unwrap_or_else(|| format!("{message_id}:{bid}"));
     acting.recent.set_chosen(agent, message_id, Chosen { bid, key: key.clone() });
     let keyed = acting.client.with_idempotency_key(key);
-    answer_bid(acting, &keyed, bid, answer).await.map_err(|e| Refusal::from_client(e, about))
+    match answer_bid(acting, &keyed, bid, answer).await {
+        Ok(made) => Ok(made),
+        Err(error) => held_or_refused(acting, error, about).await,
+    }
+}
+
+/// A move the API refused, or that the caller's approval rules held (SPEC §10). A held move is
+/// no failure: a counter or acceptance answers its task as it stands, `input-required` (still
+/// the caller's turn), with the request in its status message's data part (`approval`); a held
+/// placement or purchase, which has no task yet, answers a message carrying the request.
+async fn held_or_refused(acting: &Acting, error: ClientError, about: About<'_>) -> Result<Made, Refusal> {
+    let ClientError::Held(approval) = error else { return Err(Refusal::from_client(error, about)) };
+    match approval.held.thread_id {
+        Some(thread) => {
+            let read = read_task(acting, &thread.to_string()).await?;
+            Ok(Made::Task(task::held_task(read, &approval), None))
+        }
+        None => Ok(Made::Message(SendMessageResponse::Message(task::held_message(&approval)))),
+    }
 }
 
 /// Whether the API refused a move because its bid was no longer the pending one.

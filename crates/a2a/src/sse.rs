@@ -80,8 +80,8 @@ pub(crate) async fn send(acting: Acting, request: SendMessageRequest, framing: F
     };
     match negotiation::make(&acting, &request).await {
         Err(refusal) => framing.refused(refusal),
-        Ok(Made::Listings(SendMessageResponse::Message(message))) => single(&framing, StreamResponse::Message(message)),
-        Ok(Made::Listings(SendMessageResponse::Task(task)) | Made::Task(task, _)) => {
+        Ok(Made::Message(SendMessageResponse::Message(message))) => single(&framing, StreamResponse::Message(message)),
+        Ok(Made::Message(SendMessageResponse::Task(task)) | Made::Task(task, _)) => {
             follow(acting, framing, task, events, Until::Interrupted)
         }
     }

@@ -4,9 +4,9 @@
 //! and, once accepted, the order as its artifact. A purchase at the ask is a task of its own
 //! (the order's id) that completed at once.
 
-use a2a::{Artifact, Message, Part, Role, Task, TaskState, TaskStatus};
+use a2a::{Artifact, Message, Part, PartContent, Role, Task, TaskState, TaskStatus};
 use chrono::Utc;
-use haggle_api::{Bid, Order, Thread};
+use haggle_api::{Approval, Bid, Order, Thread};
 use haggle_domain::bid::{self, Action, Actor, BidState};
 use haggle_domain::{BidStatus, Party, Reason, ThreadStatus};
 use serde_json::{Map, Value, json};
@@ -181,6 +181,51 @@ pub(crate) fn purchase_task(order: &Order) -> Task {
         history: None,
         metadata: None,
     }
+}
+
+/// What a request for approval says of its move, in words.
+fn held_words(approval: &Approval) -> String {
+    format!(
+        "Held for approval: your approval rules hold this {} of {} {}, and nothing is made until it is approved. \
+         Request {} waits until {} for {}.",
+        approval.held.kind.as_str(),
+        approval.held.amount,
+        approval.held.currency,
+        approval.id,
+        approval.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        approval.approvers.join(", ")
+    )
+}
+
+/// A task whose counter or acceptance was held for approval: `input-required`, as the caller's
+/// turn still is, its status message carrying the request (`approval`) beside the negotiation.
+pub(crate) fn held_task(mut task: Task, approval: &Approval) -> Task {
+    task.status.state = TaskState::InputRequired;
+    if let Some(message) = &mut task.status.message {
+        message.message_id = format!("{}-held", approval.id);
+        for part in &mut message.parts {
+            match &mut part.content {
+                PartContent::Data(Value::Object(data)) => {
+                    data.insert("approval".to_owned(), json!(approval));
+                }
+                PartContent::Text(words) => *words = held_words(approval),
+                PartContent::Data(_) | PartContent::Raw(_) | PartContent::Url(_) => {}
+            }
+        }
+    }
+    task
+}
+
+/// A message of the agent's own answering a placement or purchase held for approval: the
+/// request (`approval`), as there is no task until the move is made.
+pub(crate) fn held_message(approval: &Approval) -> Message {
+    let mut message = Message::new(
+        Role::Agent,
+        vec![Part::data(json!({ "approval": approval })).with_media_type(DATA), Part::text(held_words(approval))],
+    );
+    message.message_id = format!("{}-held", approval.id);
+    message.context_id = Some(approval.held.listing_id.to_string());
+    message
 }
 
 /// A message of the agent's own in answer to `search`.

@@ -10,7 +10,7 @@ use haggle_domain::{Currency, Party};
 
 use crate::double_option;
 use crate::query::{choice, cursor, limit};
-use crate::views::{Bid, GrantedBudget, Order, PolicyLevel, Thread};
+use crate::views::{Bid, GrantedBudget, Order, PolicyLevel, Thread, WebhookCreated};
 
 /// Approval rules as their owner reads them back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -132,6 +132,10 @@ pub struct ApprovalDenial {
 #[serde(deny_unknown_fields)]
 pub struct NewApprover {
     pub name: String,
+    /// Where the agent's approval.* events go for this approver, signed as every webhook's; its
+    /// secret is in the answer, shown once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_url: Option<String>,
 }
 
 /// An approver as the agent sees it: never its token.
@@ -149,17 +153,25 @@ pub struct Approver {
 pub struct ApproverIssued {
     pub approver: Approver,
     pub token: String,
+    /// The approver's webhook, with its signing secret shown this once, when a `webhook_url`
+    /// was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<WebhookCreated>,
 }
 
 /// `GET /v1/approvals`: the agent's requests, newest first.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalQuery {
     /// Only requests in this status (as read now: a pending request past its time is EXPIRED).
     #[serde(default, deserialize_with = "choice", skip_serializing_if = "Option::is_none")]
     pub status: Option<ApprovalStatus>,
+    /// Page size, 1 to 200 (50 by default).
     #[serde(default, deserialize_with = "limit", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schemars", schemars(range(min = 1, max = 200)))]
     pub limit: Option<u32>,
+    /// The `next_cursor` of the previous page, for the next one.
     #[serde(default, deserialize_with = "cursor", skip_serializing_if = "Option::is_none")]
     pub cursor: Option<Uuid>,
 }

@@ -56,6 +56,8 @@ fn failure_of(error: &ClientError) -> Failure {
         ClientError::Api(problem) => Failure::Status(problem.status),
         ClientError::UnexpectedResponse { status, .. } if (200..300).contains(status) => Failure::Unreadable,
         ClientError::UnexpectedResponse { status, .. } => Failure::Status(*status),
+        // Benchmarks set no approval rules; a held move counts as the 202 it is.
+        ClientError::Held(_) => Failure::Status(202),
         // A client that was built has a valid URL; no request of it fails on one.
         ClientError::Transport { .. } | ClientError::InProcess { .. } | ClientError::InvalidUrl { .. } => {
             Failure::Transport

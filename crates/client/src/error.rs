@@ -1,7 +1,7 @@
 //! What can go wrong talking to the API: the server's refusal (a problem+json document), or
 //! never getting a readable answer.
 
-pub use haggle_api::{Problem, ProblemField};
+pub use haggle_api::{Approval, Problem, ProblemField};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -21,6 +21,11 @@ pub enum ClientError {
     UnexpectedResponse { status: u16, detail: String },
     #[error("invalid server URL `{url}`: {reason}")]
     InvalidUrl { url: String, reason: String },
+    /// Not a refusal: the agent's approval rules held the move (`202 {approval}`), and nothing
+    /// is made until the request is approved (SPEC §10). [`crate::OrHeld::or_held`] reads it as
+    /// an outcome of its own.
+    #[error("held for approval: request {} waits until {}", .0.id, .0.expires_at)]
+    Held(Box<Approval>),
 }
 
 impl ClientError {
@@ -31,7 +36,8 @@ impl ClientError {
             ClientError::Transport { .. }
             | ClientError::InProcess { .. }
             | ClientError::UnexpectedResponse { .. }
-            | ClientError::InvalidUrl { .. } => None,
+            | ClientError::InvalidUrl { .. }
+            | ClientError::Held(_) => None,
         }
     }
 
@@ -40,6 +46,7 @@ impl ClientError {
         match self {
             ClientError::Api(problem) => Some(problem.status),
             ClientError::UnexpectedResponse { status, .. } => Some(*status),
+            ClientError::Held(_) => Some(202),
             ClientError::Transport { .. } | ClientError::InProcess { .. } | ClientError::InvalidUrl { .. } => None,
         }
     }
@@ -48,6 +55,19 @@ impl ClientError {
         match self {
             ClientError::Api(problem) => Some(problem),
             ClientError::Transport { .. }
+            | ClientError::InProcess { .. }
+            | ClientError::UnexpectedResponse { .. }
+            | ClientError::InvalidUrl { .. }
+            | ClientError::Held(_) => None,
+        }
+    }
+
+    /// The request for approval, when the move was held rather than made.
+    pub fn held(&self) -> Option<&Approval> {
+        match self {
+            ClientError::Held(approval) => Some(approval),
+            ClientError::Api(_)
+            | ClientError::Transport { .. }
             | ClientError::InProcess { .. }
             | ClientError::UnexpectedResponse { .. }
             | ClientError::InvalidUrl { .. } => None,
@@ -71,9 +91,10 @@ impl ClientError {
             ClientError::UnexpectedResponse { .. } => {
                 anyhow::anyhow!("{url} does not answer as a Haggle server ({self}); is {flag} pointing at one?")
             }
-            ClientError::Api(_) | ClientError::InProcess { .. } | ClientError::InvalidUrl { .. } => {
-                anyhow::Error::new(self)
-            }
+            ClientError::Api(_)
+            | ClientError::InProcess { .. }
+            | ClientError::InvalidUrl { .. }
+            | ClientError::Held(_) => anyhow::Error::new(self),
         }
     }
 
@@ -84,7 +105,7 @@ impl ClientError {
             // As a broken connection or a timeout.
             ClientError::InProcess { .. } => true,
             ClientError::Api(problem) => problem.code == "idempotency_key_in_use",
-            ClientError::UnexpectedResponse { .. } | ClientError::InvalidUrl { .. } => false,
+            ClientError::UnexpectedResponse { .. } | ClientError::InvalidUrl { .. } | ClientError::Held(_) => false,
         }
     }
 }
@@ -104,6 +125,41 @@ fn causes(error: &reqwest::Error) -> String {
         source = cause.source();
     }
     if parts.is_empty() { error.to_string() } else { parts.join(": ") }
+}
+
+/// What a move comes to: made, with its answer, or held for approval.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MoveOutcome<T> {
+    /// The move was made: the route's own answer.
+    Moved(T),
+    /// The agent's approval rules held it: the request, PENDING, that an approver answers.
+    Held(Box<Approval>),
+}
+
+impl<T> MoveOutcome<T> {
+    /// The move's answer, when it was made.
+    pub fn moved(self) -> Option<T> {
+        match self {
+            MoveOutcome::Moved(answer) => Some(answer),
+            MoveOutcome::Held(_) => None,
+        }
+    }
+}
+
+/// Reads a move's answer with a held move as an outcome rather than an error:
+/// `client.accept(bid).await.or_held()?` is [`MoveOutcome::Moved`] or [`MoveOutcome::Held`].
+pub trait OrHeld<T> {
+    fn or_held(self) -> Result<MoveOutcome<T>, ClientError>;
+}
+
+impl<T> OrHeld<T> for Result<T, ClientError> {
+    fn or_held(self) -> Result<MoveOutcome<T>, ClientError> {
+        match self {
+            Ok(answer) => Ok(MoveOutcome::Moved(answer)),
+            Err(ClientError::Held(approval)) => Ok(MoveOutcome::Held(approval)),
+            Err(error) => Err(error),
+        }
+    }
 }
 
 /// A refused request's answer: its problem document, or what came instead of one.

@@ -34,7 +34,7 @@ use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
 use error::refusal;
-pub use error::{ClientError, Problem, ProblemField};
+pub use error::{ClientError, MoveOutcome, OrHeld, Problem, ProblemField};
 pub use in_process::{ApiBody, ApiService, BodyError, Carried};
 pub use stream::{EventStream, STREAM_IDLE_LIMIT};
 pub use types::*;
@@ -424,6 +424,45 @@ impl Client {
         self.post(&format!("/v1/webhooks/{id}/enable"), &serde_json::json!({})).await
     }
 
+    // ----- approvals -----
+
+    /// Sets the agent's own approval rules (the default for every move of its own).
+    pub async fn set_approval_rules(&self, rules: &ApprovalRules) -> Result<StoredApprovalRules, ClientError> {
+        self.request(Method::PUT, "/v1/agents/me/approval-rules", &(), Some(rules), None).await
+    }
+
+    /// Adds an approver; the answer holds its token (`hap_…`), shown this once.
+    pub async fn add_approver(&self, name: &str) -> Result<ApproverIssued, ClientError> {
+        self.post("/v1/agents/me/approvers", &NewApprover { name: name.to_owned(), webhook_url: None }).await
+    }
+
+    /// The agent's requests for approval, newest first. Takes the agent's key or an approver's
+    /// token as the client's key.
+    pub async fn list_approvals(&self, query: &ApprovalQuery) -> Result<Page<Approval>, ClientError> {
+        self.get("/v1/approvals", query).await
+    }
+
+    /// One request for approval, as it is now (a pending one past its time reads EXPIRED).
+    pub async fn get_approval(&self, id: Uuid) -> Result<Approval, ClientError> {
+        self.get(&format!("/v1/approvals/{id}"), &()).await
+    }
+
+    /// Approves a request: the held move is made then (or the request ends FAILED with the
+    /// move's refusal in `failure`).
+    pub async fn approve(&self, id: Uuid, grant: &ApprovalGrant) -> Result<ApprovalOutcome, ClientError> {
+        self.post(&format!("/v1/approvals/{id}/approve"), grant).await
+    }
+
+    /// Denies a request, with a note the agent reads.
+    pub async fn deny(&self, id: Uuid, denial: &ApprovalDenial) -> Result<Approval, ClientError> {
+        self.post(&format!("/v1/approvals/{id}/deny"), denial).await
+    }
+
+    /// Withdraws the agent's own pending request (an approver may not).
+    pub async fn withdraw_approval(&self, id: Uuid) -> Result<Approval, ClientError> {
+        self.post(&format!("/v1/approvals/{id}/withdraw"), &serde_json::json!({})).await
+    }
+
     // ----- operator -----
 
     /// Changes an agent's tier or verified identity. The client's key must be the server's
@@ -556,6 +595,12 @@ impl Client {
 }
 
 fn read<T: DeserializeOwned>(method: &Method, url: &str, status: StatusCode, bytes: &[u8]) -> Result<T, ClientError> {
+    // A move the agent's approval rules held: nothing was made (SPEC §10).
+    if status == StatusCode::ACCEPTED
+        && let Ok(held) = serde_json::from_slice::<Held>(bytes)
+    {
+        return Err(ClientError::Held(Box::new(held.approval)));
+    }
     if status.is_success() {
         // A 204 has no body; read it as JSON null for callers that expect nothing.
         let bytes: &[u8] = if status == StatusCode::NO_CONTENT || bytes.is_empty() { b"null" } else { bytes };

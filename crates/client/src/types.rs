@@ -15,6 +15,10 @@ pub use haggle_api::{
     StatsQuery, StoredPolicy, StreamQuery, Thread, ThreadQuery, ThreadWithBids, WaitQuery, Webhook, WebhookCreated,
     WebhookStatus,
 };
+pub use haggle_api::{
+    Approval, ApprovalDenial, ApprovalFailure, ApprovalGrant, ApprovalOutcome, ApprovalQuery, ApprovalRules,
+    ApprovalStatus, ApproverIssued, Budget, BudgetScope, Held, HeldMove, NewApprover, Rule, StoredApprovalRules,
+};
 
 /// Where a policy applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,7 +10,7 @@
 //! error.
 
 use haggle_api::Code;
-use haggle_client::{ClientError, Problem};
+use haggle_client::{Approval, ClientError, Problem};
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -29,10 +29,12 @@ pub(crate) fn done(summary: impl Into<String>, value: &impl Serialize) -> CallTo
     result
 }
 
-/// A tool call the API refused, as the tool's answer.
+/// A tool call the API refused, as the tool's answer; a move the agent's approval rules held
+/// is no refusal: its answer is the pending request ([`held`]).
 pub(crate) fn refused(error: ClientError) -> CallToolResult {
     let problem = match error {
         ClientError::Api(problem) => *problem,
+        ClientError::Held(approval) => return held(&approval),
         ClientError::Transport { .. }
         | ClientError::InProcess { .. }
         | ClientError::UnexpectedResponse { .. }
@@ -48,6 +50,22 @@ pub(crate) fn refused(error: ClientError) -> CallToolResult {
         members.insert("hint".to_owned(), Value::String(hint.clone()));
     }
     tool_error(format!("Refused ({}): {}. {hint}", problem.code, problem.detail.trim_end_matches('.')), document)
+}
+
+/// A move held for approval: not made, and not an error either. The structured content is
+/// `{outcome: "held", approval}`, the request an approver answers (list_my_approvals,
+/// answer_approval, or the page at `/approve`).
+pub(crate) fn held(approval: &Approval) -> CallToolResult {
+    let summary = format!(
+        "Held for approval: your approval rules hold this {} of {}, and nothing is made until it is approved. \
+         Request {} waits until {} for {}; answer_approval approves or denies it, list_my_approvals shows it.",
+        approval.held.kind.as_str(),
+        money(approval.held.amount, approval.held.currency),
+        approval.id,
+        approval.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        approval.approvers.join(", ")
+    );
+    done(summary, &json!({ "outcome": "held", "approval": approval }))
 }
 
 /// Arguments that do not fit the tool's input schema, as the tool's answer.

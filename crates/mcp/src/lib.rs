@@ -14,9 +14,11 @@
 //! document, with a hint ([`answer`]).
 
 mod answer;
+mod approvals;
 mod caller;
 mod handler;
 pub mod http;
+mod keyed;
 mod prompt;
 mod resources;
 mod sessions;

@@ -16,32 +16,20 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, tool, tool_router};
+use rmcp::{RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::Haggle;
 use crate::answer::{bad_arguments, done, money, refused};
+use crate::approvals;
+use crate::keyed::{Answer, IdempotencyKey, with_key};
 use crate::standing::{self, Standing};
-
-/// What a tool call answers: the tool's result, or the protocol's error.
-type Answer = Result<CallToolResult, ErrorData>;
 
 /// The longest `wait_for_turn` waits, and how long it waits by default.
 pub const MAX_WAIT_SECONDS: f64 = 60.0;
 const DEFAULT_WAIT_SECONDS: f64 = 30.0;
-
-/// An `Idempotency-Key` for a move: any unique string, such as a UUID.
-///
-/// Sent again with the same call, it returns the first call's answer instead of making the move
-/// a second time: retry a move whose answer was lost with the same key. Left out, the call gets
-/// a key of its own (so its own transport retries are safe, but a retry of the tool call is a
-/// new move).
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(transparent)]
-#[schemars(inline)]
-pub(crate) struct IdempotencyKey(#[schemars(length(min = 1, max = 255), regex(pattern = r"^[!-~]+$"))] String);
 
 /// The arguments left over after a flattened request type took its fields.
 pub(crate) type Unknown = serde_json::Map<String, serde_json::Value>;
@@ -271,13 +259,6 @@ struct Waited {
     thread: ThreadWithBids,
 }
 
-fn with_key(client: &haggle_client::Client, key: Option<IdempotencyKey>) -> haggle_client::Client {
-    match key {
-        Some(IdempotencyKey(key)) => client.with_idempotency_key(key),
-        None => client.clone(),
-    }
-}
-
 fn page_summary<T>(page: &Page<T>, what: &str) -> String {
     match &page.next_cursor {
         Some(cursor) => format!("{} {what} on this page; pass cursor {cursor} for more.", page.data.len()),
@@ -445,7 +426,7 @@ impl Haggle {
         let acting = self.acting_in(&context)?;
         match with_key(&acting.client, args.idempotency_key).place_bid(args.listing_id, &args.bid).await {
             Ok(placed) => Ok(done(bid_summary("bid", &placed.bid, &placed.thread), &placed)),
-            Err(error) => Ok(refused(error)),
+            Err(error) => approvals::settle(&acting, &context, error).await,
         }
     }
 
@@ -476,7 +457,7 @@ impl Haggle {
         let acting = self.acting_in(&context)?;
         match with_key(&acting.client, args.idempotency_key).counter(args.bid_id, &args.counter).await {
             Ok(countered) => Ok(done(bid_summary("countered at", &countered.bid, &countered.thread), &countered)),
-            Err(error) => Ok(refused(error)),
+            Err(error) => approvals::settle(&acting, &context, error).await,
         }
     }
 
@@ -499,7 +480,7 @@ impl Haggle {
                 );
                 Ok(done(summary, &answered))
             }
-            Err(error) => Ok(refused(error)),
+            Err(error) => approvals::settle(&acting, &context, error).await,
         }
     }
 
@@ -554,7 +535,7 @@ impl Haggle {
                 ),
                 &bought,
             )),
-            Err(error) => Ok(refused(error)),
+            Err(error) => approvals::settle(&acting, &context, error).await,
         }
     }
 
@@ -952,6 +933,7 @@ fn listing_summary(listing: &Listing) -> String {
 /// The tools' router, for listing and calling them: built once, on first use, and shared by
 /// every handler (the stateless protocol makes a handler per request).
 pub(crate) fn router() -> Arc<ToolRouter<Haggle>> {
-    static ROUTER: LazyLock<Arc<ToolRouter<Haggle>>> = LazyLock::new(|| Arc::new(Haggle::tool_router()));
+    static ROUTER: LazyLock<Arc<ToolRouter<Haggle>>> =
+        LazyLock::new(|| Arc::new(Haggle::tool_router() + approvals::router()));
     ROUTER.clone()
 }

@@ -538,6 +538,33 @@ pub async fn revoke_approver(
     .await
 }
 
+/// Makes a webhook its approver's: it is disabled when the approver is revoked.
+pub async fn bind_webhook(conn: &mut PgConnection, webhook_id: Uuid, approver_id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE webhooks SET approver_id = $2 WHERE id = $1")
+        .bind(webhook_id)
+        .bind(approver_id)
+        .execute(conn)
+        .await
+        .map(drop)
+}
+
+/// Disables the webhooks of a revoked approver, which then receive nothing more.
+pub async fn disable_webhooks_of(
+    conn: &mut PgConnection,
+    agent_id: Uuid,
+    approver_id: Uuid,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE webhooks SET status = 'DISABLED', disabled_reason = 'its approver was revoked', updated_at = now()
+         WHERE agent_id = $1 AND approver_id = $2 AND status = 'ACTIVE'",
+    )
+    .bind(agent_id)
+    .bind(approver_id)
+    .execute(conn)
+    .await
+    .map(drop)
+}
+
 /// The unrevoked approver whose token has this digest: its id, name, and its agent with the
 /// agent's tier (as the approved moves are made).
 #[derive(Debug, Clone)]

@@ -15,6 +15,7 @@ use sqlx::{Connection, PgPool};
 pub mod admin;
 pub mod agents;
 pub mod approvals;
+pub mod approver_sessions;
 pub mod console;
 pub mod events;
 pub mod idempotency;

@@ -321,16 +321,47 @@ async fn approvers(State(state): State<AppState>, caller: Caller) -> Result<Json
     Ok(Json(Page { data: approvers.into_iter().map(approver_view).collect(), next_cursor: None }))
 }
 
+/// The events an approver's webhook takes: its agent's approval.* events.
+const APPROVER_EVENTS: [&str; 5] =
+    ["approval.requested", "approval.approved", "approval.denied", "approval.expired", "approval.failed"];
+
 async fn add_approver(
     State(state): State<AppState>,
     caller: Caller,
     key: IdempotencyKey,
     body: JsonBody<NewApprover>,
 ) -> Result<Response, Response> {
+    // The webhook's host is resolved before the transaction opens, as for `POST /v1/webhooks`.
+    let webhook = match body.value.webhook_url.clone() {
+        None => None,
+        Some(url) => {
+            let request =
+                api::NewWebhook { url, events: APPROVER_EVENTS.iter().map(|event| (*event).to_owned()).collect() };
+            let checked =
+                market::webhooks::check(request, state.settings.webhooks.allow_private).await.map_err(|rejection| {
+                    match rejection {
+                        Rejection::Validation(errors) => Rejection::Validation(
+                            errors
+                                .into_iter()
+                                .map(|error| haggle_domain::FieldError::new("webhook_url", error.message))
+                                .collect(),
+                        ),
+                        other => other,
+                    }
+                });
+            let sealing_key =
+                state.sealing_key.get(&state.pool).await.map_err(|e| ApiError::from(e).into_response())?;
+            Some((checked, sealing_key))
+        }
+    };
     let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
     let name = body.value.name;
     let outcome = async {
         let name = text(&name, true, 100).map_err(|message| Rejection::invalid("name", message))?;
+        let webhook = match webhook {
+            None => None,
+            Some((checked, sealing_key)) => Some((checked?, sealing_key)),
+        };
         let conn = command.conn().await?;
         db::agents::lock(conn, caller.id).await?;
         if db::approvals::live_approvers(conn, caller.id).await? >= approval::MAX_APPROVERS {
@@ -339,10 +370,18 @@ async fn add_approver(
         let issued = secrets::issue_approver_token();
         let approver =
             db::approvals::insert_approver(conn, caller.id, name.trim(), &issued.digest, &issued.prefix).await?;
+        let webhook = match webhook {
+            None => None,
+            Some((checked, sealing_key)) => {
+                let created = market::webhooks::create(conn, caller.id, checked, &sealing_key).await?;
+                db::approvals::bind_webhook(conn, created.webhook.id, approver.id).await?;
+                Some(created)
+            }
+        };
         Ok::<_, market::Error>(
             Reply::json(
                 StatusCode::CREATED,
-                &api::ApproverIssued { approver: approver.into(), token: issued.plaintext },
+                &api::ApproverIssued { approver: approver.into(), token: issued.plaintext, webhook },
             )
             .with_secret(),
         )
@@ -354,8 +393,10 @@ async fn add_approver(
 async fn revoke_approver(State(state): State<AppState>, caller: Caller, Id(id): Id) -> Result<Response, Response> {
     let mut command = Write::begin(&state, caller.id, IdempotencyKey(None), [0; 32]).await?;
     let outcome = async {
-        let revoked = db::approvals::revoke_approver(command.conn().await?, caller.id, id).await?;
+        let conn = command.conn().await?;
+        let revoked = db::approvals::revoke_approver(&mut *conn, caller.id, id).await?;
         let revoked = revoked.ok_or(Rejection::NotFound { what: "approver" })?;
+        db::approvals::disable_webhooks_of(conn, caller.id, id).await?;
         Ok::<_, market::Error>(Reply::json(StatusCode::OK, &approver_view(revoked)))
     }
     .await;

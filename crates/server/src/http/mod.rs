@@ -20,6 +20,7 @@ pub mod address;
 mod admin;
 mod agents;
 pub mod approvals;
+pub mod approve;
 pub mod bids;
 mod compat;
 pub mod console;
@@ -92,7 +93,7 @@ pub fn router(state: AppState) -> Router {
         routes = routes.route(endpoint.path, endpoint.handler);
     }
     let api = layered(routes.clone(), state.clone());
-    layered(console::mount(a2a::mount(mcp::mount(routes, &state, api.clone()), &state, api)), state)
+    layered(approve::mount(console::mount(a2a::mount(mcp::mount(routes, &state, api.clone()), &state, api))), state)
 }
 
 /// `router` behind every layer a request passes: its id, its client's address, its log line
