@@ -58,6 +58,10 @@ const COMMITTED: &[(&str, &str)] = &[
         "0012_event_types.sql",
         "fff64e0f309d4a5274fa7fdf6f661a795dbdfeedd81ba78a4302688b734d6930f17d24cc2161a64d38518be9a91974a0",
     ),
+    (
+        "0015_refund_approvals.sql",
+        "455dd9954c91da26a81db505d52891ddc6d97fb7a2261db262e3ccaf33a512c768c6f42d5e527e559a657dc8607f45b1",
+    ),
 ];
 
 fn files() -> BTreeMap<String, Vec<u8>> {

@@ -11,6 +11,7 @@ use super::counter::{MAX_E, MAX_KINDNESS, MIN_KINDNESS};
 use super::learned;
 use super::model::{MAX_BAYES_E, MIN_BAYES_E};
 use super::multi::MultiIssue;
+use super::refund::RefundPolicy;
 use super::{Aim, Decision, NegotiationState, Negotiator, Proposal, Rationale, Strategy, at_or_better, settle};
 
 pub const DEFAULT_MAX_AUTO_ROUNDS: i32 = 5;
@@ -52,6 +53,9 @@ pub struct Policy {
     /// limit (and, with a utility, at or above the reservation utility).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub accept_mediation: bool,
+    /// A seller's answer to refunds asked on its orders ([`RefundPolicy`], SPEC §8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refund: Option<RefundPolicy>,
 }
 
 fn default_max_auto_rounds() -> i32 {
@@ -70,6 +74,7 @@ impl Policy {
             counter,
             utility: None,
             accept_mediation: false,
+            refund: None,
         }
     }
 
@@ -137,6 +142,11 @@ impl Policy {
             v.fail("max_auto_rounds", format!("must be between 1 and {MAX_AUTO_ROUNDS}"));
         }
         self.validate_counter(&mut v, role, ask, limits, limit_ok);
+        match (role, &self.refund) {
+            (_, None) => {}
+            (Party::Seller, Some(refund)) => refund.check(&mut v, "refund"),
+            (Party::Buyer, Some(_)) => v.fail("refund", "only a seller's policy answers refunds"),
+        }
         if let Some(utility) = &self.utility {
             utility.check(&mut v, None);
         }

@@ -186,6 +186,7 @@ fn decide_keeps_the_rules_on_any_thread() {
             counter: counter.clone(),
             utility: None,
             accept_mediation: false,
+            refund: None,
         };
         let mut mover = Party::author_of_round(bids.len() as i32 + 1);
         if wrong_side {

@@ -28,6 +28,7 @@ pub mod policies;
 pub mod primary;
 pub mod quotes;
 pub mod receipts;
+pub mod refund_tasks;
 pub mod rows;
 pub mod server_keys;
 pub mod sweeps;

@@ -128,6 +128,7 @@ pub async fn open(
     let thread = Thread::opened_with(&bid, order.listing_id, order.buyer_id, order.seller_id, Some(order.id));
     let (bid, thread) = negotiations::open(conn, &thread, &bid).await?;
     events.push(NewEvent::bid(&bid, &thread));
+    queue_for_refund_policy(conn, &bid).await?;
     Ok((bid, thread))
 }
 
@@ -184,7 +185,17 @@ pub(super) async fn counter(
         return Ok(None);
     };
     events.push(NewEvent::bid(&bid, &thread));
+    queue_for_refund_policy(conn, &bid).await?;
     Ok(Some((bid, thread)))
+}
+
+/// A buyer's refund bid waits for the seller: queued for the seller's refund policy, if one
+/// covers the thread (SPEC §8).
+async fn queue_for_refund_policy(conn: &mut PgConnection, bid: &Bid) -> Result<()> {
+    if bid.kind == ThreadKind::Refund && bid.author == Party::Buyer {
+        db::refund_tasks::queue_refund_answer(conn, bid.id).await?;
+    }
+    Ok(())
 }
 
 /// Accepts the pending bid of an order's negotiation in `context` (its listing and thread
