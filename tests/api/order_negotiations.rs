@@ -459,7 +459,8 @@ async fn a_sellers_refund_policy_accepts_within_its_share_and_counters_never_pas
         "counter": { "strategy": "split" },
         "refund": { "accept_up_to": 0.1, "limit": 0.3 },
     });
-    app.put(format!("/v1/listings/{}/policy", deal.listing), &deal.seller.key, policy).await.expect(200);
+    // The listing sold its one unit: the seller's own policy answers for its orders.
+    app.put("/v1/agents/me/policies/seller", &deal.seller.key, policy).await.expect(200);
     // A buyer's policy declares no refund: refused with nothing stored.
     let buyer_policy =
         json!({ "limit": 90000, "counter": { "strategy": "split" }, "refund": { "accept_up_to": 0.1, "limit": 0.3 } });
@@ -468,9 +469,7 @@ async fn a_sellers_refund_policy_accepts_within_its_share_and_counters_never_pas
         .expect_problem(422, "validation_failed");
     let bad =
         json!({ "limit": 80000, "counter": { "strategy": "split" }, "refund": { "accept_up_to": 0.5, "limit": 0.3 } });
-    app.put(format!("/v1/listings/{}/policy", deal.listing), &deal.seller.key, bad)
-        .await
-        .expect_problem(422, "validation_failed");
+    app.put("/v1/agents/me/policies/seller", &deal.seller.key, bad).await.expect_problem(422, "validation_failed");
 
     // An ask under the share is accepted by the policy, and recorded on the order.
     let small = open(&app, &deal.buyer, &order, refund(8000)).await;

@@ -24,6 +24,12 @@ pub struct Frame {
     pub uplot_license: String,
 }
 
+impl Default for Frame {
+    fn default() -> Frame {
+        Frame::new()
+    }
+}
+
 impl Frame {
     pub fn new() -> Frame {
         Frame {
