@@ -52,7 +52,7 @@ pub async fn answer(
         return Ok(Answered::Stop { reason: "approval_required", detail });
     }
     // The buyer opens a refund: the seller's offers are the thread's even rounds.
-    let own_previous = context.amounts.iter().skip(1).step_by(2).last().copied();
+    let own_previous = context.amounts.iter().skip(1).step_by(2).next_back().copied();
     let state = RefundState {
         order_amount: order.order_amount,
         refundable: order.paid_amount - order.refunded_amount,
