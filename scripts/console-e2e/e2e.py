@@ -2,7 +2,8 @@
 token is refused; the operator signs in; the market view shows a negotiation that this script
 makes over the REST API while the page is open, without a reload; its price ladder is drawn;
 an agent's tier raised in the page is the tier the API answers with; the other pages show;
-signing out ends the session. Screenshots of each step go to SHOTS_DIR.
+an escalated refund is shown on its order's page, decided through the form, and the order shows
+the refund; signing out ends the session. Screenshots of each step go to SHOTS_DIR.
 
 Usage: e2e.py BASE_URL ADMIN_TOKEN SHOTS_DIR
 Ends with a `N passed, N failed` line.
@@ -160,16 +161,51 @@ def main():
         check("the API agrees on the raised tier", seen["tier"] == "AGENCY", seen)
         shot(page, "05-agents")
 
+        # An escalated refund on its order's page, decided through the form.
+        lamp = rest("POST", "/v1/listings", {"title": f"Console lamp {run}", "ask_amount": 140000}, seller)["id"]
+        bought = rest("POST", f"/v1/listings/{lamp}/purchase", {}, buyer)
+        order = bought["order"]["id"]
+        paid = rest("POST", f"/v1/orders/{order}/payments", {"amount": 140000, "reference": f"ch_{run}"}, buyer)
+        rest("POST", f"/v1/orders/{order}/payments/{paid['payment']['id']}/confirm", {}, seller)
+        asked = rest("POST", f"/v1/orders/{order}/negotiations",
+                     {"kind": "refund", "amount": 50000, "terms": {"reason": "damaged"}}, buyer)
+        refund_thread = asked["thread"]["id"]
+        rest("POST", f"/v1/bids/{asked['bid']['id']}/reject", {}, seller)
+        rest("POST", f"/v1/threads/{refund_thread}/escalate", {}, buyer)
+        page.click("nav >> text=Orders")
+        page.wait_for_url(BASE + "/console/orders")
+        page.locator(f'#orders tr[data-order-id="{order}"] a').click()
+        page.wait_for_url(f"{BASE}/console/orders/{order}")
+        timeline = page.locator("#timeline").inner_text()
+        check("the order's page shows its timeline",
+              all(what in timeline for what in ["order made", "payment confirmed", "refund opened", "escalated"]), timeline)
+        check("the escalated refund has the decide form", page.locator("#decide").is_visible())
+        shot(page, "06-order-escalated")
+        page.fill("#decide input[name=amount]", "not money")
+        page.fill("#decide input[name=note]", "a scratch, not a crack")
+        page.click("#decide-submit")
+        expect(page.locator("#problem")).to_be_visible(timeout=15000)
+        check("a bad amount is refused with why", "is not one" in page.locator("#problem").inner_text())
+        page.fill("#decide input[name=amount]", "200.00")
+        page.click("#decide-submit")
+        page.wait_for_url(f"{BASE}/console/orders/{order}")
+        expect(page.locator("#timeline")).to_contain_text("operator decided", timeout=15000)
+        summary = page.locator("#order-summary").inner_text()
+        check("the order shows the refund", "200.00 USD" in summary and page.locator("#decide").count() == 0, summary)
+        seen = rest("GET", f"/v1/orders/{order}", token=buyer)
+        check("the API agrees on the refund", seen["refunded_amount"] == 20000, seen)
+        shot(page, "07-order-decided")
+
         # The other pages.
         page.click("nav >> text=Webhooks")
         page.wait_for_url(BASE + "/console/webhooks")
         page.wait_for_load_state("networkidle")
-        shot(page, "06-webhooks")
+        shot(page, "08-webhooks")
         page.click("nav >> text=Health")
         page.wait_for_url(BASE + "/console/health")
         expect(page.locator("#health .figure").first).to_contain_text("ready", timeout=15000)
         check("the health page shows readiness", "ready" in page.locator("#health").inner_text())
-        shot(page, "07-health")
+        shot(page, "09-health")
 
         # Nothing of the token in any URL the browser asked for.
         check("the token is in no URL", not any(ADMIN_TOKEN in url for url in requested))
@@ -183,7 +219,7 @@ def main():
         check("signing out removes the cookie", console_cookie(context) is None, context.cookies())
         page.goto(BASE + "/console")
         check("signed out, the console asks to sign in again", page.url == BASE + "/console/sign-in", page.url)
-        shot(page, "08-signed-out")
+        shot(page, "10-signed-out")
         browser.close()
 
 

@@ -1,7 +1,8 @@
 """Creates the objects the fuzzer's path ids name, on a fresh server, and prints them as JSON.
 
 The fuzzing agent (`agent`) sells one listing, negotiates on another agent's listing, has
-bought a third, holds a quote and a compatibility proposal, a spare API key and a webhook;
+bought a third (with payments, an escalated refund, a live refund and a cancellation on the
+orders), holds an approval request, a quote and a compatibility proposal, a spare API key and a webhook;
 every id printed is visible to it, so that generated requests reach past `404`.
 
 Usage: fixtures.py BASE_URL OPERATOR_TOKEN
@@ -54,6 +55,23 @@ paid = call("POST", f"/v1/orders/{order}/payments", fuzzer["key"], {"amount": 10
 sold = call("POST", f"/v1/listings/{own_listing}/purchase", other["key"])["order"]["id"]
 to_answer = call("POST", f"/v1/orders/{sold}/payments", other["key"], {"amount": 1000, "reference": "fixture"})
 
+# Negotiations on the chair's order: a confirmed payment, a refund the counterparty rejected and
+# the fuzzer escalated (for the operator's decision), and a live refund whose pending counter
+# waits for the fuzzer's answer. A cancellation of the lamp's order waits for the fuzzer's answer.
+confirmed = call("POST", f"/v1/orders/{order}/payments", fuzzer["key"], {"amount": 5000, "reference": "fixture-2"})
+call("POST", f"/v1/orders/{order}/payments/{confirmed['payment']['id']}/confirm", other["key"])
+refund = {"kind": "refund", "terms": {"reason": "damaged"}}
+disputed = call("POST", f"/v1/orders/{order}/negotiations", fuzzer["key"], {**refund, "amount": 1000})
+call("POST", f"/v1/bids/{disputed['bid']['id']}/reject", other["key"])
+call("POST", f"/v1/threads/{disputed['thread']['id']}/escalate", fuzzer["key"])
+live_refund = call("POST", f"/v1/orders/{order}/negotiations", fuzzer["key"], {**refund, "amount": 2000})
+refund_offer = call("POST", f"/v1/bids/{live_refund['bid']['id']}/counter", other["key"], {"amount": 500})
+cancel = call("POST", f"/v1/orders/{sold}/negotiations", other["key"], {"kind": "cancel", "terms": {"reason": "changed plans"}})
+
+# An approval request of the fuzzer's: a rule on the desk's thread holds its acceptances there.
+call("PUT", f"/v1/threads/{opening['thread']['id']}/approval-rules", fuzzer["key"], {"rules": [{"move": "accept"}]})
+held = call("POST", f"/v1/bids/{counter['bid']['id']}/accept", fuzzer["key"], expect=(202,))["approval"]["id"]
+
 # A proposal on inventory whose seller lets a policy answer, and a quote on it.
 call(
     "PUT",
@@ -76,8 +94,9 @@ json.dump(
             "agent": [other["id"], fuzzer["id"]],
             "key": [spare_key],
             "listing": [own_listing, negotiated, bought, proposed],
-            "bid": [opening["bid"]["id"], counter["bid"]["id"]],
-            "thread": [opening["thread"]["id"], proposal],
+            "bid": [opening["bid"]["id"], counter["bid"]["id"], refund_offer["bid"]["id"], cancel["bid"]["id"]],
+            "thread": [opening["thread"]["id"], proposal, disputed["thread"]["id"], live_refund["thread"]["id"]],
+            "approval": [held],
             "order": [order, sold],
             "payment": [paid["payment"]["id"], to_answer["payment"]["id"]],
             "webhook": [webhook],

@@ -1,6 +1,9 @@
 //! `haggle listings`, `haggle threads` and `haggle orders`: a page of any as a table, or as the
-//! API's JSON; `haggle order ID`: one order with its payments.
+//! API's JSON; `haggle order ID`: one order with its payments, the negotiations on it and its
+//! timeline.
 
+use haggle_api::ThreadWithBids;
+use haggle_api::timeline;
 use haggle_client::{ListingQuery, OrderQuery, ThreadQuery};
 use haggle_domain::money::Price;
 use haggle_domain::{ListingStatus, Party, ThreadStatus};
@@ -127,15 +130,17 @@ pub async fn order(args: OrderArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&read)?);
         return Ok(());
     }
+    let negotiations = negotiations_of(&client, args.id).await?;
     let order = &read.order;
     let price = |amount: i64| Price::new(amount, order.currency).to_string();
     println!("order {}  {}", order.id, order.status.as_str());
     println!("listing {}  buyer {}  seller {}", order.listing_id, order.buyer_id, order.seller_id);
     println!(
-        "amount {}  paid {}  outstanding {}",
+        "amount {}  paid {}  outstanding {}  refunded {}",
         price(order.amount),
         price(order.paid_amount),
-        price(order.outstanding)
+        price(order.outstanding),
+        price(order.refunded_amount)
     );
     if let Some(fulfilment) = &order.fulfilment {
         let reference = fulfilment.reference.as_deref().map(|r| format!("  reference {}", truncate(r, 60)));
@@ -143,6 +148,9 @@ pub async fn order(args: OrderArgs) -> anyhow::Result<()> {
     }
     if let Some(completed_at) = order.completed_at {
         println!("completed {}", completed_at.to_rfc3339());
+    }
+    if let Some(cancelled_at) = order.cancelled_at {
+        println!("cancelled {}  refund due {}", cancelled_at.to_rfc3339(), price(order.refund_due));
     }
     if !read.payments.is_empty() {
         println!();
@@ -161,7 +169,60 @@ pub async fn order(args: OrderArgs) -> anyhow::Result<()> {
             .collect::<Vec<_>>();
         print!("{}", table(&["PAYMENT", "AMOUNT", "STATUS", "REFERENCE", "DISPUTED"], &rows, &[1]));
     }
+    if !negotiations.is_empty() {
+        println!();
+        let rows = negotiations
+            .iter()
+            .map(|negotiation| {
+                let thread = &negotiation.thread;
+                let escalation = thread.escalation.as_deref();
+                let decision = escalation.and_then(|escalation| escalation.decision.as_ref());
+                vec![
+                    thread.id.to_string(),
+                    thread.kind.as_str().to_owned(),
+                    thread.status.as_str().to_owned(),
+                    thread.rounds.to_string(),
+                    negotiation.bids.last().map(|bid| truncate(&timeline::offer(bid), 40)).unwrap_or_default(),
+                    match (escalation, decision) {
+                        (_, Some(decision)) => format!("decided {}", price(decision.amount)),
+                        (Some(_), None) => "escalated".to_owned(),
+                        (None, None) => String::new(),
+                    },
+                ]
+            })
+            .collect::<Vec<_>>();
+        print!("{}", table(&["NEGOTIATION", "KIND", "STATUS", "ROUNDS", "LAST OFFER", "OPERATOR"], &rows, &[3]));
+    }
+    println!();
+    let rows = timeline::order_timeline(order, &read.payments, &negotiations)
+        .into_iter()
+        .map(|moment| {
+            vec![moment.at.format("%Y-%m-%d %H:%M:%S").to_string(), moment.what, truncate(&moment.detail, 90)]
+        })
+        .collect::<Vec<_>>();
+    print!("{}", table(&["WHEN (UTC)", "WHAT", ""], &rows, &[]));
     Ok(())
+}
+
+/// Every negotiation on the order, oldest first, each with its bids.
+async fn negotiations_of(client: &haggle_client::Client, order: Uuid) -> anyhow::Result<Vec<ThreadWithBids>> {
+    let mut threads = Vec::new();
+    let mut cursor = None;
+    loop {
+        let query = ThreadQuery { order_id: Some(order), limit: Some(200), cursor, ..ThreadQuery::default() };
+        let page = client.list_threads(&query).await?;
+        threads.extend(page.data);
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    threads.sort_by_key(|thread| thread.id);
+    let mut negotiations = Vec::with_capacity(threads.len());
+    for thread in threads {
+        negotiations.push(client.get_thread(thread.id).await?);
+    }
+    Ok(negotiations)
 }
 
 pub async fn listings(args: ListingsArgs) -> anyhow::Result<()> {

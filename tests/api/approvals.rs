@@ -505,3 +505,63 @@ async fn an_approvers_webhook_takes_the_agents_approval_events_until_the_approve
     let read = app.get(format!("/v1/webhooks/{webhook_id}"), &deal.buyer.key).await.expect(200);
     assert_eq!(read.body["status"], "DISABLED");
 }
+
+#[tokio::test]
+async fn refunds_above_the_bound_are_held_and_approving_makes_them() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    let bought = app.post_empty(format!("/v1/listings/{}/purchase", deal.listing), &deal.buyer.key).await.expect(201);
+    let order = bought.body["order"]["id"].as_str().unwrap().to_owned();
+    let paid = json!({ "amount": 100000, "reference": "ch_refund" });
+    let payment = app.post(format!("/v1/orders/{order}/payments"), &deal.buyer.key, paid).await.expect(201);
+    let payment = payment.body["payment"]["id"].as_str().unwrap().to_owned();
+    app.post_empty(format!("/v1/orders/{order}/payments/{payment}/confirm"), &deal.seller.key).await.expect(200);
+    let above_100 = json!({ "rules": [{ "move": "refund", "above": 10000 }] });
+    for agent in [&deal.buyer, &deal.seller] {
+        app.put("/v1/agents/me/approval-rules", &agent.key, above_100.clone()).await.expect(200);
+    }
+    let refund = |amount: i64| json!({ "kind": "refund", "amount": amount, "terms": { "reason": "damaged" } });
+    let open = format!("/v1/orders/{order}/negotiations");
+
+    // The buyer's ask above 100.00 is held: no thread is opened until it is approved.
+    let held = app.post(&open, &deal.buyer.key, refund(40000)).await.expect(202);
+    let approval = held.body["approval"].clone();
+    assert_eq!((approval["move"]["move"].as_str(), approval["move"]["amount"].as_i64()), (Some("refund"), Some(40000)));
+    assert_eq!(approval["move"]["route"], format!("POST /v1/orders/{order}/negotiations"));
+    assert_eq!(app.count("SELECT count(*) FROM threads WHERE kind = 'refund'").await, 0);
+    let id = approval["id"].as_str().unwrap();
+    let approved = app.post_empty(format!("/v1/approvals/{id}/approve"), &deal.buyer.key).await.expect(200);
+    assert_eq!(approved.body["approval"]["status"], "APPROVED");
+    assert_eq!(approved.body["bid"]["kind"], "refund");
+    assert_eq!(approved.body["bid"]["amount"], 40000);
+    assert_eq!(approved.body["bid"]["terms"]["reason"], "damaged");
+    let bid = approved.body["bid"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(app.count("SELECT count(*) FROM threads WHERE kind = 'refund' AND status = 'ACTIVE'").await, 1);
+
+    // The seller's counter of 50.00 is below the bound: made at once. Its acceptance of the
+    // buyer's 200.00 is held, and approving it records the refund on the order.
+    let offer =
+        app.post(format!("/v1/bids/{bid}/counter"), &deal.seller.key, json!({ "amount": 5000 })).await.expect(201);
+    let offer = offer.body["bid"]["id"].as_str().unwrap().to_owned();
+    let ask = app.post(format!("/v1/bids/{offer}/counter"), &deal.buyer.key, json!({ "amount": 20000 })).await;
+    let ask_held = ask.expect(202).body["approval"].clone();
+    assert_eq!(ask_held["move"]["move"], "refund");
+    let ask_id = ask_held["id"].as_str().unwrap();
+    let ask = app.post_empty(format!("/v1/approvals/{ask_id}/approve"), &deal.buyer.key).await.expect(200);
+    let ask = ask.body["bid"]["id"].as_str().unwrap().to_owned();
+    let accept = app.post_empty(format!("/v1/bids/{ask}/accept"), &deal.seller.key).await.expect(202);
+    assert_eq!(accept.body["approval"]["move"]["move"], "refund");
+    assert_eq!(accept.body["approval"]["move"]["amount"], 20000);
+    let refunded = || async {
+        app.get(format!("/v1/orders/{order}"), &deal.buyer.key).await.expect(200).body["refunded_amount"].clone()
+    };
+    assert_eq!(refunded().await, 0, "nothing refunded while the acceptance waits");
+    let accept_id = accept.body["approval"]["id"].as_str().unwrap();
+    let made = app.post_empty(format!("/v1/approvals/{accept_id}/approve"), &deal.seller.key).await.expect(200);
+    assert_eq!(made.body["approval"]["status"], "APPROVED");
+    assert_eq!(made.body["order"]["refunded_amount"], 20000);
+    assert_eq!(refunded().await, 20000);
+
+    // A refund asked at or under the bound is opened at once.
+    app.post(&open, &deal.buyer.key, refund(10000)).await.expect(201);
+}

@@ -627,3 +627,42 @@ async fn the_bench_carries_deals_through_and_times_held_moves_beside_direct_ones
     assert_eq!(app.count(approved).await, 4);
     assert_eq!(app.count("SELECT count(*) FROM orders WHERE approval IS NOT NULL").await, 4);
 }
+
+#[tokio::test]
+async fn haggle_order_prints_the_orders_payments_negotiations_and_timeline() {
+    use serde_json::json;
+    let app = TestApp::spawn().await;
+    let deal = crate::support::Deal::new(&app, json!({})).await;
+    let bought = app.post_empty(format!("/v1/listings/{}/purchase", deal.listing), &deal.buyer.key).await.expect(201);
+    let order = bought.body["order"]["id"].as_str().unwrap().to_owned();
+    let paid = json!({ "amount": 100000, "reference": "ch_cli" });
+    let payment = app.post(format!("/v1/orders/{order}/payments"), &deal.buyer.key, paid).await.expect(201);
+    let payment = payment.body["payment"]["id"].as_str().unwrap().to_owned();
+    app.post_empty(format!("/v1/orders/{order}/payments/{payment}/confirm"), &deal.seller.key).await.expect(200);
+    let refund = json!({ "kind": "refund", "amount": 25000, "terms": { "reason": "late" } });
+    let opened = app.post(format!("/v1/orders/{order}/negotiations"), &deal.buyer.key, refund).await.expect(201);
+    let bid = opened.body["bid"]["id"].as_str().unwrap().to_owned();
+    let thread = opened.body["thread"]["id"].as_str().unwrap().to_owned();
+    app.post_empty(format!("/v1/bids/{bid}/accept"), &deal.seller.key).await.expect(200);
+
+    let out = haggle_as(&app, &deal.buyer.key, &["order", &order]).await;
+    for shown in [
+        "refunded 250.00 USD",
+        "ch_cli",
+        "CONFIRMED",
+        thread.as_str(),
+        "refund",
+        "ACCEPTED",
+        "order made",
+        "payment confirmed",
+        "refund opened",
+        "the buyer opened with 250.00 USD",
+        "refund agreed",
+        "recorded as refunded",
+    ] {
+        assert!(out.contains(shown), "{shown:?} missing from:\n{out}");
+    }
+    // The timeline is in order: the order before its payment, the payment before the refund.
+    let at = |text: &str| out.find(text).unwrap();
+    assert!(at("order made") < at("payment recorded") && at("payment confirmed") < at("refund agreed"), "{out}");
+}

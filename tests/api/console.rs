@@ -397,3 +397,127 @@ fn the_console_lives_under_its_path_and_outside_the_api_document() {
     }
     assert!(!documented.keys().any(|path| path.starts_with("/console")));
 }
+
+/// A client that posts the order page's decide form as a browser would, from `origin`.
+async fn decide_form(
+    app: &TestApp,
+    thread: &str,
+    cookie: Option<&str>,
+    origin: Option<&str>,
+    fields: &[(&str, &str)],
+) -> (u16, HeaderMap, String) {
+    let mut request = browser().post(format!("{}/console/threads/{thread}/decide", app.base)).form(fields);
+    if let Some(cookie) = cookie {
+        request = request.header("cookie", cookie);
+    }
+    if let Some(origin) = origin {
+        request = request.header("origin", origin);
+    }
+    let response = request.send().await.unwrap();
+    let (status, headers) = (response.status().as_u16(), response.headers().clone());
+    (status, headers, response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn an_orders_page_shows_its_timeline_and_decides_an_escalated_refund_through_its_form() {
+    let app = TestApp::spawn().await;
+    let deal = crate::support::Deal::new(&app, json!({})).await;
+    let bought = app.post_empty(format!("/v1/listings/{}/purchase", deal.listing), &deal.buyer.key).await.expect(201);
+    let order = bought.body["order"]["id"].as_str().unwrap().to_owned();
+    let payment = app
+        .post(format!("/v1/orders/{order}/payments"), &deal.buyer.key, json!({ "amount": 100000, "reference": "ch_9" }))
+        .await
+        .expect(201);
+    let payment = payment.body["payment"]["id"].as_str().unwrap().to_owned();
+    app.post_empty(format!("/v1/orders/{order}/payments/{payment}/confirm"), &deal.seller.key).await.expect(200);
+    let refund = json!({ "kind": "refund", "amount": 30000, "terms": { "reason": "damaged" } });
+    let opened = app.post(format!("/v1/orders/{order}/negotiations"), &deal.buyer.key, refund).await.expect(201);
+    let thread = opened.body["thread"]["id"].as_str().unwrap().to_owned();
+    let bid = opened.body["bid"]["id"].as_str().unwrap().to_owned();
+    app.post_empty(format!("/v1/bids/{bid}/reject"), &deal.seller.key).await.expect(200);
+    app.post_empty(format!("/v1/threads/{thread}/escalate"), &deal.buyer.key).await.expect(200);
+    let path = format!("/console/orders/{order}");
+
+    // Without a session: the sign-in form, for the pages and the form alike.
+    for page_path in ["/console/orders", path.as_str()] {
+        let (status, headers, _) = page(&app, page_path, None).await;
+        assert_eq!((status, headers[LOCATION].to_str().unwrap()), (303, "/console/sign-in"), "{page_path}");
+    }
+    let (status, headers, _) =
+        decide_form(&app, &thread, None, Some(&app.base), &[("amount", "100"), ("note", "n")]).await;
+    assert_eq!((status, headers[LOCATION].to_str().unwrap()), (303, "/console/sign-in"));
+
+    let cookie = signed_in(&app).await;
+    let (status, _, list) = page(&app, "/console/orders", Some(&cookie)).await;
+    assert_eq!(status, 200);
+    assert!(list.contains(&format!("href=\"/console/orders/{order}\"")), "the list links the order");
+    let (status, _, missing) = page(&app, &format!("/console/orders/{}", uuid::Uuid::now_v7()), Some(&cookie)).await;
+    assert_eq!(status, 404);
+    assert!(missing.contains("No order with this id exists"));
+    let (status, _, _) = page(&app, "/console/orders/not-a-uuid", Some(&cookie)).await;
+    assert_eq!(status, 400);
+
+    let (status, _, html) = page(&app, &path, Some(&cookie)).await;
+    assert_eq!(status, 200);
+    for shown in [
+        "order made",
+        "payment recorded",
+        "payment confirmed",
+        "refund opened",
+        "refund ended",
+        "escalated",
+        "300.00 USD",
+        "waiting for the operator",
+        "id=\"decide\"",
+        &format!("action=\"/console/threads/{thread}/decide\""),
+    ] {
+        assert!(html.contains(shown), "the order page shows {shown:?}");
+    }
+    let refunded = |app: &TestApp| {
+        let order = order.clone();
+        let pool = app.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>("SELECT refunded_amount FROM orders WHERE id = $1::uuid")
+                .bind(&order)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+
+    // Another site's form, or none named: refused, nothing decided.
+    let fields = [("amount", "120.50"), ("note", "a scratch, not a crack")];
+    for origin in [Some("https://elsewhere.example"), Some("null"), None] {
+        let (status, _, _) = decide_form(&app, &thread, Some(&cookie), origin, &fields).await;
+        assert_eq!(status, 403, "{origin:?}");
+    }
+    // Amounts that are not amounts, or more than was paid: refused with why, the typed values
+    // kept, nothing decided.
+    for (amount, status, why) in
+        [("twelve", 422, "is not one"), ("-5", 422, "is not one"), ("1.234", 422, "is not one"), ("1000.01", 409, "")]
+    {
+        let (got, _, html) =
+            decide_form(&app, &thread, Some(&cookie), Some(&app.base), &[("amount", amount), ("note", "n")]).await;
+        assert_eq!(got, status, "{amount}");
+        assert!(html.contains("role=\"alert\">") && html.contains(why), "{amount}: {html}");
+        assert!(html.contains(&format!("value=\"{amount}\"")), "the form keeps what was typed");
+    }
+    let (got, _, html) = decide_form(&app, &thread, Some(&cookie), Some(&app.base), &[("amount", "10")]).await;
+    assert_eq!(got, 422, "a decision needs its note: {html}");
+    assert_eq!(refunded(&app).await, 0);
+    assert_eq!(app.count("SELECT count(*) FROM threads WHERE decided_at IS NOT NULL").await, 0);
+
+    // Decided through the form: back to the order's page, which shows the refund.
+    let (status, headers, _) = decide_form(&app, &thread, Some(&cookie), Some(&app.base), &fields).await;
+    assert_eq!((status, headers[LOCATION].to_str().unwrap()), (303, path.as_str()));
+    assert_eq!(refunded(&app).await, 12050);
+    let (_, _, html) = page(&app, &path, Some(&cookie)).await;
+    assert!(html.contains("operator decided") && html.contains("120.50 USD refunded"), "{html}");
+    assert!(!html.contains("id=\"decide\""), "a decided refund has no form");
+    // The same form again: the decision stands alone.
+    let (status, _, _) = decide_form(&app, &thread, Some(&cookie), Some(&app.base), &fields).await;
+    assert_eq!(status, 409);
+    assert_eq!(refunded(&app).await, 12050);
+    let decided = app.get(format!("/v1/threads/{thread}"), &deal.seller.key).await.expect(200);
+    assert_eq!(decided.body["escalation"]["decision"]["amount"], 12050);
+}

@@ -66,6 +66,10 @@ const COMMITTED: &[(&str, &str)] = &[
         "0014_approver_sessions.sql",
         "666ebdce5b07773aec5d54a9fc58a710907070b11c6b18a5655b44afd028daf2f9b2f88c46043830feaa68a95f3f4b10",
     ),
+    (
+        "0015_refund_approvals.sql",
+        "455dd9954c91da26a81db505d52891ddc6d97fb7a2261db262e3ccaf33a512c768c6f42d5e527e559a657dc8607f45b1",
+    ),
 ];
 
 fn files() -> BTreeMap<String, Vec<u8>> {

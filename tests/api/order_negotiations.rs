@@ -440,3 +440,73 @@ async fn an_order_negotiation_outlives_its_listing_and_expires_by_the_sweeper() 
     // A new refund may open now that the first has ended.
     open(&app, &deal.buyer, &order, refund(1000)).await;
 }
+
+/// Runs the executor once, as its loop would.
+async fn run_executor(app: &TestApp) -> Option<haggle_server::executor::Outcome> {
+    haggle_server::executor::run_once(&app.market(), Default::default(), haggle_server::executor::DEFAULT_CHAIN)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_sellers_refund_policy_accepts_within_its_share_and_counters_never_past_its_limit() {
+    use haggle_server::executor::Outcome;
+    let app = TestApp::spawn_with(|config| config.auto_workers = 0).await;
+    let (deal, order) = paid_order(&app, json!({}), 100000).await;
+    // Accept up to 10% of the order's amount (10000), never more than 30% (30000).
+    let policy = json!({
+        "limit": 80000,
+        "counter": { "strategy": "split" },
+        "refund": { "accept_up_to": 0.1, "limit": 0.3 },
+    });
+    // The listing sold its one unit: the seller's own policy answers for its orders.
+    app.put("/v1/agents/me/policies/seller", &deal.seller.key, policy).await.expect(200);
+    // A buyer's policy declares no refund: refused with nothing stored.
+    let buyer_policy =
+        json!({ "limit": 90000, "counter": { "strategy": "split" }, "refund": { "accept_up_to": 0.1, "limit": 0.3 } });
+    app.put("/v1/agents/me/policies/buyer", &deal.buyer.key, buyer_policy)
+        .await
+        .expect_problem(422, "validation_failed");
+    let bad =
+        json!({ "limit": 80000, "counter": { "strategy": "split" }, "refund": { "accept_up_to": 0.5, "limit": 0.3 } });
+    app.put("/v1/agents/me/policies/seller", &deal.seller.key, bad).await.expect_problem(422, "validation_failed");
+
+    // An ask under the share is accepted by the policy, and recorded on the order.
+    let small = open(&app, &deal.buyer, &order, refund(8000)).await;
+    assert_eq!(app.count("SELECT count(*) FROM auto_tasks WHERE done_at IS NULL").await, 1);
+    assert_eq!(run_executor(&app).await, Some(Outcome::Acted("accept")));
+    let thread = app.get(format!("/v1/threads/{}", id(&small["thread"])), &deal.buyer.key).await.expect(200);
+    assert_eq!(thread.body["status"], "ACCEPTED");
+    assert_eq!(read_order(&app, &deal.buyer, &order).await["refunded_amount"], 8000);
+
+    // One above is countered, the offers rising and never past 30000, whatever the buyer asks.
+    let large = open(&app, &deal.buyer, &order, refund(60000)).await;
+    let thread_id = id(&large["thread"]);
+    let mut previous = 0;
+    for ask in [45000, 36000, 31000] {
+        assert_eq!(run_executor(&app).await, Some(Outcome::Acted("counter")));
+        let read = app.get(format!("/v1/threads/{thread_id}"), &deal.buyer.key).await.expect(200);
+        let last = read.body["bids"].as_array().unwrap().last().unwrap().clone();
+        assert_eq!(last["author"], "seller");
+        let offer = last["amount"].as_i64().unwrap();
+        assert!(offer > previous && offer <= 30000, "the seller's offer {offer} after {previous}");
+        previous = offer;
+        if read.body["status"] != "ACTIVE" || last["final"] == true {
+            break;
+        }
+        app.post(format!("/v1/bids/{}/counter", id(&last)), &deal.buyer.key, json!({ "amount": ask }))
+            .await
+            .expect(201);
+    }
+    // Past its rounds or at its limit, the policy leaves the refund to the seller; never above.
+    for _ in 0..3 {
+        if run_executor(&app).await.is_none() {
+            break;
+        }
+    }
+    let read = app.get(format!("/v1/threads/{thread_id}"), &deal.seller.key).await.expect(200);
+    for bid in read.body["bids"].as_array().unwrap().iter().filter(|bid| bid["author"] == "seller") {
+        assert!(bid["amount"].as_i64().unwrap() <= 30000, "{bid}");
+    }
+    assert_eq!(read_order(&app, &deal.buyer, &order).await["refunded_amount"], 8000, "nothing above the limit agreed");
+}

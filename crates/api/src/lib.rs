@@ -13,6 +13,7 @@ pub mod problem;
 pub mod query;
 pub mod requests;
 pub mod signature;
+pub mod timeline;
 pub mod views;
 
 pub use admin::*;

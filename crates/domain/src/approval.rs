@@ -36,8 +36,8 @@ pub enum Move {
     Counter,
     Accept,
     Purchase,
-    /// A refund offered or accepted on an order: accepted in rules, matched once orders
-    /// negotiate refunds.
+    /// A refund asked, offered or accepted on an order: opening a refund negotiation, or
+    /// countering or accepting on a refund thread (its amount is the refund's).
     Refund,
 }
 
@@ -599,6 +599,35 @@ mod tests {
             prop_assert!(!buyer.catches(&as_seller));
             prop_assert_eq!(seller.catches(&as_seller), amount < bound);
             prop_assert!(!seller.catches(&as_buyer));
+        }
+
+        /// A refund rule catches exactly the refunds above its `above`, offered or accepted by
+        /// either side (a seller's counter and a buyer's ask alike), and nothing else; no price
+        /// rule catches a refund.
+        #[test]
+        fn a_refund_rule_catches_refunds_above_it_only(
+            bound in 0i64..1_000_000,
+            amount in 0i64..1_000_000,
+            party in any_party(),
+            other in any_move(),
+            price_rule in any_rule(),
+        ) {
+            let rules = ApprovalRules {
+                rules: vec![Rule { above: Some(bound), ..Rule::every(Move::Refund) }],
+                policy_moves: false,
+                ttl_seconds: DEFAULT_TTL_SECONDS,
+            };
+            let refund = Candidate { kind: Move::Refund, party, amount };
+            prop_assert_eq!(rules.catches(&refund), amount > bound);
+            if other != Move::Refund {
+                let other = Candidate { kind: other, party, amount };
+                prop_assert!(!rules.catches(&other), "a refund rule caught {:?}", other);
+            }
+            if price_rule.kind != Move::Refund {
+                prop_assert!(!price_rule.catches(&refund));
+            }
+            let rising = Candidate { amount: amount + 1, ..refund };
+            prop_assert!(!rules.catches(&refund) || rules.catches(&rising), "a larger refund is caught too");
         }
 
         /// Raising a buyer's amount never frees a caught move; lowering a seller's never does.

@@ -36,6 +36,7 @@ use crate::market::mediation;
 use crate::market::negotiation::{self, Answer};
 use crate::market::{self, Access, Market, Rules};
 use crate::metrics;
+use crate::refund_policy::{self, Answered};
 use haggle_api::HeldMove;
 use haggle_domain::approval::Move;
 use haggle_domain::bid::Proposal;
@@ -272,6 +273,15 @@ async fn act(
         tracing::warn!(bid_id = %task.bid_id, "auto-negotiation: the stored policy or thread could not be read");
         return no_counter(Outcome::Dropped);
     };
+    match refund_policy::answer(&mut *conn, &mut *events, task, &context, &policy, caller, rules).await? {
+        Answered::NotARefund => {}
+        Answered::Dropped => return no_counter(Outcome::Dropped),
+        Answered::Acted(action) => return no_counter(Outcome::Acted(action)),
+        Answered::Stop { reason, detail } => {
+            stop(conn, events, task, &context, reason, &detail, None).await?;
+            return no_counter(Outcome::Stopped(reason));
+        }
+    }
     if policy.accept_mediation
         && let Some(outcome) = mediate(conn, events, task, &context, &policy, caller, rules).await?
     {

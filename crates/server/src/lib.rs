@@ -28,6 +28,7 @@ pub mod keycache;
 pub mod market;
 pub mod metrics;
 pub mod receipts;
+pub mod refund_policy;
 pub mod secrets;
 pub mod sweeper;
 pub mod telemetry;

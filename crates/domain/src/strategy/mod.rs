@@ -20,6 +20,7 @@ mod multi;
 mod policy;
 mod proposal;
 pub mod schedule;
+mod refund;
 mod simulate;
 mod tier_engine;
 
@@ -36,6 +37,7 @@ pub use counter::Strategy;
 pub use multi::{MultiIssue, MultiMove, MultiState};
 pub use policy::{DEFAULT_MAX_AUTO_ROUNDS, MAX_AUTO_ROUNDS, Policy, decide};
 pub use proposal::Proposal;
+pub use refund::{RefundPolicy, RefundState, concession_exponent, decide_refund};
 pub use simulate::{Ending, PlacedBid, Setting, Transcript, simulate, state_after};
 pub use tier_engine::TierTerms;
 

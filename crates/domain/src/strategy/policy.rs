@@ -12,6 +12,7 @@ use super::learned;
 use super::model::{MAX_BAYES_E, MIN_BAYES_E};
 use super::multi::MultiIssue;
 use super::schedule::SchedulePolicy;
+use super::refund::RefundPolicy;
 use super::{Aim, Decision, NegotiationState, Negotiator, Proposal, Rationale, Strategy, at_or_better, settle};
 
 pub const DEFAULT_MAX_AUTO_ROUNDS: i32 = 5;
@@ -57,6 +58,9 @@ pub struct Policy {
     /// weekly availability, and leave the bid to the owner when none is ([`SchedulePolicy`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<SchedulePolicy>,
+    /// A seller's answer to refunds asked on its orders ([`RefundPolicy`], SPEC §8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refund: Option<RefundPolicy>,
 }
 
 fn default_max_auto_rounds() -> i32 {
@@ -76,6 +80,7 @@ impl Policy {
             utility: None,
             accept_mediation: false,
             schedule: None,
+            refund: None,
         }
     }
 
@@ -143,6 +148,11 @@ impl Policy {
             v.fail("max_auto_rounds", format!("must be between 1 and {MAX_AUTO_ROUNDS}"));
         }
         self.validate_counter(&mut v, role, ask, limits, limit_ok);
+        match (role, &self.refund) {
+            (_, None) => {}
+            (Party::Seller, Some(refund)) => refund.check(&mut v, "refund"),
+            (Party::Buyer, Some(_)) => v.fail("refund", "only a seller's policy answers refunds"),
+        }
         if let Some(utility) = &self.utility {
             utility.check(&mut v, None);
         }

@@ -187,6 +187,7 @@ fn decide_keeps_the_rules_on_any_thread() {
             utility: None,
             accept_mediation: false,
             schedule: None,
+            refund: None,
         };
         let mut mover = Party::author_of_round(bids.len() as i32 + 1);
         if wrong_side {

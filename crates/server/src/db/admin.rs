@@ -11,7 +11,7 @@ use sqlx::{FromRow, PgConnection, PgExecutor, Postgres, QueryBuilder};
 use uuid::Uuid;
 
 use super::text::Text;
-use super::{Order, Page, Thread};
+use super::{Bid, Order, Page, Thread};
 use haggle_api::{Event, EventType, WebhookStatus};
 use haggle_domain::{BidStatus, Currency, ThreadStatus, Tier};
 
@@ -268,6 +268,41 @@ pub async fn orders(executor: impl PgExecutor<'_>, filter: &OrderFilter) -> Resu
     query.push(" ORDER BY id DESC LIMIT ").push_bind(filter.limit + 1);
     let rows = query.build_query_as::<Order>().fetch_all(executor).await?;
     Ok(Page::from_rows(rows, filter.limit, |order| order.id))
+}
+
+/// Any order, whoever's it is.
+pub async fn order(executor: impl PgExecutor<'_>, id: Uuid) -> Result<Option<Order>, sqlx::Error> {
+    // Built at run time from the shared column list, as the list of orders is.
+    sqlx::query_as::<_, Order>(&format!("SELECT {} FROM orders WHERE id = $1", super::orders::ORDER_COLUMNS))
+        .bind(id)
+        .fetch_optional(executor)
+        .await
+}
+
+/// The negotiations on an order (a refund, a cancellation, any kind), oldest first, each with
+/// its bids in round order: one statement, so all are read from the same snapshot.
+pub async fn negotiations_of_order(
+    executor: impl PgExecutor<'_>,
+    order_id: Uuid,
+) -> Result<Vec<(Thread, Vec<Bid>)>, sqlx::Error> {
+    let rows: Vec<(Json<Thread>, Json<Vec<Bid>>)> = sqlx::query_as(
+        "SELECT row_to_json(t), \
+                COALESCE((SELECT json_agg(b ORDER BY b.round) FROM bids b WHERE b.thread_id = t.id), '[]') \
+         FROM threads t WHERE t.order_id = $1 ORDER BY t.id",
+    )
+    .bind(order_id)
+    .fetch_all(executor)
+    .await?;
+    Ok(rows.into_iter().map(|(thread, bids)| (thread.0, bids.0)).collect())
+}
+
+/// The order a negotiation on an order is on; `None` for a price negotiation or no thread.
+pub async fn order_of_thread(executor: impl PgExecutor<'_>, thread_id: Uuid) -> Result<Option<Uuid>, sqlx::Error> {
+    let order: Option<Option<Uuid>> = sqlx::query_scalar("SELECT order_id FROM threads WHERE id = $1")
+        .bind(thread_id)
+        .fetch_optional(executor)
+        .await?;
+    Ok(order.flatten())
 }
 
 /// A webhook as the operator reads it.

@@ -29,6 +29,7 @@ pub mod policies;
 pub mod primary;
 pub mod quotes;
 pub mod receipts;
+pub mod refund_tasks;
 pub mod rows;
 pub mod schedule_tasks;
 pub mod server_keys;

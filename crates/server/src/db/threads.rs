@@ -140,3 +140,10 @@ fn push_thread_conditions(query: &mut QueryBuilder<Postgres>, filter: &ThreadFil
         query.push(" AND id < ").push_bind(after);
     }
 }
+
+/// A thread's kind, whoever's it is (the caller checked the thread is theirs).
+pub async fn kind_of(executor: impl PgExecutor<'_>, thread_id: Uuid) -> Result<Option<ThreadKind>, sqlx::Error> {
+    let kind: Option<String> =
+        sqlx::query_scalar("SELECT kind FROM threads WHERE id = $1").bind(thread_id).fetch_optional(executor).await?;
+    Ok(kind.and_then(|kind| kind.parse().ok()))
+}

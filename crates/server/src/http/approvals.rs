@@ -14,7 +14,7 @@ use chrono::Utc;
 use haggle_api::{self as api, ApprovalDenial, ApprovalGrant, ApprovalQuery, ApprovalRules, HeldMove, NewApprover};
 use haggle_domain::approval::{self, Move, Standing};
 use haggle_domain::rejection::text;
-use haggle_domain::{Party, Rejection};
+use haggle_domain::{Party, Rejection, ThreadKind};
 use uuid::Uuid;
 
 use super::error::ApiError;
@@ -190,10 +190,33 @@ async fn delete_thread(State(state): State<AppState>, caller: Caller, Id(id): Id
 
 /// A move as its route received it, before it is made.
 pub enum Proposed<'a> {
-    Place { listing_id: Uuid, placement: &'a api::Placement },
-    Counter { bid_id: Uuid, offer: &'a api::CounterOffer },
-    Accept { bid_id: Uuid },
-    Purchase { listing_id: Uuid },
+    Place {
+        listing_id: Uuid,
+        placement: &'a api::Placement,
+    },
+    Counter {
+        bid_id: Uuid,
+        offer: &'a api::CounterOffer,
+    },
+    Accept {
+        bid_id: Uuid,
+    },
+    Purchase {
+        listing_id: Uuid,
+    },
+    /// A negotiation opened on an order: held only if it is a refund (its rules are `refund`).
+    OpenRefund {
+        order_id: Uuid,
+        input: &'a api::OpenNegotiation,
+    },
+}
+
+/// A counter or an acceptance on a refund thread is a `refund` move to the rules.
+async fn move_in(state: &AppState, thread_id: Uuid, price_move: Move) -> market::Result<Move> {
+    Ok(match db::threads::kind_of(&state.pool, thread_id).await? {
+        Some(ThreadKind::Refund) => Move::Refund,
+        _ => price_move,
+    })
 }
 
 /// Holds the move for approval if the caller's rules catch it: its `202` answer, the request
@@ -250,7 +273,7 @@ async fn intent(state: &AppState, caller: Caller, proposed: Proposed<'_>) -> mar
             let Some(Ok(amount)) = offer.amount.map(|amount| amount.validate(limits)) else { return Ok(None) };
             Intent {
                 held: HeldMove {
-                    kind: Move::Counter,
+                    kind: move_in(state, bid.thread_id, Move::Counter).await?,
                     route: format!("POST /v1/bids/{bid_id}/counter"),
                     party: bid.party,
                     listing_id: bid.listing_id,
@@ -270,7 +293,7 @@ async fn intent(state: &AppState, caller: Caller, proposed: Proposed<'_>) -> mar
             let Some(bid) = db::approvals::bid_target(&state.pool, bid_id, caller.id).await? else { return Ok(None) };
             Intent {
                 held: HeldMove {
-                    kind: Move::Accept,
+                    kind: move_in(state, bid.thread_id, Move::Accept).await?,
                     route: format!("POST /v1/bids/{bid_id}/accept"),
                     party: bid.party,
                     listing_id: bid.listing_id,
@@ -302,6 +325,33 @@ async fn intent(state: &AppState, caller: Caller, proposed: Proposed<'_>) -> mar
                     expires_in: None,
                     is_final: false,
                     terms: None,
+                },
+                bid_expires_at: None,
+            }
+        }
+        Proposed::OpenRefund { order_id, input } => {
+            if input.kind != ThreadKind::Refund {
+                return Ok(None);
+            }
+            let Some(order) = db::orders::get(&state.pool, order_id, caller.id).await? else { return Ok(None) };
+            let Some(Ok(amount)) = input.amount.map(|amount| amount.validate(limits)) else { return Ok(None) };
+            if order.buyer_id != caller.id {
+                return Ok(None);
+            }
+            Intent {
+                held: HeldMove {
+                    kind: Move::Refund,
+                    route: format!("POST /v1/orders/{order_id}/negotiations"),
+                    party: Party::Buyer,
+                    listing_id: order.listing_id,
+                    thread_id: None,
+                    bid_id: None,
+                    amount: amount.minor_units(),
+                    currency: order.currency,
+                    message: input.message.clone(),
+                    expires_in: input.expires_in,
+                    is_final: input.is_final.unwrap_or(false),
+                    terms: Some(Some(input.terms.clone())),
                 },
                 bid_expires_at: None,
             }

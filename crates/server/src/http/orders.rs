@@ -6,6 +6,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 
+use super::approvals::{self, Proposed};
 use super::error::ApiError;
 use super::extract::{ActionBody, Id, IdempotencyKey, JsonBody, OptionalJsonBody, Params, PaymentIds};
 use super::{AppState, Endpoint, Page, Reply, Write, page_size};
@@ -117,6 +118,10 @@ async fn open_negotiation(
     body: JsonBody<OpenNegotiation>,
 ) -> Result<Response, Response> {
     let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
+    let proposed = Proposed::OpenRefund { order_id: id, input: &body.value };
+    if let Some(held) = approvals::hold_if_caught(&state, &mut command, caller, proposed).await.transpose() {
+        return Ok(command.finish(held).await);
+    }
     let rules = state.settings.rules;
     let outcome = async {
         let (conn, events) = command.parts().await?;

@@ -3,13 +3,13 @@
 //! sent it, in the transaction that records the answer.
 
 use chrono::{DateTime, Duration, Utc};
-use haggle_api::{ApprovalGrant, ApprovalMark, GrantedBudget, HeldMove};
+use haggle_api::{ApprovalGrant, ApprovalMark, GrantedBudget, HeldMove, OpenNegotiation};
 use haggle_domain::approval::{
     self, Answer, Answerer, ApprovalRules, ApprovalStatus, Budget, BudgetScope, Candidate, Move, Standing,
 };
 use haggle_domain::bid::Proposal;
 use haggle_domain::rejection::text;
-use haggle_domain::{ListingStatus, Rejection};
+use haggle_domain::{ListingStatus, Rejection, ThreadKind};
 use serde_json::json;
 use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
@@ -331,8 +331,41 @@ async fn make(
             let order = super::listings::purchase(conn, events, agent, held.listing_id).await?;
             Ok(Made { bid: None, thread: None, order: Some(order) })
         }
-        Move::Refund => Err(Rejection::forbidden("refunds are not negotiated yet").into()),
+        // A refund opened on an order, or countered or accepted on its thread: the route says which.
+        Move::Refund => match refund_order(&held.route) {
+            Some(order_id) => {
+                let input = OpenNegotiation {
+                    kind: ThreadKind::Refund,
+                    amount: Some(held.amount.into()),
+                    terms: held.terms.clone().flatten().unwrap_or_default(),
+                    message: held.message.clone(),
+                    expires_in: held.expires_in,
+                    is_final: Some(held.is_final),
+                };
+                let (bid, thread) =
+                    super::order_negotiations::open(conn, events, agent, order_id, &input, rules).await?;
+                Ok(Made { bid: Some(bid), thread: Some(thread), order: None })
+            }
+            None if held.route.ends_with("/counter") => {
+                let (bid, thread) =
+                    negotiation::counter(conn, events, Access::Locked, agent, bid_id()?, &proposal(), rules).await?;
+                Ok(Made { bid: Some(bid), thread: Some(thread), order: None })
+            }
+            None => {
+                let answered =
+                    negotiation::answer(conn, events, Access::Locked, agent, bid_id()?, negotiation::Answer::Accept)
+                        .await?;
+                Ok(Made { bid: Some(answered.bid), thread: Some(answered.thread), order: answered.order })
+            }
+        },
     }
+}
+
+/// The order a held refund opening is on, from its route (`POST /v1/orders/{id}/negotiations`);
+/// `None` for a counter or an acceptance on a refund thread.
+fn refund_order(route: &str) -> Option<Uuid> {
+    let id = route.strip_prefix("POST /v1/orders/")?.strip_suffix("/negotiations")?;
+    Uuid::parse_str(id).ok()
 }
 
 /// Denies the request, with the approver's note for the agent.

@@ -138,6 +138,7 @@ pub async fn open(
         db::schedule_tasks::queue(conn, bid.id).await?;
     }
     events.push(NewEvent::bid(&bid, &thread));
+    queue_for_refund_policy(conn, &bid).await?;
     Ok((bid, thread))
 }
 
@@ -220,7 +221,17 @@ pub(super) async fn counter(
         db::schedule_tasks::queue(conn, bid.id).await?;
     }
     events.push(NewEvent::bid(&bid, &thread));
+    queue_for_refund_policy(conn, &bid).await?;
     Ok(Some((bid, thread)))
+}
+
+/// A buyer's refund bid waits for the seller: queued for the seller's refund policy, if one
+/// covers the thread (SPEC §8).
+async fn queue_for_refund_policy(conn: &mut PgConnection, bid: &Bid) -> Result<()> {
+    if bid.kind == ThreadKind::Refund && bid.author == Party::Buyer {
+        db::refund_tasks::queue_refund_answer(conn, bid.id).await?;
+    }
+    Ok(())
 }
 
 /// Accepts the pending bid of an order's negotiation in `context` (its listing and thread

@@ -1,6 +1,7 @@
 //! `/console`: the operator's console in a browser. The market at a glance (figures and charts
 //! of deals, volume and negotiations, updated live from the operator's event stream), a
-//! negotiation's price ladder, agents with their tiers and suspension, failing webhooks, and
+//! negotiation's price ladder, orders with their timelines and the operator's decision on an
+//! escalated refund, agents with their tiers and suspension, failing webhooks, and
 //! the system's health from `/readyz` and `/metrics`.
 //!
 //! The pages are server-rendered frames whose script reads the operator API
@@ -21,6 +22,7 @@ use axum::routing::{self, MethodRouter};
 use super::AppState;
 
 mod assets;
+mod orders;
 mod pages;
 mod sign;
 
@@ -40,6 +42,9 @@ fn routes() -> Vec<(Method, &'static str, MethodRouter<AppState>)> {
         (Method::POST, "/console/session", routing::post(sign::sign_in)),
         (Method::POST, "/console/sign-out", routing::post(sign::sign_out)),
         (Method::GET, "/console/threads/{id}", routing::get(pages::thread)),
+        (Method::GET, "/console/orders", routing::get(orders::list)),
+        (Method::GET, "/console/orders/{id}", routing::get(orders::order)),
+        (Method::POST, "/console/threads/{id}/decide", routing::post(orders::decide)),
         (Method::GET, "/console/agents", routing::get(pages::agents)),
         (Method::GET, "/console/webhooks", routing::get(pages::webhooks)),
         (Method::GET, "/console/health", routing::get(pages::health)),

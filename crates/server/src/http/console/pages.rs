@@ -24,8 +24,14 @@ pub struct Frame {
     pub uplot_license: String,
 }
 
+impl Default for Frame {
+    fn default() -> Frame {
+        Frame::new()
+    }
+}
+
 impl Frame {
-    fn new() -> Frame {
+    pub fn new() -> Frame {
         Frame {
             console_js: assets::url("console.js"),
             console_css: assets::url("console.css"),
@@ -55,6 +61,8 @@ impl SignIn<'_> {
 pub enum Section {
     Market,
     Thread,
+    Orders,
+    Order,
     Agents,
     Webhooks,
     Health,
@@ -65,6 +73,8 @@ impl Section {
         match self {
             Section::Market => "market",
             Section::Thread => "thread",
+            Section::Orders => "orders",
+            Section::Order => "order",
             Section::Agents => "agents",
             Section::Webhooks => "webhooks",
             Section::Health => "health",
@@ -91,7 +101,7 @@ impl Page {
             section,
             title: title.into(),
             thread_id: String::new(),
-            event_types: EventType::ALL.map(EventType::as_str).join(" "),
+            event_types: event_types(),
             tiers: Tier::ALL.map(Tier::as_str).to_vec(),
         }
     }
@@ -99,10 +109,28 @@ impl Page {
 
 /// A page for a signed-in operator; anyone else is sent to the sign-in form.
 async fn signed_in(state: &AppState, headers: &HeaderMap, page: Page) -> Result<Response, ApiError> {
-    match session::session_id(headers) {
-        Some(id) if session::is_open(state, id).await? => Ok(render(&page)),
-        _ => Ok(Redirect::to(super::SIGN_IN).into_response()),
+    match operator_signed_in(state, headers).await? {
+        true => Ok(render(&page)),
+        false => Ok(to_sign_in()),
     }
+}
+
+/// Whether the request carries an open console session.
+pub async fn operator_signed_in(state: &AppState, headers: &HeaderMap) -> Result<bool, ApiError> {
+    Ok(match session::session_id(headers) {
+        Some(id) => session::is_open(state, id).await?,
+        None => false,
+    })
+}
+
+/// Where a visitor without a session is sent.
+pub fn to_sign_in() -> Response {
+    Redirect::to(super::SIGN_IN).into_response()
+}
+
+/// The event types the pages' stream listens for, as their `data-event-types`.
+pub fn event_types() -> String {
+    EventType::ALL.map(EventType::as_str).join(" ")
 }
 
 /// `GET /console`: the market at a glance.
@@ -132,7 +160,7 @@ pub async fn health(State(state): State<AppState>, headers: HeaderMap) -> Result
     signed_in(&state, &headers, Page::new(Section::Health, "System health")).await
 }
 
-fn render(template: &impl Template) -> Response {
+pub fn render(template: &impl Template) -> Response {
     match template.render() {
         Ok(html) => Html(html).into_response(),
         Err(error) => {

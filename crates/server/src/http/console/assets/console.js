@@ -254,6 +254,8 @@
           ["Seller", el("span", { class: "mono" }, short(found.seller_id))],
           ["Opened", when(found.created_at)],
           ["Closed because", found.closed_reason || "—"],
+          ["Kind", found.kind || "price"],
+          ["Order", found.order_id ? el("a", { href: `/console/orders/${found.order_id}`, class: "mono" }, short(found.order_id)) : "—"],
         ].map(([label, value]) => el("span", {}, el("b", {}, label), value)),
       );
       $("#bids tbody").replaceChildren(
