@@ -248,7 +248,7 @@ async fn a_plan_of_three_installments_is_paid_with_one_overdue_raised_once() {
         // Every event of the order written, the last confirmation's included.
         let app = &app;
         let events = crate::support::eventually("the last payment.confirmed", || async move {
-            let events = events_after(&app, agent, 0, 1).await;
+            let events = events_after(app, agent, 0, 1).await;
             let settled = events
                 .iter()
                 .any(|event| event["type"] == "payment.confirmed" && event["data"]["order"]["outstanding"] == 0);
