@@ -612,9 +612,11 @@ async fn the_bench_carries_deals_through_and_times_held_moves_beside_direct_ones
     for call in ["pay", "confirm", "fulfil", "open", "complete"] {
         assert!(printed.lines().any(|line| line.starts_with(call)), "{call}: {printed}");
     }
-    // Every deal (the warm-up's too) paid in full, refunded what was agreed, and completed.
+    // Every deal (the warm-up's too) scheduled, paid in full by its plan of two installments,
+    // refunded what was agreed, and completed.
     let settled = "SELECT count(*) FROM orders
-                   WHERE status = 'COMPLETED' AND paid_amount = amount AND refunded_amount = 8000";
+                   WHERE status = 'COMPLETED' AND paid_amount = amount AND refunded_amount = 8000
+                     AND appointment_start IS NOT NULL AND jsonb_array_length(plan) = 2";
     assert_eq!(app.count(settled).await, 5);
     assert_eq!(app.count("SELECT count(*) FROM payments WHERE status = 'CONFIRMED'").await, 10);
 

@@ -365,3 +365,26 @@ async fn a_schedule_policy_takes_a_window_inside_its_availability_and_leaves_oth
         .await
         .expect(200);
 }
+
+#[tokio::test]
+async fn a_schedule_acceptance_held_for_approval_takes_its_chosen_window_when_approved() {
+    let app = TestApp::spawn().await;
+    let (deal, order) = order(&app).await;
+    let every_accept = json!({ "rules": [{ "move": "accept" }] });
+    app.put("/v1/agents/me/approval-rules", &deal.seller.key, every_accept).await.expect(200);
+    let opened = open(&app, &deal.buyer, &order, schedule(vec![window(24, 26), window(48, 50)])).await;
+    let taken = opened["bid"]["terms"]["windows"][1].clone();
+
+    // Held: the window the acceptance takes is part of the move that waits.
+    let chosen = json!({ "terms": { "chosen": 1 } });
+    let held = app.post(format!("/v1/bids/{}/accept", id(&opened["bid"])), &deal.seller.key, chosen).await.expect(202);
+    let approval = &held.body["approval"];
+    assert_eq!(approval["move"]["terms"], json!({ "chosen": 1 }));
+    assert!(read_order(&app, &deal.buyer, &order).await["appointment"].is_null(), "nothing made while held");
+
+    // Approved, it is made as it was held: the second window is the appointment.
+    let made = app.post_empty(format!("/v1/approvals/{}/approve", id(approval)), &deal.seller.key).await.expect(200);
+    assert_eq!(made.body["approval"]["status"], "APPROVED", "{}", made.body);
+    let appointment = &read_order(&app, &deal.buyer, &order).await["appointment"];
+    assert_eq!(instant(&appointment["start"]), instant(&taken["start"]));
+}

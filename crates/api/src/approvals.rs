@@ -48,7 +48,8 @@ pub struct HeldMove {
     pub expires_in: Option<i64>,
     #[serde(rename = "final", default)]
     pub is_final: bool,
-    /// A counter's terms: left out, the answered bid's carry over; `null` drops them.
+    /// A counter's terms: left out, the answered bid's carry over; `null` drops them. An
+    /// acceptance's: on a schedule, the window it takes (`{"chosen": i}`).
     #[serde(default, deserialize_with = "double_option", skip_serializing_if = "Option::is_none")]
     pub terms: Option<Option<serde_json::Value>>,
 }

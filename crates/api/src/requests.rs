@@ -297,16 +297,20 @@ pub struct PageQuery {
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct OpenNegotiation {
-    /// `refund` (the buyer asks for money back) or `cancel` (either party asks to call the
-    /// order off before it is fulfilled).
+    /// `refund` (the buyer asks for money back), `cancel` (either party asks to call the order
+    /// off before it is fulfilled), `schedule` (either party proposes handover windows) or
+    /// `installments` (the buyer proposes a plan of payments).
     pub kind: ThreadKind,
     /// A refund's amount in minor units: at most what was paid (confirmed) and not yet
-    /// refunded. A cancellation names none.
+    /// refunded. The other kinds name none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub amount: Option<RawAmount>,
     /// A refund's `{reason, evidence?}` (`reason` one of `not_as_described`, `damaged`,
     /// `missing`, `late`, `other`; up to 10 `https` evidence URLs); a cancellation's `{reason}`
-    /// (1 to 500 characters).
+    /// (1 to 500 characters); a schedule's `{windows, method, place?}` (1 to 5 windows
+    /// `{start, end}` ahead, each at most 7 days, none overlapping; `method` one of `pickup`,
+    /// `delivery`, `other`); a plan's `{installments}` (2 to 12 `{amount, due}` summing to what is
+    /// outstanding, due dates ascending, the first within 30 days).
     #[cfg_attr(feature = "schemars", schemars(with = "serde_json::Map<String, serde_json::Value>"))]
     pub terms: serde_json::Value,
     /// A note to the other side, up to 500 characters.

@@ -1,8 +1,11 @@
 //! The `deals` workload: a deal carried through from the handshake to its end. One unit is one
-//! deal, made as a list of steps, each step the calls of one part of the order's life; a later
-//! part of the life (a handover scheduled, a plan of installments) is one more step in
-//! [`STEPS`] and its arm in [`Step::run`].
+//! deal, made as a list of steps, each step the calls of one part of the order's life: the price
+//! negotiated, a handover scheduled, a plan of two installments agreed and paid, the order
+//! fulfilled, a refund disputed and settled, the order completed. Another part of the life is
+//! one more step in [`STEPS`] and its arm in [`Step::run`].
 
+use chrono::{Duration, Utc};
+use serde_json::json;
 use uuid::Uuid;
 
 use super::api::{CallFailed, timed};
@@ -11,10 +14,10 @@ use super::level::{self, Making, Moves};
 use super::report::LevelReport;
 use super::stats::{Call, Recorder};
 use super::workload::{OPENING_BID, Parties, SELLER_COUNTER, Workload};
-use haggle_client::{Client, CounterOffer, Fulfil, NewPayment, OpenNegotiation, Order, Placement};
+use haggle_client::{Acceptance, Client, CounterOffer, Fulfil, NewPayment, OpenNegotiation, Order, Placement};
 use haggle_domain::ThreadKind;
 
-/// The first of the two payments; the second pays the rest.
+/// The first of the plan's two installments (and so of the two payments); the second is the rest.
 pub const FIRST_PAYMENT: i64 = 50_000;
 /// The refund the buyer asks for, and the seller's answer to it, which the buyer accepts.
 pub const REFUND_ASKED: i64 = 20_000;
@@ -27,7 +30,12 @@ const _: () = assert!(REFUND_COUNTERED < REFUND_ASKED && REFUND_ASKED <= FIRST_P
 pub enum Step {
     /// The buyer bids, the seller counters, the buyer accepts: the order.
     Negotiate,
-    /// The buyer records two payments (a part, then the rest) and the seller confirms each.
+    /// The seller proposes two handover windows, the buyer takes the second: the appointment.
+    Schedule,
+    /// The buyer proposes a plan of two installments (a part in a week, the rest in two), the
+    /// seller accepts it: the order's payment plan.
+    Plan,
+    /// The buyer records a payment for each installment and the seller confirms each.
     Pay,
     /// The seller fulfils the order.
     Fulfil,
@@ -38,7 +46,8 @@ pub enum Step {
 }
 
 /// A deal's steps, in order.
-pub const STEPS: &[Step] = &[Step::Negotiate, Step::Pay, Step::Fulfil, Step::Refund, Step::Complete];
+pub const STEPS: &[Step] =
+    &[Step::Negotiate, Step::Schedule, Step::Plan, Step::Pay, Step::Fulfil, Step::Refund, Step::Complete];
 
 /// What the steps so far made: the order, once negotiated.
 #[derive(Debug, Default)]
@@ -68,6 +77,26 @@ impl Step {
         let id = order.id;
         match self {
             Step::Negotiate => unreachable!("negotiated above"),
+            Step::Schedule => {
+                let day =
+                    |days: i64, hours: i64| (Utc::now() + Duration::days(days) + Duration::hours(hours)).to_rfc3339();
+                let windows =
+                    json!([{ "start": day(1, 0), "end": day(1, 2) }, { "start": day(2, 0), "end": day(2, 2) }]);
+                let opening =
+                    negotiation(ThreadKind::Schedule, None, json!({ "windows": windows, "method": "pickup" }));
+                let proposed = timed(recorder, Call::Open, seller.open_negotiation(id, &opening)).await?;
+                timed(recorder, Call::Accept, buyer.accept_with(proposed.bid.id, &Acceptance::choosing(1))).await?;
+            }
+            Step::Plan => {
+                let due = |days: i64| (Utc::now() + Duration::days(days)).to_rfc3339();
+                let installments = json!([
+                    { "amount": FIRST_PAYMENT, "due": due(7) },
+                    { "amount": order.amount - FIRST_PAYMENT, "due": due(14) },
+                ]);
+                let opening = negotiation(ThreadKind::Installments, None, json!({ "installments": installments }));
+                let proposed = timed(recorder, Call::Open, buyer.open_negotiation(id, &opening)).await?;
+                timed(recorder, Call::Accept, seller.accept(proposed.bid.id)).await?;
+            }
             Step::Pay => {
                 for amount in [FIRST_PAYMENT, order.amount - FIRST_PAYMENT] {
                     let payment = NewPayment { amount: amount.into(), reference: format!("bench {}", Uuid::now_v7()) };
@@ -79,14 +108,7 @@ impl Step {
                 timed(recorder, Call::Fulfil, seller.fulfil_order(id, &Fulfil::default())).await?;
             }
             Step::Refund => {
-                let opening = OpenNegotiation {
-                    kind: ThreadKind::Refund,
-                    amount: Some(REFUND_ASKED.into()),
-                    terms: serde_json::json!({ "reason": "damaged" }),
-                    message: None,
-                    expires_in: None,
-                    is_final: None,
-                };
+                let opening = negotiation(ThreadKind::Refund, Some(REFUND_ASKED), json!({ "reason": "damaged" }));
                 let asked = timed(recorder, Call::Open, buyer.open_negotiation(id, &opening)).await?;
                 let offer = CounterOffer::new(REFUND_COUNTERED, false);
                 let countered = timed(recorder, Call::Counter, seller.counter(asked.bid.id, &offer)).await?;
@@ -98,6 +120,11 @@ impl Step {
         }
         Ok(())
     }
+}
+
+/// The opening of a negotiation on an order.
+fn negotiation(kind: ThreadKind, amount: Option<i64>, terms: serde_json::Value) -> OpenNegotiation {
+    OpenNegotiation { kind, amount: amount.map(Into::into), terms, message: None, expires_in: None, is_final: None }
 }
 
 /// A worker's way of making a unit: one deal, step after step; the first failure ends it.
@@ -140,6 +167,8 @@ mod tests {
         // The refund comes after the payments it refunds, and the completion after fulfilment.
         let at = |step| STEPS.iter().position(|s| *s == step).unwrap();
         assert!(at(Step::Pay) < at(Step::Refund) && at(Step::Fulfil) < at(Step::Complete));
+        // A handover is scheduled and a plan agreed before fulfilment, the plan before its payments.
+        assert!(at(Step::Schedule) < at(Step::Fulfil) && at(Step::Plan) < at(Step::Pay));
         let names: Vec<&str> = Workload::Deals.calls().iter().map(|call| call.name()).collect();
         assert_eq!(names, ["place", "counter", "accept", "pay", "confirm", "fulfil", "open", "complete"]);
     }

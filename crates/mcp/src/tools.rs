@@ -6,7 +6,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use haggle_client::{
-    Bid, CounterOffer, EventQuery, Fulfil, Listing, ListingPatch, ListingQuery, NewListing, NewPayment,
+    Acceptance, Bid, CounterOffer, EventQuery, Fulfil, Listing, ListingPatch, ListingQuery, NewListing, NewPayment,
     OpenNegotiation, OrderQuery, OrderWithPayments, Page, PaymentAndOrder, PaymentDispute, Placement, PolicyScope,
     ThreadQuery, ThreadWithBids,
 };
@@ -131,6 +131,17 @@ pub(crate) struct CounterBid {
 pub(crate) struct BidMove {
     /// The pending bid.
     pub bid_id: Uuid,
+    pub idempotency_key: Option<IdempotencyKey>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AcceptMove {
+    /// The pending bid.
+    pub bid_id: Uuid,
+    /// Only on a `schedule` negotiation (required there): the index, from 0, of the window taken
+    /// among the pending bid's `terms.windows`.
+    pub chosen: Option<usize>,
     pub idempotency_key: Option<IdempotencyKey>,
 }
 
@@ -465,12 +476,23 @@ impl Haggle {
         description = "Accept the other side's pending bid: the deal is made at its amount and terms, and the \
                        order is created at once. Rules: it must be your turn (you did not make the pending \
                        bid) and the bid not expired. Final offers may be accepted. When the listing's last \
-                       unit sells, its other negotiations close.",
+                       unit sells, its other negotiations close. On an order's negotiation it agrees that \
+                       negotiation instead (a refund, a cancellation, a plan of installments; on a schedule, \
+                       name the window taken with `chosen`).",
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false)
     )]
-    async fn accept_bid(&self, Parameters(args): Parameters<BidMove>, context: RequestContext<RoleServer>) -> Answer {
+    async fn accept_bid(
+        &self,
+        Parameters(args): Parameters<AcceptMove>,
+        context: RequestContext<RoleServer>,
+    ) -> Answer {
         let acting = self.acting_in(&context)?;
-        match with_key(&acting.client, args.idempotency_key).accept(args.bid_id).await {
+        let client = with_key(&acting.client, args.idempotency_key);
+        let accepted = match args.chosen {
+            Some(window) => client.accept_with(args.bid_id, &Acceptance::choosing(window)).await,
+            None => client.accept(args.bid_id).await,
+        };
+        match accepted {
             Ok(answered) => {
                 let order = answered.order.as_ref().map(|order| format!(" Order {} is {}.", order.id, order.status));
                 let summary = format!(

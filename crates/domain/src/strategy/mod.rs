@@ -19,8 +19,8 @@ pub mod model;
 mod multi;
 mod policy;
 mod proposal;
-pub mod schedule;
 mod refund;
+pub mod schedule;
 mod simulate;
 mod tier_engine;
 

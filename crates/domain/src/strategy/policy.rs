@@ -11,8 +11,8 @@ use super::counter::{MAX_E, MAX_KINDNESS, MIN_KINDNESS};
 use super::learned;
 use super::model::{MAX_BAYES_E, MIN_BAYES_E};
 use super::multi::MultiIssue;
-use super::schedule::SchedulePolicy;
 use super::refund::RefundPolicy;
+use super::schedule::SchedulePolicy;
 use super::{Aim, Decision, NegotiationState, Negotiator, Proposal, Rationale, Strategy, at_or_better, settle};
 
 pub const DEFAULT_MAX_AUTO_ROUNDS: i32 = 5;

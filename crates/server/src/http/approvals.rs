@@ -200,6 +200,8 @@ pub enum Proposed<'a> {
     },
     Accept {
         bid_id: Uuid,
+        /// The acceptance's terms: on a schedule, the window it takes.
+        terms: Option<&'a serde_json::Value>,
     },
     Purchase {
         listing_id: Uuid,
@@ -289,7 +291,7 @@ async fn intent(state: &AppState, caller: Caller, proposed: Proposed<'_>) -> mar
                 bid_expires_at: Some(bid.expires_at),
             }
         }
-        Proposed::Accept { bid_id } => {
+        Proposed::Accept { bid_id, terms } => {
             let Some(bid) = db::approvals::bid_target(&state.pool, bid_id, caller.id).await? else { return Ok(None) };
             Intent {
                 held: HeldMove {
@@ -304,7 +306,7 @@ async fn intent(state: &AppState, caller: Caller, proposed: Proposed<'_>) -> mar
                     message: None,
                     expires_in: None,
                     is_final: false,
-                    terms: None,
+                    terms: terms.cloned().map(Some),
                 },
                 bid_expires_at: Some(bid.expires_at),
             }

@@ -139,8 +139,14 @@ async fn answer(
         Answer::Reject | Answer::Withdraw => Write::begin(&state, caller.id, key, digest).await?,
     };
     if answer == Answer::Accept
-        && let Some(held) =
-            approvals::hold_if_caught(&state, &mut command, caller, Proposed::Accept { bid_id: id }).await.transpose()
+        && let Some(held) = approvals::hold_if_caught(
+            &state,
+            &mut command,
+            caller,
+            Proposed::Accept { bid_id: id, terms: acceptance.as_ref() },
+        )
+        .await
+        .transpose()
     {
         return Ok(command.finish(held).await);
     }

@@ -309,9 +309,19 @@ async fn make(
             Ok(Made { bid: Some(bid), thread: Some(thread), order: None })
         }
         Move::Accept => {
-            let answered =
-                negotiation::answer(conn, events, Access::Locked, agent, bid_id()?, negotiation::Answer::Accept)
-                    .await?;
+            // The acceptance's own terms (a schedule's chosen window), as it was held.
+            let acceptance = held.terms.clone().flatten();
+            let accept = negotiation::Answer::Accept;
+            let answered = negotiation::answer_with_terms(
+                conn,
+                events,
+                Access::Locked,
+                agent,
+                bid_id()?,
+                accept,
+                acceptance.as_ref(),
+            )
+            .await?;
             Ok(Made { bid: Some(answered.bid), thread: Some(answered.thread), order: answered.order })
         }
         Move::Purchase => {
