@@ -375,6 +375,12 @@ async fn a_schedule_acceptance_held_for_approval_takes_its_chosen_window_when_ap
     let opened = open(&app, &deal.buyer, &order, schedule(vec![window(24, 26), window(48, 50)])).await;
     let taken = opened["bid"]["terms"]["windows"][1].clone();
 
+    // Terms no acceptance could carry are refused as the move's own refusal, and nothing waits.
+    let accept = format!("/v1/bids/{}/accept", id(&opened["bid"]));
+    let beyond = json!({ "terms": { "chosen": 7 } });
+    app.post(&accept, &deal.seller.key, beyond).await.expect_problem(422, "validation_failed");
+    assert_eq!(app.count("SELECT count(*) FROM approvals").await, 0);
+
     // Held: the window the acceptance takes is part of the move that waits.
     let chosen = json!({ "terms": { "chosen": 1 } });
     let held = app.post(format!("/v1/bids/{}/accept", id(&opened["bid"])), &deal.seller.key, chosen).await.expect(202);

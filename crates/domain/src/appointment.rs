@@ -134,6 +134,13 @@ struct Choice {
     chosen: usize,
 }
 
+/// Whether an acceptance's terms could take a window of some schedule bid: `{"chosen": i}` with
+/// `i` below [`MAX_WINDOWS`]. Which window, and whether it is still ahead, depends on the bid
+/// ([`choose`]).
+pub fn is_choice(acceptance: &serde_json::Value) -> bool {
+    serde_json::from_value::<Choice>(acceptance.clone()).is_ok_and(|choice| choice.chosen < MAX_WINDOWS)
+}
+
 /// The window an acceptance takes of the pending bid's `terms`: `acceptance` must be
 /// `{"chosen": i}` with `i` an index into its windows, and that window must not have begun at
 /// `now`. Refused under `terms.chosen` otherwise.
@@ -191,6 +198,10 @@ mod tests {
         }
         assert!(choose(&schedule, None, at(0)).is_err());
         assert!(choose(&schedule, Some(&json!({"chosen": 0})), at(3)).is_err());
+        assert!(is_choice(&json!({"chosen": 0})) && is_choice(&json!({"chosen": 4})));
+        for bad in [json!({"chosen": 5}), json!({"chosen": -1}), json!({"chosen": 0, "x": 1}), json!(null), json!(3)] {
+            assert!(!is_choice(&bad), "{bad}");
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@ use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use haggle_api::{self as api, ApprovalDenial, ApprovalGrant, ApprovalQuery, ApprovalRules, HeldMove, NewApprover};
+use haggle_domain::appointment;
 use haggle_domain::approval::{self, Move, Standing};
 use haggle_domain::rejection::text;
 use haggle_domain::{Party, Rejection, ThreadKind};
@@ -293,6 +294,14 @@ async fn intent(state: &AppState, caller: Caller, proposed: Proposed<'_>) -> mar
         }
         Proposed::Accept { bid_id, terms } => {
             let Some(bid) = db::approvals::bid_target(&state.pool, bid_id, caller.id).await? else { return Ok(None) };
+            // Terms that no acceptance could carry here (on a price, or no window's index) are
+            // refused by making the move, not held.
+            if let Some(terms) = terms {
+                let schedule = db::threads::kind_of(&state.pool, bid.thread_id).await? == Some(ThreadKind::Schedule);
+                if !schedule || !appointment::is_choice(terms) {
+                    return Ok(None);
+                }
+            }
             Intent {
                 held: HeldMove {
                     kind: move_in(state, bid.thread_id, Move::Accept).await?,
