@@ -64,7 +64,6 @@ async fn the_operator_api_is_off_without_a_token() {
 }
 
 async fn events_of(app: &TestApp, agent: &Agent) -> Vec<Value> {
-    haggle_server::events::publisher::publish_all(&app.pool).await.expect("publish");
     let page = app.get("/v1/events?limit=200", &agent.key).await.expect(200).body;
     page["data"].as_array().unwrap().clone()
 }
@@ -496,4 +495,54 @@ async fn the_operator_examples_work_verbatim() {
             "event: thread.closed",
         ],
     );
+}
+
+/// The market stream sends events in the order of the transactions that wrote them, each once
+/// every transaction begun before it has ended: an event committed while an earlier transaction
+/// that writes one is still open waits for it, so that nothing ever arrives behind what was sent.
+#[tokio::test]
+async fn the_market_stream_waits_for_a_transaction_still_open_before_it() {
+    use sqlx::Connection as _;
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    let mut held = sqlx::PgConnection::connect(app.database_url()).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut held).await.unwrap();
+    let earlier = haggle_server::events::NewEvent {
+        kind: haggle_server::events::EventType::BidRejected,
+        audience: vec![uuid::Uuid::now_v7()],
+        listing_id: None,
+        thread_id: None,
+        bid_id: None,
+        order_id: None,
+        data: json!({}),
+    };
+    haggle_server::db::events::write(&mut held, &[earlier]).await.unwrap();
+
+    let mut stream = app
+        .client
+        .get(format!("{}/v1/admin/events/stream?after=0", app.base))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    app.place(&deal.buyer, &deal.listing, 90000).await;
+    let mut seen = String::new();
+    let types = |seen: &str| -> Vec<String> {
+        seen.lines().filter_map(|line| line.strip_prefix("event: ")).map(str::to_owned).collect()
+    };
+    let quiet_until = Instant::now() + Duration::from_millis(800);
+    while let Ok(Ok(Some(chunk))) = tokio::time::timeout_at(quiet_until.into(), stream.chunk()).await {
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert_eq!(types(&seen), Vec::<String>::new(), "the placement came ahead of a transaction still open: {seen}");
+
+    sqlx::query("COMMIT").execute(&mut held).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while types(&seen).len() < 2 {
+        assert!(Instant::now() < deadline, "the market stream sent {seen}");
+        let chunk = tokio::time::timeout(Duration::from_secs(30), stream.chunk()).await.unwrap().unwrap().unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert_eq!(types(&seen), ["bid.rejected", "bid.placed"], "in the order of their transactions");
 }

@@ -7,9 +7,8 @@ use serde_json::{Value, json};
 use crate::events::{events_after, types};
 use crate::support::{Agent, Deal, TestApp, eventually};
 
-/// The types of the agent's events, every committed event published first.
+/// The types of the agent's events.
 async fn event_types(app: &TestApp, agent: &Agent) -> Vec<String> {
-    haggle_server::events::publisher::publish_all(&app.pool).await.expect("publish");
     types(&events_after(app, agent, 0, 0).await).into_iter().map(str::to_owned).collect()
 }
 
@@ -479,7 +478,6 @@ async fn an_approvers_webhook_takes_the_agents_approval_events_until_the_approve
 
     let counter = countered(&app, &deal, 40000, 60000).await;
     app.post_empty(format!("/v1/bids/{counter}/accept"), &deal.buyer.key).await.expect(202);
-    haggle_server::events::publisher::publish_all(&app.pool).await.expect("publish");
     let delivered = |kind: &str| {
         format!(
             "SELECT count(*) FROM webhook_deliveries d JOIN events e ON e.id = d.event_id \
@@ -502,6 +500,12 @@ async fn an_approvers_webhook_takes_the_agents_approval_events_until_the_approve
 
     // Revoked, its webhook is disabled and takes nothing more.
     app.delete(format!("/v1/agents/me/approvers/{approver_id}"), &deal.buyer.key).await.expect(200);
+    let read = app.get(format!("/v1/webhooks/{webhook_id}"), &deal.buyer.key).await.expect(200);
+    assert_eq!(read.body["status"], "DISABLED");
+    // And stays so: its agent cannot enable it again for the revoked approver.
+    let enabled = app.post_empty(format!("/v1/webhooks/{webhook_id}/enable"), &deal.buyer.key).await;
+    let refused = enabled.expect_problem(409, "invalid_transition");
+    assert!(refused.body["detail"].as_str().unwrap().contains("approver"), "{}", refused.body);
     let read = app.get(format!("/v1/webhooks/{webhook_id}"), &deal.buyer.key).await.expect(200);
     assert_eq!(read.body["status"], "DISABLED");
 }

@@ -425,10 +425,9 @@ async fn approval_and_round_budgets_stop_and_tell_only_the_owner() {
     assert_eq!(app.count("SELECT count(*) FROM auto_decisions WHERE action = 'stop'").await, 2);
 }
 
-/// Waits until every committed event is published and no task waits for an executor.
+/// Waits until no task waits for an executor.
 async fn settled(app: &TestApp) {
     eventually("the executors to be idle", || async {
-        haggle_server::events::publisher::publish_all(&app.pool).await.unwrap();
         let waiting = app.count("SELECT count(*) FROM auto_tasks WHERE done_at IS NULL").await;
         (waiting == 0).then_some(())
     })
@@ -438,8 +437,8 @@ async fn settled(app: &TestApp) {
 #[tokio::test]
 async fn a_bid_the_policy_stopped_on_is_not_decided_again() {
     // The seller's policy counters once; the buyer's policy answers; the seller's stops on the
-    // buyer's counter. That counter was queued by the executor and published later: the
-    // publisher must not queue it again.
+    // buyer's counter. That counter was queued by the executor's move, and its events were
+    // written at the commit: writing them must not queue it again.
     for _ in 0..3 {
         let app = TestApp::spawn().await;
         let deal = Deal::new(&app, json!({ "ask_amount": 100000, "max_rounds": 10 })).await;
@@ -685,8 +684,8 @@ async fn a_decision_cut_short_by_a_crash_is_made_after_restart() {
 }
 
 #[tokio::test]
-async fn publishing_announces_queued_work_to_every_instance() {
-    // Another instance's webhook worker and executor hear of the work a publisher queued.
+async fn committed_work_is_announced_to_every_instance() {
+    // Another instance's webhook worker and executor hear of the work a commit queued.
     let app = TestApp::spawn_with(|config| config.auto_workers = 0).await;
     let mut listener = sqlx::postgres::PgListener::connect_with(&app.pool).await.unwrap();
     listener.listen_all(["haggle_deliveries", "haggle_auto"]).await.unwrap();
@@ -701,7 +700,7 @@ async fn publishing_announces_queued_work_to_every_instance() {
     while heard.len() < 2 {
         let notification = tokio::time::timeout(Duration::from_secs(10), listener.recv())
             .await
-            .expect("the publisher announced the queued work")
+            .expect("the queued work was announced")
             .unwrap();
         heard.push((notification.channel().to_owned(), notification.payload().to_owned()));
     }

@@ -1,5 +1,5 @@
-//! Events: the outbox, who sees what, long polls, streams, waiting on a bid, and wake-ups that
-//! cross server instances.
+//! Events: each agent's numbers, who sees what, long polls, streams, waiting on a bid, and
+//! wake-ups that cross server instances.
 
 use std::time::{Duration, Instant};
 
@@ -161,13 +161,21 @@ async fn every_change_publishes_its_events_to_the_parties_concerned() {
     let rival_events = at_least(&app, &rival, 2).await;
     assert_eq!(types(&rival_events), ["bid.placed", "thread.closed"]);
 
-    // One id sequence, increasing, shared by both parties for the same event.
-    let seller_ids = ids(&seller);
-    assert!(seller_ids.windows(2).all(|w| w[0] < w[1]), "{seller_ids:?}");
-    assert_eq!(ids(&buyer)[0], seller_ids[1]);
-    let all: Vec<i64> = sqlx::query_scalar("SELECT id FROM events ORDER BY id").fetch_all(&app.pool).await.unwrap();
-    assert_eq!(all, (1..=all.len() as i64).collect::<Vec<_>>());
-    assert_eq!(all.len(), 8, "the seller was party to every event");
+    // Each party numbers its own events 1, 2, 3... in commit order: the buyer's placement is
+    // its 1 and the seller's 2 (after the rival's), and so on.
+    assert_eq!(ids(&seller), (1..=8).collect::<Vec<i64>>());
+    assert_eq!(ids(&buyer), (1..=5).collect::<Vec<i64>>());
+    assert_eq!(ids(&rival_events), [1, 2]);
+    let event_of = |events: &[Value], at: usize| events[at]["bid_id"].clone();
+    assert_eq!(event_of(&buyer, 0), event_of(&seller, 1), "the same event, under each party's number");
+    let numbers: Vec<(i64, Vec<i64>)> = sqlx::query_as(
+        "SELECT count(*), array_agg(seq ORDER BY seq) FROM event_recipients GROUP BY agent_id ORDER BY 1",
+    )
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(numbers, [(2, vec![1, 2]), (5, vec![1, 2, 3, 4, 5]), (8, (1..=8).collect())]);
+    assert_eq!(app.count("SELECT count(*) FROM events").await, 8, "the seller was party to every event, written once");
 }
 
 #[tokio::test]
@@ -382,14 +390,13 @@ async fn readers_never_miss_an_event_while_many_changes_commit_at_once() {
     futures::future::join_all(moves).await;
     let seen = tokio::time::timeout(Duration::from_secs(20), reader).await.unwrap().unwrap();
     let stored: Vec<i64> =
-        sqlx::query_scalar("SELECT event_id FROM event_recipients WHERE agent_id = $1::uuid ORDER BY event_id")
+        sqlx::query_scalar("SELECT seq FROM event_recipients WHERE agent_id = $1::uuid ORDER BY seq")
             .bind(&seller.id)
             .fetch_all(&app.pool)
             .await
             .unwrap();
     assert_eq!(seen, stored, "the reader saw every event once, in order");
-    let all: Vec<i64> = sqlx::query_scalar("SELECT id FROM events ORDER BY id").fetch_all(&app.pool).await.unwrap();
-    assert_eq!(all, (1..=36).collect::<Vec<i64>>(), "ids have no gaps");
+    assert_eq!(seen, (1..=36).collect::<Vec<i64>>(), "the seller's numbers have no gaps");
 }
 
 #[tokio::test]
@@ -398,8 +405,10 @@ async fn a_waiter_hears_of_events_committed_while_the_listener_reconnects() {
     let deal = Deal::new(&app, json!({})).await;
     let bid = app.place(&deal.buyer, &deal.listing, 60000).await;
     let cursor = at_least(&app, &deal.buyer, 1).await[0]["id"].as_i64().unwrap();
-    // Warm the pool so that requests do not need new connections below.
+    // Warm the pool so that requests do not need new connections below, and open the
+    // connection another instance commits on.
     futures::future::join_all((0..6).map(|_| app.get(format!("/v1/bids/{bid}"), &deal.buyer.key))).await;
+    let mut elsewhere = sqlx::PgConnection::connect(app.database_url()).await.unwrap();
 
     let waiter = spawn_get(&app, &deal.buyer.key, format!("/v1/events?after={cursor}&wait=30"));
     app.until_waiting(1).await;
@@ -418,19 +427,40 @@ async fn a_waiter_hears_of_events_committed_while_the_listener_reconnects() {
     .unwrap();
     assert_eq!(terminated, [true], "one listener connection");
 
-    let counter = app.counter(&deal.seller, &bid, 90000).await;
-    // Published, so a listener would have been notified; there is none.
-    crate::support::eventually("the counter's event published", || async {
-        let published = app.count(format!("SELECT count(*) FROM events WHERE bid_id = '{counter}'")).await;
-        (published == 1).then_some(())
-    })
-    .await;
+    // Another instance commits an event for the buyer; its NOTIFY reaches no listener here.
+    let event = haggle_server::events::NewEvent {
+        kind: haggle_server::events::EventType::BidRejected,
+        audience: vec![deal.buyer.id.parse().unwrap()],
+        listing_id: None,
+        thread_id: None,
+        bid_id: None,
+        order_id: None,
+        data: json!({}),
+    };
+    haggle_server::db::events::write(&mut elsewhere, &[event]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!waiter.is_finished(), "no listener, so no wake-up yet");
 
     sqlx::query(&format!("ALTER DATABASE \"{database}\" ALLOW_CONNECTIONS true")).execute(&mut admin).await.unwrap();
     let (_, body) =
         tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("woken after reconnecting").unwrap();
+    assert_eq!(body["data"][0]["type"], "bid.rejected");
+
+    // A change made through this instance wakes its own waiters at once, listener or not.
+    sqlx::query(&format!("ALTER DATABASE \"{database}\" ALLOW_CONNECTIONS false")).execute(&mut admin).await.unwrap();
+    sqlx::query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND application_name = $2")
+        .bind(&database)
+        .bind(haggle_server::events::listener::APPLICATION_NAME)
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let after = body["next_cursor"].as_str().unwrap().parse::<i64>().unwrap();
+    let waiter = spawn_get(&app, &deal.buyer.key, format!("/v1/events?after={after}&wait=30"));
+    app.until_waiting(1).await;
+    let counter = app.counter(&deal.seller, &bid, 90000).await;
+    let (_, body) = tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("woken at once").unwrap();
     assert_eq!(body["data"][0]["bid_id"], counter.as_str());
+    sqlx::query(&format!("ALTER DATABASE \"{database}\" ALLOW_CONNECTIONS true")).execute(&mut admin).await.unwrap();
 }
 
 /// Half the longest wait: a wait of a minute answered within it ended before its timeout.
@@ -700,6 +730,7 @@ async fn events_past_their_retention_are_purged_with_their_inboxes() {
     let left = events_after(&app, &deal.buyer, 0, 0).await;
     assert_eq!(types(&left), ["bid.countered"]);
     assert_eq!(app.count("SELECT count(*) FROM event_recipients WHERE event_id = 1").await, 0);
+    assert_eq!(app.count("SELECT count(*) FROM event_recipients").await, 2, "the counter's, for each party");
     assert_eq!(haggle_server::sweeper::purge_events(&app.pool, Duration::from_secs(86400), 100).await.unwrap(), (0, 0));
 }
 
@@ -743,4 +774,82 @@ async fn an_instance_holds_a_bounded_number_of_waiters_over_every_agent() {
         (resp.status == 200).then_some(())
     })
     .await;
+}
+
+/// Upgrading to events written once keeps every agent's cursor: the events published before
+/// keep their ids as the agents' numbers, one an instance of the earlier version left in its
+/// outbox is published by the migration, the next event an agent gets is numbered after its
+/// last, and the old events are purged with their inboxes as the new ones are.
+#[tokio::test]
+async fn an_upgraded_database_keeps_every_agents_cursor() {
+    use haggle_server::db::events::{self as log, NewEvent};
+    use haggle_server::events::EventType;
+
+    let db = crate::support::TestDb::create().await;
+    let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations");
+    let mut migrations: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "sql"))
+        .collect();
+    migrations.sort();
+    let (before, after): (Vec<_>, Vec<_>) =
+        migrations.into_iter().partition(|path| path.file_name().unwrap().to_string_lossy().as_ref() < "0016");
+    for path in &before {
+        sqlx::raw_sql(&std::fs::read_to_string(path).unwrap()).execute(&mut conn).await.unwrap();
+    }
+    // As the earlier version left it: events 1 to 3 published, one more in the outbox.
+    let (a, b, c) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+    for statement in [
+        "INSERT INTO events (id, type, audience, data, created_at)
+         VALUES (1, 'bid.placed', ARRAY[$1, $2]::uuid[], '{}', now() - interval '2 days'),
+                (2, 'bid.countered', ARRAY[$1]::uuid[], '{}', now() - interval '2 days'),
+                (3, 'bid.placed', ARRAY[$2, $3]::uuid[], '{}', now())",
+        "INSERT INTO event_recipients (agent_id, event_id) VALUES ($1, 1), ($2, 1), ($1, 2), ($2, 3), ($3, 3)",
+        "UPDATE event_sequence SET last_id = 3 WHERE $1::uuid IS NOT NULL AND $2::uuid IS NOT NULL AND $3::uuid IS NOT NULL",
+        "INSERT INTO outbox (type, audience, data)
+         SELECT 'bid.accepted', ARRAY[$1, $3]::uuid[], '{}' WHERE $2::uuid IS NOT NULL",
+    ] {
+        sqlx::query(statement).bind(a).bind(b).bind(c).execute(&mut conn).await.unwrap();
+    }
+    for path in &after {
+        sqlx::raw_sql(&std::fs::read_to_string(path).unwrap()).execute(&mut conn).await.unwrap();
+    }
+
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let numbers = |events: Vec<haggle_server::events::Event>| events.iter().map(|event| event.id).collect::<Vec<_>>();
+    assert_eq!(numbers(log::for_agent(&pool, a, 0, 100).await.unwrap()), [1, 2, 4], "the outbox's event is 4");
+    assert_eq!(numbers(log::for_agent(&pool, c, 0, 100).await.unwrap()), [3, 4]);
+    for (agent, last) in [(a, 4), (b, 3), (c, 4)] {
+        assert_eq!(log::last_id(&pool, agent).await.unwrap(), last);
+    }
+
+    // The next event, to all three, takes each one's next number.
+    let event = NewEvent {
+        kind: EventType::BidRejected,
+        audience: vec![a, b, c, a],
+        listing_id: None,
+        thread_id: None,
+        bid_id: None,
+        order_id: None,
+        data: json!({}),
+    };
+    let written = log::write(&mut conn, std::slice::from_ref(&event)).await.unwrap();
+    assert_eq!((written.events, written.recipients.len()), (1, 3));
+    assert_eq!(numbers(log::for_agent(&pool, a, 2, 100).await.unwrap()), [4, 5]);
+    assert_eq!(numbers(log::for_agent(&pool, b, 3, 100).await.unwrap()), [4]);
+    assert_eq!(numbers(log::for_agent(&pool, c, 4, 100).await.unwrap()), [5]);
+    let (id, seqs): (i64, Vec<i64>) =
+        sqlx::query_as("SELECT id, seqs FROM events WHERE type = 'bid.rejected'").fetch_one(&pool).await.unwrap();
+    assert_eq!((id, seqs), (5, vec![5, 4, 5]), "its own id after the last published, and each one's number once");
+    assert_eq!(log::get(&pool, id, b).await.unwrap().unwrap().id, 4, "a webhook of b's is sent b's number");
+
+    // The two old events past a day's retention go, with their inboxes' rows.
+    let purged = log::purge_before(&pool, chrono::Utc::now() - chrono::Duration::days(1), 100).await.unwrap();
+    assert_eq!(purged, 2);
+    assert_eq!(numbers(log::for_agent(&pool, a, 0, 100).await.unwrap()), [4, 5]);
+    let inboxes: i64 = sqlx::query_scalar("SELECT count(*) FROM event_recipients").fetch_one(&pool).await.unwrap();
+    assert_eq!(inboxes, 2 + 2 + 3, "event 3's, the outbox's and the new one's");
+    pool.close().await;
 }

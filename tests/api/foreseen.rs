@@ -96,15 +96,12 @@ fn same(a: &Value, b: &Value) -> bool {
 
 /// Every event written about `bid` of `kind`: each must describe the stored rows.
 async fn events_about(app: &TestApp, kind: &str, bid: &str) -> Vec<Value> {
-    sqlx::query_scalar(
-        "SELECT data FROM (SELECT type, bid_id, data FROM outbox UNION ALL SELECT type, bid_id, data FROM events) e
-         WHERE type = $1 AND bid_id = $2::uuid",
-    )
-    .bind(kind)
-    .bind(bid)
-    .fetch_all(&app.pool)
-    .await
-    .unwrap()
+    sqlx::query_scalar("SELECT data FROM events WHERE type = $1 AND bid_id = $2::uuid")
+        .bind(kind)
+        .bind(bid)
+        .fetch_all(&app.pool)
+        .await
+        .unwrap()
 }
 
 /// The stored rows of a bid, its thread (as agents are shown it) and an order, through the API

@@ -70,6 +70,10 @@ const COMMITTED: &[(&str, &str)] = &[
         "0015_refund_approvals.sql",
         "455dd9954c91da26a81db505d52891ddc6d97fb7a2261db262e3ccaf33a512c768c6f42d5e527e559a657dc8607f45b1",
     ),
+    (
+        "0016_events_written_once.sql",
+        "89d6db17279adb51cd55b1c3ab2ad83fd6943a820f5a3eb25af03950476f1ca4282bf09871198c26575541c1b3718bc8",
+    ),
 ];
 
 fn files() -> BTreeMap<String, Vec<u8>> {

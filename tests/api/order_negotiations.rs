@@ -121,7 +121,6 @@ async fn a_refund_is_negotiated_to_agreement() {
     // Once no refund is open, the server completes the order.
     assert_eq!(haggle_server::sweeper::complete_orders(&app.market(), two_weeks, 100).await.unwrap(), 1);
 
-    haggle_server::events::publisher::publish_all(&app.pool).await.unwrap();
     for agent in [&deal.buyer, &deal.seller] {
         let events = events_after(&app, agent, 0, 0).await;
         let on_thread: Vec<Value> = events.iter().filter(|e| e["thread_id"] == thread_id.as_str()).cloned().collect();
@@ -188,7 +187,6 @@ async fn a_rejected_refund_is_escalated_and_decided_by_the_operator() {
         app.post_empty(format!("/v1/threads/{}/escalate", id(&late["thread"])), &deal.seller.key).await.expect(200);
     assert_eq!(expired.body["status"], "EXPIRED");
 
-    haggle_server::events::publisher::publish_all(&app.pool).await.unwrap();
     for agent in [&deal.buyer, &deal.seller] {
         let events = events_after(&app, agent, 0, 0).await;
         let on_thread: Vec<Value> = events.iter().filter(|e| e["thread_id"] == thread.as_str()).cloned().collect();
@@ -249,7 +247,6 @@ async fn an_accepted_cancellation_cancels_the_order_and_gives_the_unit_back() {
         .await
         .expect_problem(409, "invalid_transition");
 
-    haggle_server::events::publisher::publish_all(&app.pool).await.unwrap();
     let events = events_after(&app, &deal.buyer, 0, 0).await;
     let on_order: Vec<Value> = events.into_iter().filter(|e| e["order_id"] == order.as_str()).collect();
     assert_eq!(types(&on_order).last(), Some(&"order.cancelled"));
@@ -509,4 +506,69 @@ async fn a_sellers_refund_policy_accepts_within_its_share_and_counters_never_pas
         assert!(bid["amount"].as_i64().unwrap() <= 30000, "{bid}");
     }
     assert_eq!(read_order(&app, &deal.buyer, &order).await["refunded_amount"], 8000, "nothing above the limit agreed");
+}
+
+#[tokio::test]
+async fn a_refund_policys_move_waits_for_approval_when_the_sellers_rules_hold_policy_refunds() {
+    use haggle_server::executor::Outcome;
+    let app = TestApp::spawn_with(|config| config.auto_workers = 0).await;
+    let (deal, order) = paid_order(&app, json!({}), 100000).await;
+    let rules = json!({ "rules": [{ "move": "refund", "above": 5000 }], "policy_moves": true });
+    app.put("/v1/agents/me/approval-rules", &deal.seller.key, rules).await.expect(200);
+    let policy = json!({
+        "limit": 80000,
+        "counter": { "strategy": "split" },
+        "refund": { "accept_up_to": 0.1, "limit": 0.3 },
+    });
+    app.put("/v1/agents/me/policies/seller", &deal.seller.key, policy).await.expect(200);
+
+    // The policy would accept 80.00 back; above the rule's 50.00, its acceptance is held.
+    let asked = open(&app, &deal.buyer, &order, refund(8000)).await;
+    assert_eq!(run_executor(&app).await, Some(Outcome::Stopped("approval_held")));
+    let pending = app.get("/v1/approvals?status=PENDING", &deal.seller.key).await.expect(200);
+    let approval = pending.body["data"][0].clone();
+    assert_eq!(approval["move"]["move"], "refund", "{approval}");
+    assert_eq!((approval["move"]["amount"].clone(), approval["move"]["party"].clone()), (json!(8000), json!("seller")));
+    let thread = app.get(format!("/v1/threads/{}", id(&asked["thread"])), &deal.buyer.key).await.expect(200);
+    assert_eq!(thread.body["status"], "ACTIVE", "nothing made while it waits");
+    assert_eq!(read_order(&app, &deal.buyer, &order).await["refunded_amount"], 0);
+
+    // Approving makes the acceptance, and the refund is recorded.
+    let approval_id = approval["id"].as_str().unwrap();
+    app.post_empty(format!("/v1/approvals/{approval_id}/approve"), &deal.seller.key).await.expect(200);
+    let thread = app.get(format!("/v1/threads/{}", id(&asked["thread"])), &deal.buyer.key).await.expect(200);
+    assert_eq!(thread.body["status"], "ACCEPTED");
+    assert_eq!(read_order(&app, &deal.buyer, &order).await["refunded_amount"], 8000);
+
+    // A refund the rule does not catch is made by the policy at once.
+    open(&app, &deal.buyer, &order, refund(4000)).await;
+    assert_eq!(run_executor(&app).await, Some(Outcome::Acted("accept")));
+    assert_eq!(read_order(&app, &deal.buyer, &order).await["refunded_amount"], 12000);
+}
+
+#[tokio::test]
+async fn a_refund_policy_set_after_the_buyer_asked_answers_the_waiting_refund() {
+    use haggle_server::executor::Outcome;
+    let app = TestApp::spawn_with(|config| config.auto_workers = 0).await;
+    let (deal, order) = paid_order(&app, json!({}), 100000).await;
+    let asked = open(&app, &deal.buyer, &order, refund(8000)).await;
+    assert_eq!(app.count("SELECT count(*) FROM auto_tasks").await, 0, "no policy yet: the seller answers");
+
+    // A policy that declares no refund takes nothing over.
+    let price_only = json!({ "limit": 80000, "counter": { "strategy": "split" } });
+    app.put("/v1/agents/me/policies/seller", &deal.seller.key, price_only).await.expect(200);
+    assert_eq!(app.count("SELECT count(*) FROM auto_tasks").await, 0);
+
+    // One that declares it answers the refund already waiting.
+    let policy = json!({
+        "limit": 80000,
+        "counter": { "strategy": "split" },
+        "refund": { "accept_up_to": 0.1, "limit": 0.3 },
+    });
+    app.put("/v1/agents/me/policies/seller", &deal.seller.key, policy).await.expect(200);
+    assert_eq!(app.count("SELECT count(*) FROM auto_tasks WHERE done_at IS NULL").await, 1);
+    assert_eq!(run_executor(&app).await, Some(Outcome::Acted("accept")));
+    let thread = app.get(format!("/v1/threads/{}", id(&asked["thread"])), &deal.buyer.key).await.expect(200);
+    assert_eq!(thread.body["status"], "ACCEPTED");
+    assert_eq!(read_order(&app, &deal.buyer, &order).await["refunded_amount"], 8000);
 }

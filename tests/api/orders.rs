@@ -93,7 +93,6 @@ async fn an_order_is_fulfilled_paid_in_parts_and_completed() {
     assert_eq!(listed.body["data"][0]["status"], "COMPLETED");
 
     // Both parties heard every step, in order.
-    haggle_server::events::publisher::publish_all(&app.pool).await.unwrap();
     let expected = [
         "order.created",
         "order.fulfilled",
@@ -247,7 +246,6 @@ async fn the_sweeper_completes_what_the_buyer_left_alone() {
         .await
         .expect_problem(409, "invalid_transition");
 
-    haggle_server::events::publisher::publish_all(&app.pool).await.unwrap();
     let events = events_after(&app, &deal.buyer, 0, 0).await;
     let about_order: Vec<Value> = events.into_iter().filter(|e| e["order_id"] == order.as_str()).collect();
     assert_eq!(types(&about_order), ["order.created", "order.fulfilled", "order.completed"]);

@@ -195,7 +195,6 @@ async fn purchased(app: &TestApp) -> (Deal, String) {
 
 /// How many events of a type were published.
 async fn published(app: &TestApp, kind: &str) -> i64 {
-    haggle_server::events::publisher::publish_all(&app.pool).await.unwrap();
     app.count(format!("SELECT count(*) FROM events WHERE type = '{kind}'")).await
 }
 

@@ -394,3 +394,28 @@ async fn a_schedule_acceptance_held_for_approval_takes_its_chosen_window_when_ap
     let appointment = &read_order(&app, &deal.buyer, &order).await["appointment"];
     assert_eq!(instant(&appointment["start"]), instant(&taken["start"]));
 }
+
+#[tokio::test]
+async fn a_schedule_policy_set_while_a_window_waits_takes_it_over() {
+    let app = TestApp::spawn().await;
+    let (deal, order) = order(&app).await;
+    let inside = next(1, 10);
+    let opened = open(&app, &deal.buyer, &order, schedule(vec![window_at(inside, 1)])).await;
+    assert_eq!(app.count("SELECT count(*) FROM auto_tasks").await, 0, "no policy yet: the seller answers");
+
+    let availability =
+        json!({ "availability": [{ "day": "tue", "from": "09:00", "to": "17:00" }], "timezone_offset_minutes": 0 });
+    let policy = json!({ "limit": 90000, "counter": { "strategy": "split" }, "schedule": availability });
+    app.put("/v1/agents/me/policies/seller", &deal.seller.key, policy).await.expect(200);
+    let thread_id = id(&opened["thread"]);
+    let done = crate::support::eventually("the policy to take the waiting window", || {
+        let (app, deal, thread_id) = (&app, &deal, &thread_id);
+        async move {
+            let read = app.get(format!("/v1/threads/{thread_id}"), &deal.buyer.key).await.expect(200).body;
+            (read["status"] != "ACTIVE").then_some(read)
+        }
+    })
+    .await;
+    assert_eq!(done["status"], "ACCEPTED", "{done}");
+    assert_eq!(instant(&read_order(&app, &deal.buyer, &order).await["appointment"]["start"]), inside);
+}

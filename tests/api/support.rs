@@ -398,8 +398,6 @@ impl TestApp {
     /// Every row of every table the catalogue lists, to show that a refused request changed
     /// nothing. A table added by a migration is in it without anyone remembering to add it.
     pub async fn snapshot(&self) -> String {
-        // Events committed so far are published first, so that only requests move them.
-        haggle_server::events::publisher::publish_all(&self.pool).await.expect("publish");
         let tables: Vec<String> = sqlx::query_scalar(
             "SELECT table_name::text FROM information_schema.tables \
              WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name",

@@ -177,7 +177,7 @@ impl fmt::Display for EventType {
     }
 }
 
-/// A published event, as agents read it.
+/// An event, as agents read it (its id the reader's own number for it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     pub id: i64,

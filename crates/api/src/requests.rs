@@ -265,7 +265,7 @@ pub struct EventQuery {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StreamQuery {
-    /// The events after this id; without it, only those published from now on.
+    /// The events after this id; without it, only those committed from now on.
     #[serde(default, deserialize_with = "haggle_domain::whole::text_option", skip_serializing_if = "Option::is_none")]
     pub after: Option<i64>,
 }

@@ -11,8 +11,9 @@
 //! is written through the schema's checks and foreign keys; ids are UUIDv7 of the rows' times,
 //! so new rows sort after the history as they would.
 //!
-//! Each chunk of threads is one transaction on one connection; the event numbers are taken
-//! from `event_sequence` under its lock, as the publisher takes them.
+//! Each chunk of threads is one transaction on one connection; its events take their ids from
+//! the events' sequence and each agent's numbers from the agent's counter (`event_heads`), as
+//! the server's statements take them.
 
 use std::time::Instant;
 
@@ -168,9 +169,7 @@ SELECT pg_temp.preload_id(b.at + interval '5 minutes', 5, t.k), t.listing_id, t.
 FROM preload_threads t JOIN preload_bids b ON b.k = t.k AND b.round = t.rounds
 WHERE t.status = 'ACCEPTED';
 
-WITH base AS (
-    SELECT last_id FROM event_sequence FOR UPDATE
-), happened AS (
+WITH happened AS (
     -- Each bid's placement or counter, then each ended thread's end, and each order.
     SELECT b.at, b.k, 0 AS seq,
            CASE WHEN b.round = 1 THEN 'bid.placed' ELSE 'bid.countered' END AS type,
@@ -187,22 +186,34 @@ WITH base AS (
     SELECT o.created_at, 0, 2, 'order.created', o.bid_id, o.id, o.thread_id
     FROM orders o JOIN preload_threads t ON o.thread_id = t.id
 ), numbered AS (
-    SELECT (SELECT last_id FROM base) + row_number() OVER (ORDER BY h.at, h.k, h.seq) AS id, h.*
-    FROM happened h
-), written AS (
-    INSERT INTO events (id, type, audience, listing_id, thread_id, bid_id, order_id, data, created_at)
-    SELECT n.id, n.type, ARRAY[t.buyer_id, t.seller_id], t.listing_id, t.id, n.bid_id, n.order_id,
-           CASE WHEN n.order_id IS NULL THEN jsonb_build_object('bid', to_jsonb(b), 'thread', to_jsonb(t))
-                ELSE jsonb_build_object('order', to_jsonb(o)) END,
-           n.at
-    FROM numbered n JOIN threads t ON t.id = n.thread_id JOIN bids b ON b.id = n.bid_id
-    LEFT JOIN orders o ON o.id = n.order_id
-    RETURNING id, audience
-), recipients AS (
-    INSERT INTO event_recipients (agent_id, event_id)
-    SELECT unnest(audience), id FROM written
+    SELECT nextval('events_id_seq') AS id, h.*
+    FROM (SELECT h.* FROM happened h ORDER BY h.at, h.k, h.seq) h
+), fan AS (
+    SELECT a.agent_id, n.id AS event_id, a.i, row_number() OVER (PARTITION BY a.agent_id ORDER BY n.id) AS k
+    FROM numbered n JOIN threads t ON t.id = n.thread_id,
+         unnest(ARRAY[t.buyer_id, t.seller_id]) WITH ORDINALITY AS a(agent_id, i)
+), counts AS (
+    SELECT agent_id, count(*) AS taken FROM fan GROUP BY agent_id
+), heads AS (
+    INSERT INTO event_heads AS h (agent_id, last_seq)
+    SELECT agent_id, taken FROM counts ORDER BY agent_id
+    ON CONFLICT (agent_id) DO UPDATE SET last_seq = h.last_seq + excluded.last_seq
+    RETURNING h.agent_id, h.last_seq
+), seqs AS (
+    SELECT f.agent_id, f.event_id, f.i, heads.last_seq - counts.taken + f.k AS seq
+    FROM fan f JOIN heads USING (agent_id) JOIN counts USING (agent_id)
+), inboxes AS (
+    INSERT INTO event_recipients (agent_id, seq, event_id)
+    SELECT agent_id, seq, event_id FROM seqs
 )
-UPDATE event_sequence SET last_id = last_id + (SELECT count(*) FROM written);
+INSERT INTO events (id, type, audience, seqs, listing_id, thread_id, bid_id, order_id, data, created_at)
+SELECT n.id, n.type, ARRAY[t.buyer_id, t.seller_id], s.seqs, t.listing_id, t.id, n.bid_id, n.order_id,
+       CASE WHEN n.order_id IS NULL THEN jsonb_build_object('bid', to_jsonb(b), 'thread', to_jsonb(t))
+            ELSE jsonb_build_object('order', to_jsonb(o)) END,
+       n.at
+FROM numbered n JOIN threads t ON t.id = n.thread_id JOIN bids b ON b.id = n.bid_id
+JOIN (SELECT event_id, array_agg(seq ORDER BY i) AS seqs FROM seqs GROUP BY event_id) s ON s.event_id = n.id
+LEFT JOIN orders o ON o.id = n.order_id;
 "#;
 
 /// Puts the preload's figures into a statement, as literals: `$1` agents, `$2` sellers, `$3`
@@ -261,7 +272,7 @@ pub async fn run(database_url: &str, bids: u64) -> anyhow::Result<Preloaded> {
         );
     }
     eprintln!("preload: vacuum and analyse");
-    sqlx::raw_sql("VACUUM (ANALYZE) agents, listings, threads, bids, orders, events, event_recipients")
+    sqlx::raw_sql("VACUUM (ANALYZE) agents, listings, threads, bids, orders, events, event_recipients, event_heads")
         .execute(&mut conn)
         .await
         .context("vacuuming after the preload")?;

@@ -506,7 +506,7 @@ async fn run_in(
         ledger.race_count()
     );
 
-    // Settle: everything published, decided and delivered, and every reader caught up.
+    // Settle: everything decided and delivered, and every reader caught up.
     let pool = match checks_on {
         Checks::Url(url) => sqlx::postgres::PgPoolOptions::new().max_connections(2).connect(&url).await?,
         // On the primary of now: every acknowledged move is looked for where it must have survived.
@@ -562,7 +562,7 @@ enum Checks {
     Failover(Arc<FailoverCluster>),
 }
 
-/// Waits until the outbox is empty, no policy task or webhook delivery is pending, every
+/// Waits until no policy task or webhook delivery is pending, every
 /// instance is up, and every reader has read its agent's last event.
 async fn settle(
     pool: &sqlx::PgPool,
@@ -575,15 +575,14 @@ async fn settle(
     let deadline = started + patience;
     let mut waiting_for = String::new();
     while Instant::now() < deadline {
-        let (outbox, tasks, deliveries): (i64, i64, i64) = sqlx::query_as(
-            "SELECT (SELECT count(*) FROM outbox),
-                    (SELECT count(*) FROM auto_tasks WHERE done_at IS NULL),
+        let (tasks, deliveries): (i64, i64) = sqlx::query_as(
+            "SELECT (SELECT count(*) FROM auto_tasks WHERE done_at IS NULL),
                     (SELECT count(*) FROM webhook_deliveries WHERE status = 'PENDING')",
         )
         .fetch_one(pool)
         .await?;
         let lasts: std::collections::HashMap<Uuid, i64> =
-            sqlx::query_as::<_, (Uuid, i64)>("SELECT agent_id, max(event_id) FROM event_recipients GROUP BY 1")
+            sqlx::query_as::<_, (Uuid, i64)>("SELECT agent_id, max(seq) FROM event_recipients GROUP BY 1")
                 .fetch_all(pool)
                 .await?
                 .into_iter()
@@ -597,11 +596,11 @@ async fn settle(
             .count();
         let running = instances.lock().await.all_running();
         waiting_for = format!(
-            "{outbox} events unpublished, {tasks} policy tasks, {deliveries} webhook deliveries pending, \
+            "{tasks} policy tasks, {deliveries} webhook deliveries pending, \
              {behind} readers behind{}",
             if running { "" } else { ", an instance down" }
         );
-        if outbox == 0 && tasks == 0 && deliveries == 0 && behind == 0 && running {
+        if tasks == 0 && deliveries == 0 && behind == 0 && running {
             eprintln!("chaos: settled in {:.1} s", started.elapsed().as_secs_f64());
             return Ok(());
         }

@@ -270,7 +270,7 @@ pub fn print(
 
     println!();
     println!(
-        "events                         {} published, gap-free ids; GET /v1/events paged for {} agents ({} events)",
+        "events                         {} written, each agent's numbered gap-free; GET /v1/events paged for {} agents ({} events)",
         thousands(findings.events_published as u64),
         findings.agents_paged,
         thousands(findings.events_paged)

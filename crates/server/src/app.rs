@@ -21,9 +21,6 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 /// Rows handled per sweeper batch.
 pub const SWEEP_BATCH: i64 = 500;
-/// How often the publisher looks for events that no local request announced (those of an
-/// instance that stopped before publishing them, or of the sweeper on another instance).
-pub const PUBLISH_TICK: Duration = Duration::from_secs(1);
 /// The `application_name` of the batcher's connections.
 pub const MOVES_APPLICATION_NAME: &str = "haggle-moves";
 /// How long a batcher's connection may have been idle and still be used without a ping.
@@ -188,10 +185,11 @@ impl App {
             state.keys.clone(),
             shutdown.clone(),
         ));
-        workers.spawn(events::publisher::run(
+        workers.spawn(events::announcer::run(
             self.pool.clone(),
-            wakeups.publisher.clone(),
-            PUBLISH_TICK,
+            wakeups.announcer.clone(),
+            state.hub.clone(),
+            deliveries_queued.clone(),
             shutdown.clone(),
         ));
         if self.config.auto_workers > 0 {
@@ -223,11 +221,6 @@ impl App {
         connections::serve(self.listener, http::router(state), self.config.connections, shutdown.clone()).await;
         shutdown.cancel();
         while workers.join_next().await.is_some() {}
-        // The requests that finished during the drain committed events after the publisher's
-        // last pass; they go out now rather than at the next start.
-        if let Err(error) = events::publisher::publish_all(&self.pool).await {
-            tracing::warn!(%error, "publishing the last events failed; another instance or the next start will");
-        }
         Ok(())
     }
 }

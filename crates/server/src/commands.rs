@@ -216,7 +216,7 @@ pub async fn admin(command: AdminCommand) -> anyhow::Result<()> {
     let outcome = async {
         db::migrate(&database.pool).await.context("applying migrations")?;
         // An operator's change is a unit of work like any other; this process runs no
-        // publisher or executor to wake (the servers' listeners hear of it).
+        // announcer or executor to wake (these commands write no events).
         let market = Market::new(database.pool.clone(), None, Wakeups::default());
         let mut unit = market.begin().await?;
         let tx = unit.conn();

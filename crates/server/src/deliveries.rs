@@ -14,8 +14,8 @@
 //! the delivery FAILED, its webhook DISABLED and a `webhook.disabled` event for the owner.
 //!
 //! The worker looks for due deliveries every [`POLL_INTERVAL`], and also as soon as deliveries
-//! are queued by a publisher on any instance (the instance's event listener hears of it), or an
-//! attempt frees a slot.
+//! are queued on any instance (this instance's announcer, or its event listener for another
+//! instance's), or an attempt frees a slot.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -215,7 +215,7 @@ impl Deliverer {
 
     /// Posts the event. Only the database failing is an error; everything else is an answer.
     async fn attempt(&self, claimed: &Claimed) -> Result<Answer, sqlx::Error> {
-        let Some(event) = db::events::get(self.market.pool(), claimed.event_id).await? else {
+        let Some(event) = db::events::get(self.market.pool(), claimed.event_id, claimed.agent_id).await? else {
             return Ok(Answer::failed("the event no longer exists"));
         };
         let sealing_key = self.sealing_key.get(self.market.pool()).await?;

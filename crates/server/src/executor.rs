@@ -273,7 +273,16 @@ async fn act(
         tracing::warn!(bid_id = %task.bid_id, "auto-negotiation: the stored policy or thread could not be read");
         return no_counter(Outcome::Dropped);
     };
-    match refund_policy::answer(&mut *conn, &mut *events, task, &context, &policy, caller, rules).await? {
+    let mut refund = refund_policy::decide(&mut *conn, task, &context, &policy).await?;
+    if let Answered::Decided(decision) = refund {
+        if caller.approval_rules
+            && let Some(outcome) = hold_for_approval(conn, events, task, &context, &decision, None, true).await?
+        {
+            return no_counter(outcome);
+        }
+        refund = refund_policy::make(&mut *conn, &mut *events, task, decision, caller, rules).await?;
+    }
+    match refund {
         Answered::NotARefund => {}
         Answered::Dropped => return no_counter(Outcome::Dropped),
         Answered::Acted(action) => return no_counter(Outcome::Acted(action)),
@@ -281,6 +290,7 @@ async fn act(
             stop(conn, events, task, &context, reason, &detail, None).await?;
             return no_counter(Outcome::Stopped(reason));
         }
+        Answered::Decided(_) => unreachable!("a decision is made or held above"),
     }
     if policy.accept_mediation
         && let Some(outcome) = mediate(conn, events, task, &context, &policy, caller, rules).await?
@@ -293,7 +303,7 @@ async fn act(
         None => (strategy::decide(&policy, &state), None),
     };
     if caller.approval_rules
-        && let Some(outcome) = hold_for_approval(conn, events, task, &context, &decision, terms.as_ref()).await?
+        && let Some(outcome) = hold_for_approval(conn, events, task, &context, &decision, terms.as_ref(), false).await?
     {
         return no_counter(outcome);
     }
@@ -353,7 +363,8 @@ async fn act(
 
 /// Holds the policy's counter or acceptance for approval when its owner's rules hold policy
 /// moves and catch it (SPEC §10): the request is made instead of the move, and the task is done.
-/// Read only for an agent with rules.
+/// Read only for an agent with rules. On a refund thread (`refund`) the move is a `refund` to the
+/// rules, its amount the refund's.
 async fn hold_for_approval(
     conn: &mut PgConnection,
     events: &mut Outbox,
@@ -361,12 +372,14 @@ async fn hold_for_approval(
     context: &TaskContext,
     decision: &Decision,
     terms: Option<&serde_json::Value>,
+    refund: bool,
 ) -> Result<Option<Outcome>, sqlx::Error> {
-    let (kind, is_final) = match decision {
+    let (action, is_final) = match decision {
         Decision::Counter { is_final, .. } => (Move::Counter, *is_final),
         Decision::Accept { .. } => (Move::Accept, false),
         Decision::Reject { .. } | Decision::Stop { .. } => return Ok(None),
     };
+    let kind = if refund { Move::Refund } else { action };
     let Some(bid) = db::approvals::bid_target(&mut *conn, task.bid_id, task.agent_id).await? else {
         return Ok(None);
     };
@@ -377,7 +390,7 @@ async fn hold_for_approval(
     let intent = Intent {
         held: HeldMove {
             kind,
-            route: format!("POST /v1/bids/{}/{kind}", task.bid_id),
+            route: format!("POST /v1/bids/{}/{action}", task.bid_id),
             party: context.role,
             listing_id: context.listing_id,
             thread_id: Some(task.thread_id),
@@ -387,7 +400,7 @@ async fn hold_for_approval(
             message: None,
             expires_in: None,
             is_final,
-            terms: if kind == Move::Counter { terms.cloned().map(Some) } else { None },
+            terms: if action == Move::Counter { terms.cloned().map(Some) } else { None },
         },
         bid_expires_at: Some(bid.expires_at),
     };

@@ -4,7 +4,7 @@
 //! - [`http`]: the REST API, thin handlers over the market (extraction, idempotency, answers);
 //! - [`market`]: every write, each through one unit of work;
 //! - [`db`]: rows and queries;
-//! - [`events`]: the outbox, the publisher and the hub that wakes waiters; [`webhooks`]: delivery;
+//! - [`events`]: the outbox, the announcer and the hub that wakes waiters; [`webhooks`]: delivery;
 //! - [`executor`] (policies), [`sweeper`] (expiry): the background workers;
 //! - [`app`]: wiring them together under one cancellation token; [`connections`]: serving HTTP
 //!   connections within their limits; [`commands`]: `haggle serve`,
@@ -30,6 +30,7 @@ pub mod metrics;
 pub mod receipts;
 pub mod refund_policy;
 pub mod secrets;
+pub mod signal;
 pub mod sweeper;
 pub mod telemetry;
 pub mod views;

@@ -22,7 +22,6 @@ pub const MOVES: &str = "haggle_moves_total";
 pub const MOVE_BATCH_SIZE: &str = "haggle_move_batch_size";
 pub const MOVE_READS: &str = "haggle_move_reads_total";
 pub const MOVE_ROUND_DURATION: &str = "haggle_move_round_duration_seconds";
-pub const PUBLISHER_LAG: &str = "haggle_publisher_lag_seconds";
 pub const EVENTS_PUBLISHED: &str = "haggle_events_published_total";
 pub const EXECUTOR_LAG: &str = "haggle_executor_lag_seconds";
 pub const EXECUTOR_DECISIONS: &str = "haggle_executor_decisions_total";
@@ -85,8 +84,7 @@ fn describe() {
         "What unlocked moves were decided on, by kind and source: this instance's memory or a read"
     );
     describe_histogram!(MOVE_ROUND_DURATION, Unit::Seconds, "Time the move worker took for one round of statements");
-    describe_histogram!(PUBLISHER_LAG, Unit::Seconds, "From an event's commit to its publication");
-    describe_counter!(EVENTS_PUBLISHED, "Events published by this instance");
+    describe_counter!(EVENTS_PUBLISHED, "Events committed by this instance");
     describe_histogram!(EXECUTOR_LAG, Unit::Seconds, "From a bid's commit (its task due) to its policy's decision");
     describe_counter!(EXECUTOR_DECISIONS, "Policy tasks decided, by outcome");
     describe_counter!(WEBHOOK_DELIVERIES, "Webhook delivery attempts, by outcome");
@@ -208,16 +206,11 @@ pub fn move_round(started: Instant) {
     histogram!(MOVE_ROUND_DURATION).record(started.elapsed().as_secs_f64());
 }
 
-/// Records the lags of a batch of published events, in seconds.
-pub fn published(lags: &[f64]) {
-    if !enabled() {
-        return;
+/// Counts events this instance committed.
+pub fn events_written(count: u64) {
+    if enabled() {
+        counter!(EVENTS_PUBLISHED).increment(count);
     }
-    let lag = histogram!(PUBLISHER_LAG);
-    for seconds in lags {
-        lag.record(seconds.max(0.0));
-    }
-    counter!(EVENTS_PUBLISHED).increment(lags.len() as u64);
 }
 
 /// Records a policy's decision: `waited` is how long its task had been due when taken,

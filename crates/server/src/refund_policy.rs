@@ -15,28 +15,29 @@ use haggle_domain::bid::Proposal;
 use haggle_domain::strategy::{Decision, Policy, RefundState, concession_exponent, decide_refund};
 use haggle_domain::{Party, Rejection};
 
-/// What the refund policy did with a task.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the refund policy did with a task, or decided to do.
+#[derive(Debug, Clone, PartialEq)]
 pub enum Answered {
     /// The task's thread is no refund, or the policy declares none: the price policy decides.
     NotARefund,
     /// Nothing to do: the bid was answered or ended meanwhile.
     Dropped,
+    /// The policy chose this counter or answer ([`decide`]), to be made by [`make`] unless its
+    /// owner's rules hold it for approval.
+    Decided(Decision),
     /// The policy accepted or countered (the action's name).
     Acted(&'static str),
     /// The owner decides: the executor tells it why.
     Stop { reason: &'static str, detail: String },
 }
 
-/// Answers the task's refund bid with the seller's refund policy, in the executor's transaction.
-pub async fn answer(
+/// What the seller's refund policy does with the task's refund bid, in the executor's
+/// transaction: [`Answered::Decided`] with a counter or an answer for [`make`], or why not.
+pub async fn decide(
     conn: &mut PgConnection,
-    events: &mut Outbox,
     task: Task,
     context: &TaskContext,
     policy: &Policy,
-    caller: Caller,
-    rules: Rules,
 ) -> Result<Answered, sqlx::Error> {
     let Some(refund) = policy.refund.as_ref().filter(|_| context.role == Party::Seller) else {
         return Ok(Answered::NotARefund);
@@ -62,7 +63,23 @@ pub async fn answer(
         auto_moves: u32::try_from(context.auto_counters).unwrap_or(u32::MAX),
         max_auto_moves: u32::try_from(policy.max_auto_rounds).unwrap_or(0),
     };
-    let decision = decide_refund(refund, concession_exponent(&policy.counter), &state);
+    Ok(match decide_refund(refund, concession_exponent(&policy.counter), &state) {
+        Decision::Stop { rationale } => {
+            Answered::Stop { reason: rationale.as_str(), detail: rationale.describe().to_owned() }
+        }
+        decision => Answered::Decided(decision),
+    })
+}
+
+/// Makes the refund policy's decision ([`decide`]) through the market, under locks.
+pub async fn make(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    task: Task,
+    decision: Decision,
+    caller: Caller,
+    rules: Rules,
+) -> Result<Answered, sqlx::Error> {
     let (action, reason, made) = match decision {
         Decision::Counter { amount, is_final } => {
             let offer = Proposal::of(amount).finally(is_final);

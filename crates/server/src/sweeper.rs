@@ -42,8 +42,8 @@ pub const DONE_TASK_KEEP: Duration = Duration::from_secs(3600);
 /// How long a quote that ran out unbooked is kept, for a buyer that comes back to it.
 pub const EXPIRED_QUOTE_KEEP: Duration = Duration::from_secs(7 * 24 * 3600);
 
-/// One batch of each kind of clean-up. The expiries' events are written with them; the
-/// publisher picks them up on its next tick unless told sooner.
+/// One batch of each kind of clean-up. The expiries' events are written with them, and
+/// announced when each unit commits.
 pub async fn run_once(market: &Market, batch: i64) -> Result<Outcome, sqlx::Error> {
     let pool = market.pool();
     let mut unit = market.begin().await?;

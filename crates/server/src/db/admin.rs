@@ -39,8 +39,8 @@ pub struct AgentRecord {
 /// listings (the partial index of ACTIVE threads) and the buyer's threads.
 const AGENT_RECORD: &str = "a.id, a.name, a.tier, a.agency_id, a.advertiser_id, a.seat_id, a.created_at, a.updated_at,
      GREATEST(
-         (SELECT e.created_at FROM events e WHERE e.id =
-             (SELECT max(r.event_id) FROM event_recipients r WHERE r.agent_id = a.id)),
+         (SELECT e.created_at FROM event_recipients r JOIN events e ON e.id = coalesce(r.event_id, r.seq)
+          WHERE r.agent_id = a.id ORDER BY r.seq DESC LIMIT 1),
          (SELECT max(l.created_at) FROM (SELECT created_at FROM listings WHERE seller_id = a.id ORDER BY id DESC LIMIT 1) l),
          (SELECT max(k.created_at) FROM (SELECT created_at FROM api_keys WHERE agent_id = a.id ORDER BY id DESC LIMIT 1) k)
      ) AS last_active_at,
@@ -97,11 +97,15 @@ pub async fn agent(executor: impl PgExecutor<'_>, id: Uuid) -> Result<Option<Age
         .await
 }
 
-/// Locks the agent's row; whether it is suspended, or `None` if there is no such agent.
+/// Locks the agent's row (leaving its key to be shared, as `agents::lock` does); whether it is
+/// suspended, or `None` if there is no such agent.
 pub async fn lock_agent(conn: &mut PgConnection, id: Uuid) -> Result<Option<bool>, sqlx::Error> {
-    sqlx::query_scalar!(r#"SELECT suspended_at IS NOT NULL AS "suspended!" FROM agents WHERE id = $1 FOR UPDATE"#, id)
-        .fetch_optional(conn)
-        .await
+    sqlx::query_scalar!(
+        r#"SELECT suspended_at IS NOT NULL AS "suspended!" FROM agents WHERE id = $1 FOR NO KEY UPDATE"#,
+        id
+    )
+    .fetch_optional(conn)
+    .await
 }
 
 /// Marks the agent suspended (the caller holds its lock and knows it is not).
@@ -366,19 +370,77 @@ pub async fn webhook_exists(executor: impl PgExecutor<'_>, id: Uuid) -> Result<b
         .await
 }
 
-/// Every event after `after`, oldest first, whoever it concerns.
-pub async fn events_after(executor: impl PgExecutor<'_>, after: i64, limit: i64) -> Result<Vec<Event>, sqlx::Error> {
-    let rows = sqlx::query_as!(
-        super::events::EventRow,
-        r#"SELECT e.id, e.type AS "kind: Text<EventType>", e.created_at, e.listing_id, e.thread_id, e.bid_id, e.order_id,
-                  e.data
-           FROM events e WHERE e.id > $1 ORDER BY e.id LIMIT $2"#,
+/// Where the operator's stream of the whole market stands: the writing transaction (`xid`) and
+/// the id of the last event it sent. Events are sent in the order of their transactions, and
+/// within one in the order written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MarketPosition {
+    pub xid: i64,
+    pub id: i64,
+}
+
+/// The position after the event `after` (its own, or where it would be if it was purged), or,
+/// with none, before the transactions still running (only what commits from now on).
+pub async fn market_position(executor: impl PgExecutor<'_>, after: Option<i64>) -> Result<MarketPosition, sqlx::Error> {
+    let xid = sqlx::query_scalar!(
+        r#"SELECT coalesce((SELECT xid FROM events WHERE id = $1), (SELECT min(xid) FROM events WHERE id > $1),
+                           events_horizon()) AS "xid!""#,
         after,
+    )
+    .fetch_one(executor)
+    .await?;
+    Ok(MarketPosition { xid, id: after.unwrap_or(0) })
+}
+
+/// Events of the whole market after `after`, in the order of their transactions, of only the
+/// transactions every one before which has ended (`events_horizon()`, in the schema): no event
+/// can appear later before them. The flag says whether committed events wait behind a
+/// transaction still running (to be read again soon).
+pub async fn events_after(
+    executor: impl PgExecutor<'_>,
+    after: MarketPosition,
+    limit: i64,
+) -> Result<(Vec<(MarketPosition, Event)>, bool), sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"WITH horizon AS (SELECT events_horizon() AS xid)
+           SELECT e.id AS "id?", e.xid AS "xid?", e.type AS "kind?: Text<EventType>", e.created_at AS "created_at?",
+                  e.listing_id, e.thread_id, e.bid_id, e.order_id, e.data AS "data?",
+                  EXISTS (SELECT 1 FROM events w WHERE w.xid >= (SELECT xid FROM horizon) AND (w.xid, w.id) > ($1, $2))
+                      AS "waiting!"
+           FROM (SELECT 1) one
+           LEFT JOIN LATERAL (
+               SELECT * FROM events e
+               WHERE (e.xid, e.id) > ($1, $2) AND e.xid < (SELECT xid FROM horizon)
+               ORDER BY e.xid, e.id LIMIT $3) e ON true"#,
+        after.xid,
+        after.id,
         limit,
     )
     .fetch_all(executor)
     .await?;
-    Ok(rows.into_iter().map(Event::from).collect())
+    let waiting = rows.first().is_some_and(|row| row.waiting);
+    let events = rows
+        .into_iter()
+        .filter_map(|row| {
+            let (Some(id), Some(xid), Some(kind), Some(created_at), Some(data)) =
+                (row.id, row.xid, row.kind, row.created_at, row.data)
+            else {
+                return None;
+            };
+            let event = super::events::EventRow {
+                id,
+                kind: kind.0,
+                created_at,
+                listing_id: row.listing_id,
+                thread_id: row.thread_id,
+                bid_id: row.bid_id,
+                order_id: row.order_id,
+                data,
+            };
+            Some((MarketPosition { xid, id }, Event::from(event)))
+        })
+        .collect();
+    Ok((events, waiting))
 }
 
 /// The market's counts now.

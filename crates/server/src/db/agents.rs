@@ -209,9 +209,16 @@ pub async fn live_keys(executor: impl PgExecutor<'_>, agent_id: Uuid) -> Result<
     .await
 }
 
-/// Locks the agent's row, so that concurrent revocations of its keys are decided one at a time.
+/// Locks the agent's row, so that concurrent revocations of its keys (and the counts its other
+/// limits take) are decided one at a time. It leaves the row's key to be shared: a statement
+/// that writes a row naming the agent (a thread, an order, a task) checks its foreign key after
+/// taking the counters of the agents its events concern, which a transaction holding this lock
+/// may wait for as it writes its own events.
 pub async fn lock(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query!("SELECT 1 AS locked FROM agents WHERE id = $1 FOR UPDATE", id).fetch_optional(conn).await.map(drop)
+    sqlx::query!("SELECT 1 AS locked FROM agents WHERE id = $1 FOR NO KEY UPDATE", id)
+        .fetch_optional(conn)
+        .await
+        .map(drop)
 }
 
 pub async fn revoke_key(conn: &mut PgConnection, agent_id: Uuid, key_id: Uuid) -> Result<Option<ApiKey>, sqlx::Error> {

@@ -1,4 +1,5 @@
-//! The outbox, the published event log, and each agent's view of it.
+//! The event log: events written with the change they describe, each agent's inbox of them
+//! numbered for that agent, and what readers and the webhook worker read of it.
 
 use std::sync::LazyLock;
 
@@ -13,7 +14,7 @@ use uuid::Uuid;
 use super::tasks::{self, Requeue, STORED_PENDING};
 use super::text::Text;
 
-/// The NOTIFY channel that carries published events' ids and recipients.
+/// The NOTIFY channel that tells the other instances whose events were committed.
 pub const CHANNEL: &str = "haggle_events";
 
 /// The NOTIFY channel that tells webhook workers that deliveries were queued.
@@ -32,12 +33,28 @@ pub struct NewEvent {
     pub data: Value,
 }
 
-/// What writing an outbox did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, FromRow)]
+/// What writing events did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Written {
     pub events: i64,
     /// New pending bids queued for their responder's policy (`auto_tasks`).
     pub tasks: i64,
+    /// Webhook deliveries queued for the events.
+    pub deliveries: i64,
+    /// The agents the events concern, once each: whose readers to wake once it commits.
+    pub recipients: Vec<Uuid>,
+}
+
+impl Written {
+    /// Adds what another statement of the same transaction wrote.
+    pub fn add(&mut self, other: Written) {
+        self.events += other.events;
+        self.tasks += other.tasks;
+        self.deliveries += other.deliveries;
+        self.recipients.extend(other.recipients);
+        self.recipients.sort_unstable();
+        self.recipients.dedup();
+    }
 }
 
 /// Events as a statement binds them, `$1` to `$9`: one array a field, every event's audience
@@ -70,8 +87,15 @@ impl<'a> FromIterator<&'a NewEvent> for EventArrays<'a> {
         };
         for event in events {
             arrays.kinds.push(event.kind.as_str());
-            arrays.audience_from.push(slice_bound(arrays.audiences.len() + 1));
-            arrays.audiences.extend_from_slice(&event.audience);
+            let start = arrays.audiences.len();
+            arrays.audience_from.push(slice_bound(start + 1));
+            debug_assert!(!event.audience.is_empty(), "an event concerns someone");
+            for agent in &event.audience {
+                // Each agent once: it takes one number for the event.
+                if !arrays.audiences[start..].contains(agent) {
+                    arrays.audiences.push(*agent);
+                }
+            }
             arrays.audience_to.push(slice_bound(arrays.audiences.len()));
             arrays.listing_ids.push(event.listing_id);
             arrays.thread_ids.push(event.thread_id);
@@ -112,11 +136,62 @@ pub const EVENT_ROWS: &str = "(SELECT u.type, ($2::uuid[])[u.audience_from : u.a
            WITH ORDINALITY AS u(type, audience_from, audience_to, listing_id, thread_id, bid_id, order_id, data, n)
      ) e";
 
-/// Writes events into the outbox, in the caller's transaction, and in the same statement
+/// The part of a statement that writes events, given as CTEs: `rows` is a relation `e` of events
+/// shaped as [`EVENT_ROWS`] (with `n`, their order), already filtered to those to write.
+///
+/// Each event gets an id of its own (`events_id_seq`) and, for each agent of its audience, the
+/// agent's next number, taken from the agent's row of `event_heads` in this statement (so that
+/// row stays locked until the transaction ends, and each agent's numbers are given out in commit
+/// order, one after another). The event is written once, with those numbers (`seqs`, in the
+/// audience's order), fanned out to the agents' inboxes, and a delivery is queued for each of
+/// their active webhooks that takes its type. The CTE `written` returns each event's `type` and
+/// `bid_id`; `deliveries` a row per delivery queued.
+pub fn write_events(rows: &str) -> String {
+    format!(
+        "ev AS (
+             SELECT nextval('events_id_seq') AS id, e.type, e.audience, e.listing_id, e.thread_id, e.bid_id,
+                    e.order_id, e.data, e.n
+             FROM {rows}
+             ORDER BY e.n
+         ), fan AS (
+             SELECT a.agent_id, ev.id AS event_id, a.i,
+                    row_number() OVER (PARTITION BY a.agent_id ORDER BY ev.n) AS k
+             FROM ev, unnest(ev.audience) WITH ORDINALITY AS a(agent_id, i)
+         ), counts AS (
+             SELECT agent_id, count(*) AS taken FROM fan GROUP BY agent_id
+         ), heads AS (
+             INSERT INTO event_heads AS h (agent_id, last_seq)
+             SELECT agent_id, taken FROM counts ORDER BY agent_id
+             ON CONFLICT (agent_id) DO UPDATE SET last_seq = h.last_seq + excluded.last_seq
+             RETURNING h.agent_id, h.last_seq
+         ), numbered AS (
+             SELECT f.agent_id, f.event_id, f.i, heads.last_seq - counts.taken + f.k AS seq
+             FROM fan f JOIN heads USING (agent_id) JOIN counts USING (agent_id)
+         ), inboxes AS (
+             INSERT INTO event_recipients (agent_id, seq, event_id)
+             SELECT agent_id, seq, event_id FROM numbered
+         ), written AS (
+             INSERT INTO events (id, type, audience, seqs, listing_id, thread_id, bid_id, order_id, data)
+             SELECT ev.id, ev.type, ev.audience, s.seqs, ev.listing_id, ev.thread_id, ev.bid_id, ev.order_id, ev.data
+             FROM ev JOIN (SELECT event_id, array_agg(seq ORDER BY i) AS seqs FROM numbered GROUP BY event_id) s
+                  ON s.event_id = ev.id
+             RETURNING type, bid_id
+         ), deliveries AS (
+             INSERT INTO webhook_deliveries (id, webhook_id, event_id, status, next_attempt_at)
+             SELECT gen_random_uuid(), w.id, ev.id, 'PENDING', now()
+             FROM ev JOIN webhooks w ON w.agent_id = ANY (ev.audience) AND w.status = 'ACTIVE'
+                                    AND (ev.type = ANY (w.events) OR '*' = ANY (w.events))
+             RETURNING 1
+         )"
+    )
+}
+
+/// Writes events, in the caller's transaction ([`write_events`]), and in the same statement
 /// queues a task for each new pending bid (`bid.placed`, `bid.countered`) whose responder has a
 /// policy covering it, announcing those on `haggle_auto` (delivered at commit).
-pub async fn insert_outbox(conn: &mut PgConnection, events: &[NewEvent]) -> Result<Written, sqlx::Error> {
-    // Built at run time: it splices the rule that queues tasks (`tasks::queue_tasks`).
+pub async fn write(conn: &mut PgConnection, events: &[NewEvent]) -> Result<Written, sqlx::Error> {
+    // Built at run time: it splices the writing of events and the rule that queues tasks
+    // (`tasks::queue_tasks`).
     static STATEMENT: LazyLock<String> = LazyLock::new(|| {
         let new_pending = format!(
             "(SELECT p.* FROM written w JOIN {} p ON p.bid_id = w.bid_id
@@ -126,106 +201,42 @@ pub async fn insert_outbox(conn: &mut PgConnection, events: &[NewEvent]) -> Resu
             EventType::BidCountered,
         );
         format!(
-            "WITH written AS (
-                 INSERT INTO outbox (type, audience, listing_id, thread_id, bid_id, order_id, data)
-                 SELECT e.type, e.audience, e.listing_id, e.thread_id, e.bid_id, e.order_id, e.data
-                 FROM {EVENT_ROWS}
-                 ORDER BY e.n
-                 RETURNING type, bid_id
-             ), {}
+            "WITH {}, {}
              SELECT (SELECT count(*) FROM written) AS events, (SELECT count(*) FROM queued) AS tasks,
-                    (SELECT count(*) FROM announced) AS announced",
+                    (SELECT count(*) FROM deliveries) AS deliveries, (SELECT count(*) FROM announced) AS announced",
+            write_events(EVENT_ROWS),
             tasks::queue_tasks(&new_pending, Requeue::Never)
         )
     });
-    events.iter().collect::<EventArrays>().bind(sqlx::query_as(STATEMENT.as_str())).fetch_one(conn).await
+    let row: WrittenRow =
+        events.iter().collect::<EventArrays>().bind(sqlx::query_as(STATEMENT.as_str())).fetch_one(conn).await?;
+    Ok(Written { events: row.events, tasks: row.tasks, deliveries: row.deliveries, recipients: audiences(events) })
 }
 
-/// A batch that was published: the highest id, and every agent it concerned.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct Published {
-    pub count: usize,
-    pub last_id: i64,
-    pub recipients: Vec<Uuid>,
-    /// Webhook deliveries queued for the batch.
-    pub deliveries: usize,
-    /// How long each event waited to be published, from its writing, in seconds.
-    pub lags: Vec<f64>,
-}
-
-struct PublishedRow {
-    count: i64,
-    last_id: Option<i64>,
+#[derive(FromRow)]
+struct WrittenRow {
+    events: i64,
+    tasks: i64,
     deliveries: i64,
-    recipients: Option<Vec<Uuid>>,
-    lags: Option<Vec<f64>>,
 }
 
-/// Publishes up to `batch` committed outbox rows in one transaction: numbers them after the last
-/// published id, fans them out to their recipients, and queues their webhook deliveries. Both
-/// statements run after the sequence row is locked, so they see every publisher before them.
-pub async fn publish(conn: &mut PgConnection, batch: i64) -> Result<Published, sqlx::Error> {
-    // The batch statement below is large, and PostgreSQL keeps choosing to plan it afresh for
-    // each batch, which costs about a third of running it. Its generic plan is as good, so the
-    // transaction asks for that, in the statement that takes the lock.
-    sqlx::query!(
-        "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), last_id FROM event_sequence FOR UPDATE",
-    )
-    .fetch_optional(&mut *conn)
-    .await?;
-    let row = sqlx::query_as!(
-        PublishedRow,
-        r#"WITH batch AS (
-             SELECT seq FROM outbox ORDER BY seq LIMIT $1
-         ), moved AS (
-             DELETE FROM outbox o USING batch WHERE o.seq = batch.seq RETURNING o.*
-         ), base AS (
-             UPDATE event_sequence SET last_id = last_id + (SELECT count(*) FROM moved)
-             RETURNING last_id - (SELECT count(*) FROM moved) AS first
-         ), numbered AS (
-             SELECT base.first + row_number() OVER (ORDER BY moved.seq) AS id, moved.*
-             FROM moved, base
-         ), published AS (
-             INSERT INTO events (id, type, audience, listing_id, thread_id, bid_id, order_id, data, created_at)
-             SELECT id, type, audience, listing_id, thread_id, bid_id, order_id, data, created_at FROM numbered
-             RETURNING id, type, audience
-         ), inboxes AS (
-             INSERT INTO event_recipients (agent_id, event_id)
-             SELECT DISTINCT unnest(audience), id FROM published
-         ), deliveries AS (
-             INSERT INTO webhook_deliveries (id, webhook_id, event_id, status, next_attempt_at)
-             SELECT gen_random_uuid(), w.id, p.id, 'PENDING', now()
-             FROM published p
-             JOIN webhooks w ON w.agent_id = ANY (p.audience) AND w.status = 'ACTIVE'
-                            AND (p.type = ANY (w.events) OR '*' = ANY (w.events))
-             RETURNING 1
-         )
-         SELECT count(*) AS "count!", max(id) AS last_id, (SELECT count(*) FROM deliveries) AS "deliveries!",
-                (SELECT array_agg(DISTINCT a) FROM published, unnest(audience) a) AS recipients,
-                (SELECT array_agg(EXTRACT(EPOCH FROM clock_timestamp() - created_at)::float8) FROM numbered) AS lags
-         FROM published"#,
-        batch,
-    )
-    .fetch_one(&mut *conn)
-    .await?;
-    Ok(Published {
-        count: row.count as usize,
-        last_id: row.last_id.unwrap_or(0),
-        recipients: row.recipients.unwrap_or_default(),
-        deliveries: row.deliveries as usize,
-        lags: row.lags.unwrap_or_default(),
-    })
+/// Every agent the events concern, once each.
+pub fn audiences<'a>(events: impl IntoIterator<Item = &'a NewEvent>) -> Vec<Uuid> {
+    let mut agents: Vec<Uuid> = events.into_iter().flat_map(|event| event.audience.iter().copied()).collect();
+    agents.sort_unstable();
+    agents.dedup();
+    agents
 }
 
-/// Sends NOTIFY payloads; they are delivered when the caller's transaction commits.
-pub async fn notify(conn: &mut PgConnection, channel: &str, payloads: &[String]) -> Result<(), sqlx::Error> {
+/// Sends NOTIFY payloads (delivered when the executor's transaction commits; at once outside one).
+pub async fn notify(executor: impl PgExecutor<'_>, channel: &str, payloads: &[String]) -> Result<(), sqlx::Error> {
     sqlx::query!("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", channel, payloads)
-        .execute(conn)
+        .execute(executor)
         .await
         .map(drop)
 }
 
-/// A published event as stored; shown as [`Event`].
+/// An event as stored, with the id its reader knows it by; shown as [`Event`].
 #[derive(Debug, Clone, FromRow)]
 pub struct EventRow {
     pub id: i64,
@@ -239,7 +250,9 @@ pub struct EventRow {
     pub data: serde_json::Value,
 }
 
-/// The agent's events after `after`, oldest first.
+/// The agent's events after its number `after`, oldest first, each with the agent's number as
+/// its id. (The events written before numbers were the agents' own have no `event_id` in the
+/// inbox: their number is their id.)
 pub async fn for_agent(
     executor: impl PgExecutor<'_>,
     agent_id: Uuid,
@@ -248,11 +261,11 @@ pub async fn for_agent(
 ) -> Result<Vec<Event>, sqlx::Error> {
     let rows = sqlx::query_as!(
         EventRow,
-        r#"SELECT e.id, e.type AS "kind: Text<EventType>", e.created_at, e.listing_id, e.thread_id, e.bid_id,
+        r#"SELECT r.seq AS id, e.type AS "kind: Text<EventType>", e.created_at, e.listing_id, e.thread_id, e.bid_id,
                   e.order_id, e.data
-           FROM event_recipients r JOIN events e ON e.id = r.event_id
-           WHERE r.agent_id = $1 AND r.event_id > $2
-           ORDER BY r.event_id LIMIT $3"#,
+           FROM event_recipients r JOIN events e ON e.id = coalesce(r.event_id, r.seq)
+           WHERE r.agent_id = $1 AND r.seq > $2
+           ORDER BY r.seq LIMIT $3"#,
         agent_id,
         after,
         limit,
@@ -262,27 +275,33 @@ pub async fn for_agent(
     Ok(rows.into_iter().map(Event::from).collect())
 }
 
-/// The highest published event id (0 before the first).
-pub async fn last_id(executor: impl PgExecutor<'_>) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar!("SELECT last_id FROM event_sequence").fetch_one(executor).await
+/// The agent's last event number (0 before its first): where a stream of only what happens from
+/// now on starts. A transaction that holds the agent's counter has not committed its events, so
+/// they come after this.
+pub async fn last_id(executor: impl PgExecutor<'_>, agent_id: Uuid) -> Result<i64, sqlx::Error> {
+    let last = sqlx::query_scalar!("SELECT last_seq FROM event_heads WHERE agent_id = $1", agent_id)
+        .fetch_optional(executor)
+        .await?;
+    Ok(last.unwrap_or(0))
 }
 
-/// One published event, whoever it concerns (for the webhook worker).
-pub async fn get(executor: impl PgExecutor<'_>, id: i64) -> Result<Option<Event>, sqlx::Error> {
+/// One event as the agent `recipient` sees it (its id the agent's number), for the webhook worker.
+pub async fn get(executor: impl PgExecutor<'_>, id: i64, recipient: Uuid) -> Result<Option<Event>, sqlx::Error> {
     let row = sqlx::query_as!(
         EventRow,
-        r#"SELECT e.id, e.type AS "kind: Text<EventType>", e.created_at, e.listing_id, e.thread_id, e.bid_id,
-                  e.order_id, e.data
+        r#"SELECT coalesce(e.seqs[array_position(e.audience, $2)], e.id) AS "id!", e.type AS "kind: Text<EventType>",
+                  e.created_at, e.listing_id, e.thread_id, e.bid_id, e.order_id, e.data
            FROM events e WHERE e.id = $1"#,
         id,
+        recipient,
     )
     .fetch_optional(executor)
     .await?;
     Ok(row.map(Event::from))
 }
 
-/// Deletes up to `batch` of the oldest events published before `before`, with their inboxes,
-/// webhook deliveries and attempts. Returns how many events went.
+/// Deletes up to `batch` of the oldest events (by id) written before `before`, with their
+/// inboxes' rows, webhook deliveries and attempts. Returns how many events went.
 pub async fn purge_before(
     executor: impl PgExecutor<'_>,
     before: chrono::DateTime<chrono::Utc>,
@@ -291,10 +310,14 @@ pub async fn purge_before(
     let purged = sqlx::query_scalar!(
         r#"WITH purged AS (
                DELETE FROM events WHERE id IN (
-                   SELECT id FROM events WHERE created_at < $1 ORDER BY created_at LIMIT $2)
-               RETURNING id
+                   SELECT id FROM (SELECT id, created_at FROM events ORDER BY id LIMIT $2) oldest
+                   WHERE created_at < $1)
+               RETURNING id, audience, seqs
            ), inboxes AS (
-               DELETE FROM event_recipients r USING purged WHERE r.event_id = purged.id
+               DELETE FROM event_recipients r
+               USING (SELECT p.id, a.agent_id, a.i, p.seqs FROM purged p,
+                             unnest(p.audience) WITH ORDINALITY AS a(agent_id, i)) x
+               WHERE r.agent_id = x.agent_id AND r.seq = coalesce(x.seqs[x.i::int], x.id)
            )
            SELECT count(*) AS "purged!" FROM purged"#,
         before,

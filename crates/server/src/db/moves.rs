@@ -20,7 +20,7 @@ use sqlx::types::Json;
 use sqlx::{FromRow, PgConnection, Postgres};
 use uuid::Uuid;
 
-use super::events::{EVENT_ROWS, EventArrays, NewEvent};
+use super::events::{self, EVENT_ROWS, EventArrays, NewEvent};
 use super::idempotency::{AnswerArrays, MoveAnswer, answer_rows};
 use super::rows::{BidContext, BidDeadline, bid_context_columns};
 use super::tasks::{self, Requeue};
@@ -118,21 +118,13 @@ pub async fn stored_status(conn: &mut PgConnection, bid_id: Uuid) -> Result<BidD
 
 /// The last part of a statement that makes moves: it writes the events (bound by
 /// [`bind_events`], `$1` to `$10`) of the moves that were made (`made`: a condition on
-/// `e.move`, the index of an event's move), and queues the new pending bids (the CTE
-/// `new_pending`) for their responders' policies ([`tasks::queue_tasks`]). The statement's
-/// SELECT must read `announced`.
+/// `e.move`, the index of an event's move) as [`events::write_events`] does, and queues the new
+/// pending bids (the CTE `new_pending`) for their responders' policies ([`tasks::queue_tasks`]).
+/// The statement's SELECT must read `announced`, and reads `deliveries`.
 fn move_events(made: &str) -> String {
-    format!(
-        "written AS (
-             INSERT INTO outbox (type, audience, listing_id, thread_id, bid_id, order_id, data)
-             SELECT e.type, e.audience, e.listing_id, e.thread_id, e.bid_id, e.order_id, e.data
-             FROM (SELECT e.*, ($10::int[])[e.n::int] AS move FROM {EVENT_ROWS}) e
-             WHERE {made}
-             ORDER BY e.n
-             RETURNING 1
-         ), {}",
-        tasks::queue_tasks("new_pending", Requeue::Never)
-    )
+    let rows =
+        format!("(SELECT e.* FROM (SELECT e.*, ($10::int[])[e.n::int] AS move FROM {EVENT_ROWS}) e WHERE {made}) e");
+    format!("{}, {}", events::write_events(&rows), tasks::queue_tasks("new_pending", Requeue::Never))
 }
 
 /// An event of the move at `index` in a statement's batch.
@@ -241,11 +233,13 @@ fn by_move<T>(moves: usize, made: impl IntoIterator<Item = (i32, Made<T>)>) -> V
     outcomes
 }
 
-/// A move made: its rows as stored, and whether a task was queued for a policy.
+/// A move made: its rows as stored, whether a task was queued for a policy, and whether its
+/// statement queued webhook deliveries.
 #[derive(Debug)]
 pub struct Made<T> {
     pub rows: T,
     pub queued: bool,
+    pub delivering: bool,
 }
 
 /// A thread to open with the buyer's first bid, worked out at `now` (the time it was decided
@@ -323,7 +317,8 @@ pub async fn place(
             "
          SELECT i.index, row_to_json(bid) AS bid, row_to_json(thread) AS thread,
                 EXISTS (SELECT 1 FROM queued q WHERE q.bid_id = bid.id) AS queued,
-                (SELECT count(*) FROM announced) AS announced
+                (SELECT count(*) FROM announced) AS announced,
+                (SELECT count(*) FROM deliveries) > 0 AS delivering
          FROM bid JOIN thread ON thread.id = bid.thread_id JOIN input i ON i.thread_id = thread.id",
         ]
         .concat()
@@ -359,11 +354,12 @@ struct MadeRow {
     bid: Json<Bid>,
     thread: Json<Thread>,
     queued: bool,
+    delivering: bool,
 }
 
 impl MadeRow {
     fn made(self) -> (i32, Made<(Bid, Thread)>) {
-        (self.index, Made { rows: (self.bid.0, self.thread.0), queued: self.queued })
+        (self.index, Made { rows: (self.bid.0, self.thread.0), queued: self.queued, delivering: self.delivering })
     }
 }
 
@@ -438,7 +434,8 @@ pub async fn counter(
             "
          SELECT a.index, row_to_json(bid) AS bid, row_to_json(thread) AS thread,
                 EXISTS (SELECT 1 FROM queued q WHERE q.bid_id = bid.id) AS queued,
-                (SELECT count(*) FROM announced) AS announced
+                (SELECT count(*) FROM announced) AS announced,
+                (SELECT count(*) FROM deliveries) > 0 AS delivering
          FROM answered a JOIN bid ON bid.parent_bid_id = a.id JOIN thread ON thread.id = bid.thread_id",
         ]
         .concat()
@@ -497,6 +494,7 @@ struct AcceptedRow {
     thread: Json<Thread>,
     order: Json<Order>,
     listing: Json<Listing>,
+    delivering: bool,
 }
 
 pub struct Accepted {
@@ -574,7 +572,8 @@ pub async fn accept(
          &answer_rows(22, "a.move IN (SELECT i.index FROM bid JOIN input i ON i.bid_id = bid.id)"),
          &move_events("e.move IN (SELECT i.index FROM bid JOIN input i ON i.bid_id = bid.id)"), r#"
          SELECT i.index, row_to_json(bid) AS bid, row_to_json(thread) AS thread, row_to_json(ordered) AS "order",
-                row_to_json(listing) AS listing, (SELECT count(*) FROM announced) AS announced
+                row_to_json(listing) AS listing, (SELECT count(*) FROM announced) AS announced,
+                (SELECT count(*) FROM deliveries) > 0 AS delivering
          FROM bid JOIN input i ON i.bid_id = bid.id JOIN thread ON thread.id = bid.thread_id
          JOIN ordered ON ordered.bid_id = bid.id JOIN listing ON listing.id = ordered.listing_id"#].concat()
     });
@@ -596,7 +595,7 @@ pub async fn accept(
         moves.len(),
         rows.into_iter().map(|row| {
             let rows = Accepted { bid: row.bid.0, thread: row.thread.0, order: row.order.0, listing: row.listing.0 };
-            (row.index, Made { rows, queued: false })
+            (row.index, Made { rows, queued: false, delivering: row.delivering })
         }),
     ))
 }

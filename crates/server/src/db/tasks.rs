@@ -60,9 +60,24 @@ pub const STORED_PENDING: &str = "(SELECT b.id AS bid_id, t.id AS thread_id, t.l
                  CASE b.author WHEN 'buyer' THEN 'seller' ELSE 'buyer' END AS role) r
       WHERE b.status = 'PENDING' AND t.status = 'ACTIVE' AND t.last_bid_id = b.id AND t.kind = 'price')";
 
+/// The pending bids of negotiations on orders that a policy answers, and who must answer them,
+/// as [`queue_tasks`] reads them: a buyer's refund bid, when the most specific policy covering
+/// the seller there (the one the executor reads) declares `refund`; a schedule bid, when the
+/// responder's declares `schedule`.
+pub const ANSWERED_ORDER_PENDING: &str = "(SELECT b.id AS bid_id, t.id AS thread_id, t.listing_id, r.agent_id, r.role
+      FROM bids b JOIN threads t ON t.id = b.thread_id
+      CROSS JOIN LATERAL (
+          SELECT CASE b.author WHEN 'buyer' THEN t.seller_id ELSE t.buyer_id END AS agent_id,
+                 CASE b.author WHEN 'buyer' THEN 'seller' ELSE 'buyer' END AS role) r
+      WHERE b.status = 'PENDING' AND t.status = 'ACTIVE' AND t.last_bid_id = b.id
+        AND ((t.kind = 'refund' AND b.author = 'buyer') OR t.kind = 'schedule')
+        AND (SELECT c.policy ? t.kind FROM covering_policies(r.agent_id, r.role, t.listing_id, t.id) c
+             ORDER BY (c.thread_id IS NOT NULL) DESC, (c.listing_id IS NOT NULL) DESC LIMIT 1))";
+
 /// Queues a task for every pending bid within `scope` that waits for the agent's answer in
 /// `role`, so that a policy set on a live negotiation takes it over: a bid the agent's previous
-/// policy stopped on is decided again. Returns how many. Run it outside any transaction that
+/// policy stopped on is decided again, and so is a refund or schedule bid on an order that the
+/// policy answers ([`ANSWERED_ORDER_PENDING`]). Returns how many. Run it outside any transaction that
 /// holds listing or thread locks: a task is locked before them by the executor.
 pub async fn queue_waiting(
     executor: impl PgExecutor<'_>,
@@ -75,7 +90,8 @@ pub async fn queue_waiting(
         Party::Buyer => "t.buyer_id",
     };
     let waiting = format!(
-        "(SELECT p.* FROM {STORED_PENDING} p JOIN threads t ON t.id = p.thread_id
+        "(SELECT p.* FROM (SELECT * FROM {STORED_PENDING} s UNION ALL SELECT * FROM {ANSWERED_ORDER_PENDING} o) p
+          JOIN threads t ON t.id = p.thread_id
           WHERE p.agent_id = $1 AND {own_side} = $1
             AND ($2::uuid IS NULL OR t.listing_id = $2) AND ($3::uuid IS NULL OR t.id = $3))"
     );
@@ -170,8 +186,8 @@ pub async fn retry_task(executor: impl PgExecutor<'_>, task: Task, delay_ms: i64
     .map(drop)
 }
 
-/// Deletes up to `batch` tasks done before `before`: by then no publisher can still queue their
-/// bids again. Returns how many.
+/// Deletes up to `batch` tasks done before `before`: by then nothing can still queue their bids
+/// again. Returns how many.
 pub async fn purge_done_tasks(
     executor: impl PgExecutor<'_>,
     before: DateTime<Utc>,

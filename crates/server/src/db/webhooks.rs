@@ -103,13 +103,16 @@ pub async fn delete(executor: impl PgExecutor<'_>, id: Uuid, agent_id: Uuid) -> 
     Ok(done.rows_affected() > 0)
 }
 
-/// Locks the agent's webhook until the transaction ends.
+/// Locks the agent's webhook until the transaction ends, against other changes and its deletion,
+/// but not against a statement that queues a delivery for it, whose foreign key only shares
+/// the row's key: a transaction holding the lock writes its events last, and their deliveries
+/// may go to another webhook that such a statement holds.
 pub async fn lock(conn: &mut PgConnection, id: Uuid, agent_id: Uuid) -> Result<Option<Webhook>, sqlx::Error> {
     sqlx::query_as!(
         Webhook,
         r#"SELECT id, url, events, status AS "status: Text<WebhookStatus>", disabled_reason, secret_prefix, created_at,
                   updated_at
-           FROM webhooks WHERE id = $1 AND agent_id = $2 FOR UPDATE"#,
+           FROM webhooks WHERE id = $1 AND agent_id = $2 FOR NO KEY UPDATE"#,
         id,
         agent_id,
     )
@@ -137,6 +140,17 @@ pub async fn enable(conn: &mut PgConnection, id: Uuid) -> Result<Webhook, sqlx::
     .execute(&mut *conn)
     .await?;
     Ok(webhook)
+}
+
+/// Whether the webhook is an approver's whose approver was revoked.
+pub async fn approver_revoked(executor: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM webhooks w JOIN approvers a ON a.id = w.approver_id
+                          WHERE w.id = $1 AND a.revoked_at IS NOT NULL) AS "revoked!""#,
+        id,
+    )
+    .fetch_one(executor)
+    .await
 }
 
 /// Disables an active webhook and unschedules its pending deliveries (they stay PENDING, with
@@ -191,13 +205,14 @@ pub async fn deliveries(
     limit: i64,
 ) -> Result<Page<Delivery>, sqlx::Error> {
     let rows = sqlx::query!(
-        r#"SELECT d.id, d.webhook_id, d.event_id, e.type AS "event_type: Text<EventType>",
+        r#"SELECT d.id, d.webhook_id, coalesce(e.seqs[array_position(e.audience, w.agent_id)], e.id) AS "event_id!",
+                  e.type AS "event_type: Text<EventType>",
                   d.status AS "status: Text<DeliveryStatus>", d.attempts, d.next_attempt_at, d.created_at, d.updated_at,
                   COALESCE((SELECT json_agg(json_build_object(
                                       'attempt', a.attempt, 'started_at', a.started_at, 'duration_ms', a.duration_ms,
                                       'response_status', a.response_status, 'error', a.error) ORDER BY a.attempt)
                             FROM webhook_attempts a WHERE a.delivery_id = d.id), '[]') AS "attempt_log!: Json<Vec<Attempt>>"
-           FROM webhook_deliveries d JOIN events e ON e.id = d.event_id
+           FROM webhook_deliveries d JOIN events e ON e.id = d.event_id JOIN webhooks w ON w.id = d.webhook_id
            WHERE d.webhook_id = $1
              AND ($2::uuid IS NULL
                   OR d.event_id < (SELECT c.event_id FROM webhook_deliveries c WHERE c.id = $2 AND c.webhook_id = $1))
@@ -369,9 +384,13 @@ pub async fn retry_after(
     Ok(done.rows_affected() > 0)
 }
 
-/// Locks a webhook row, before any of its deliveries, in the order deleting it takes them.
+/// Locks a webhook row, before any of its deliveries, in the order deleting it takes them. As
+/// [`lock`], it leaves the row's key to be shared by statements queuing deliveries for it.
 pub async fn lock_for_outcome(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query!("SELECT 1 AS locked FROM webhooks WHERE id = $1 FOR UPDATE", id).fetch_optional(conn).await.map(drop)
+    sqlx::query!("SELECT 1 AS locked FROM webhooks WHERE id = $1 FOR NO KEY UPDATE", id)
+        .fetch_optional(conn)
+        .await
+        .map(drop)
 }
 
 /// The deliveries pending over the deployment (those of disabled webhooks aside), and the age

@@ -1,4 +1,4 @@
-//! The listener: one connection per instance that LISTENs for published events and wakes the
+//! The listener: one connection per instance that LISTENs for committed events and wakes the
 //! waiters of the agents concerned, for queued webhook deliveries and wakes the instance's
 //! delivery worker, for bids queued for a policy and wakes the instance's executor, and for
 //! agents whose keys or tier changed and drops them from the instance's key cache.
@@ -15,10 +15,10 @@ use sqlx::postgres::{PgListener, PgPoolOptions};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::publisher::Signal;
-use super::publisher::parse_payload;
+use super::announcer::parse_payload;
 use super::{AUTO_CHANNEL, CHANNEL, DELIVERIES_CHANNEL, Hub};
 use crate::keycache::{self, KeyCache};
+use crate::signal::Signal;
 
 /// The `application_name` of the listener's connection, to find it in `pg_stat_activity`.
 pub const APPLICATION_NAME: &str = "haggle-listener";
@@ -86,10 +86,8 @@ pub async fn run(
                 Ok(Some(notification)) if notification.channel() == keycache::CHANNEL => {
                     keys.on_notification(notification.payload())
                 }
-                Ok(Some(notification)) => match parse_payload(notification.payload()).inspect(|(last_id, _)| {
-                    tracing::debug!(last_id, "events announced");
-                }) {
-                    Some((_, agents)) => hub.wake(&agents),
+                Ok(Some(notification)) => match parse_payload(notification.payload()) {
+                    Some(agents) => hub.wake(&agents),
                     None => hub.wake_all(),
                 },
                 Ok(None) => {

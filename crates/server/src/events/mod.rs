@@ -1,16 +1,17 @@
 //! Events: what changed, for whom.
 //!
-//! Every state change records its events in an [`Outbox`] that is written in the change's own
-//! transaction. The [`publisher`] numbers committed events and tells every server instance
-//! through PostgreSQL NOTIFY; each instance's [`listener`] wakes the waiters of the agents
-//! concerned through its [`Hub`].
+//! Every state change records its events in an [`Outbox`], written in the change's own
+//! transaction (a move's by the statement that makes it), numbered there for each agent they
+//! concern (`db::events::write_events`), and readable once it commits. The [`announcer`] then
+//! wakes this instance's waiters through its [`Hub`] and tells the other instances through
+//! PostgreSQL NOTIFY, whose [`listener`]s wake theirs.
 
 use sqlx::PgConnection;
 
+pub mod announcer;
 mod hub;
 pub mod listener;
 mod new;
-pub mod publisher;
 
 pub use crate::db::events::{CHANNEL, DELIVERIES_CHANNEL, NewEvent, Written};
 pub use crate::db::tasks::AUTO_CHANNEL;
@@ -18,8 +19,10 @@ pub use haggle_api::{Event, EventType};
 pub use hub::{Crowded, DEFAULT_MAX_WAITERS, Hub, MARKET, MAX_WAITERS_PER_AGENT, Subscription};
 
 /// The events of one transaction: written just before it commits, or by the statement that
-/// makes a move, together with the move ([`pending`](Outbox::pending), then
-/// [`wrote`](Outbox::wrote)).
+/// makes a move without a transaction, together with the move ([`pending`](Outbox::pending),
+/// then [`wrote`](Outbox::wrote)). A move made under locks leaves its events pending, so that
+/// the commit writes every event of the transaction last and holds the agents' event counters
+/// only from then until the transaction ends.
 #[derive(Debug, Default)]
 pub struct Outbox {
     events: Vec<NewEvent>,
@@ -40,21 +43,20 @@ impl Outbox {
         &self.events
     }
 
-    /// Forgets the events pushed after the first `len`: the move they described did not happen.
-    pub fn truncate(&mut self, len: usize) {
-        self.events.truncate(len);
-    }
-
     /// Records that a statement wrote every pending event (and queued `written.tasks`).
     pub fn wrote(&mut self, written: Written) {
         self.events.clear();
-        self.written.events += written.events;
-        self.written.tasks += written.tasks;
+        self.written.add(written);
+    }
+
+    /// Records what a statement did besides writing events (tasks it queued).
+    pub fn add(&mut self, written: Written) {
+        self.written.add(written);
     }
 
     /// Everything written so far, by [`flush`](Outbox::flush) and by moves.
-    pub fn written(&self) -> Written {
-        self.written
+    pub fn written(&self) -> &Written {
+        &self.written
     }
 
     /// Writes the pending events in one statement, inside the caller's transaction.
@@ -63,9 +65,9 @@ impl Outbox {
     /// statement ([`Written::tasks`]).
     pub async fn flush(&mut self, conn: &mut PgConnection) -> Result<Written, sqlx::Error> {
         if !self.events.is_empty() {
-            let written = crate::db::events::insert_outbox(conn, &self.events).await?;
+            let written = crate::db::events::write(conn, &self.events).await?;
             self.wrote(written);
         }
-        Ok(self.written)
+        Ok(self.written.clone())
     }
 }

@@ -21,7 +21,7 @@ use super::extract::{Id, IdempotencyKey, JsonBody, Operator, Params, parse_json}
 use super::recheck::Recheck;
 use super::{AppState, Endpoint, Page, Reply, Write, invalid_param, page_size};
 use crate::db;
-use crate::db::admin::{AgentFilter, OrderFilter, ThreadFilter};
+use crate::db::admin::{AgentFilter, MarketPosition, OrderFilter, ThreadFilter};
 use crate::events::{Event, MARKET, Subscription};
 use crate::market::{agents, order_negotiations};
 use crate::secrets;
@@ -342,12 +342,16 @@ async fn stats(
 /// Events read per query by the market stream.
 const STREAM_BATCH: i64 = 100;
 
+/// How soon the market stream reads again when committed events wait behind a transaction still
+/// running.
+const HELD_BACK_PAUSE: std::time::Duration = std::time::Duration::from_millis(25);
+
 struct MarketStream {
     pool: PgPool,
     /// The operator's credential: signing its console session out ends the stream.
     recheck: Recheck,
-    cursor: i64,
-    ready: VecDeque<Event>,
+    cursor: MarketPosition,
+    ready: VecDeque<(MarketPosition, Event)>,
     subscription: Subscription,
     shutdown: CancellationToken,
 }
@@ -363,33 +367,37 @@ impl MarketStream {
                 );
                 return None;
             }
-            if let Some(event) = self.ready.pop_front() {
-                self.cursor = event.id;
+            if let Some((position, event)) = self.ready.pop_front() {
+                self.cursor = position;
                 return Some(event);
             }
             self.subscription.mark();
-            match db::admin::events_after(&self.pool, self.cursor, STREAM_BATCH).await {
-                Ok(events) if !events.is_empty() => {
+            let pause = match db::admin::events_after(&self.pool, self.cursor, STREAM_BATCH).await {
+                Ok((events, _)) if !events.is_empty() => {
                     self.ready.extend(events);
                     continue;
                 }
-                Ok(_) => {}
+                // Committed events wait behind a transaction still running, which may write no
+                // event and so wake nobody when it ends: read again soon.
+                Ok((_, true)) => HELD_BACK_PAUSE,
+                Ok((_, false)) => self.recheck.due_in().max(super::events::MIN_PAUSE),
                 Err(error) => {
                     tracing::warn!(%error, "the market event stream could not read events; closing it");
                     return None;
                 }
-            }
+            };
             tokio::select! {
                 // A wake-up gone astray is made up for by reading again at each check.
-                _ = self.subscription.wait(self.recheck.due_in().max(super::events::MIN_PAUSE)) => {}
+                _ = self.subscription.wait(pause) => {}
                 _ = self.shutdown.cancelled() => return None,
             }
         }
     }
 }
 
-/// Every event of the market as it is published, as Server-Sent Events shaped as the agents'
-/// stream. It counts against the waiter limits as one waiter of the operator, and ends when
+/// Every event of the market, as Server-Sent Events shaped as the agents' stream (each with
+/// its own id, in the order of the transactions that wrote them, each transaction's once every
+/// transaction begun before it has ended). It counts against the waiter limits as one waiter of the operator, and ends when
 /// its credential no longer stands (the console session signed out).
 async fn stream_events(
     State(state): State<AppState>,
@@ -397,9 +405,10 @@ async fn stream_events(
     headers: HeaderMap,
     Params(query): Params<StreamQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
-    // Subscribed before the start is read, so nothing published in between is missed.
+    // Subscribed before the start is read, so nothing committed in between is missed.
     let subscription = super::events::subscribe(&state, MARKET)?;
-    let cursor = super::events::stream_start(&state.pool, &headers, query.after).await?;
+    let after = super::events::resume_from(&headers, query.after)?;
+    let cursor = db::admin::market_position(&state.pool, after).await?;
     let streaming = MarketStream {
         pool: state.pool.clone(),
         recheck: Recheck::new(&state, credential),

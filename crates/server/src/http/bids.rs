@@ -72,7 +72,7 @@ async fn wait_until_changed(
     mut recheck: Option<Recheck>,
 ) -> Result<api::Bid, ApiError> {
     let deadline = Instant::now() + wait;
-    // Every change of a bid publishes an event to both parties, the caller among them.
+    // Every change of a bid writes an event to both parties, the caller among them.
     let mut subscription = subscribe(state, caller.id)?;
     let _open = crate::metrics::Open::long_poll();
     subscription.mark();

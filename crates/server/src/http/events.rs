@@ -1,8 +1,8 @@
 //! `/v1/events`: an agent's events, read from a cursor, long-polled or streamed.
 //!
 //! Waiting never holds a database connection: a waiter subscribes to this instance's hub,
-//! reads, and sleeps until the listener says that an event for its agent was published (on
-//! any instance) or its time is up.
+//! reads, and sleeps until it hears that an event for its agent was committed (from this
+//! instance's announcer, or from the listener for another instance's) or its time is up.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -133,10 +133,24 @@ pub async fn wake_or_stop(subscription: &mut Subscription, timeout: Duration, sh
     }
 }
 
-/// Where a stream starts: after `Last-Event-ID` when reconnecting, else after `?after=`, else
-/// after the newest event (only what happens from now on). A reconnecting client sends the URL
-/// it first used, so `after` comes with `Last-Event-ID`: it is checked, and the header wins.
-pub async fn stream_start(pool: &PgPool, headers: &HeaderMap, after: Option<i64>) -> Result<i64, ApiError> {
+/// Where an agent's stream starts: after `Last-Event-ID` when reconnecting, else after
+/// `?after=`, else after the agent's newest event (only what happens from now on).
+pub async fn stream_start(
+    pool: &PgPool,
+    agent_id: Uuid,
+    headers: &HeaderMap,
+    after: Option<i64>,
+) -> Result<i64, ApiError> {
+    match resume_from(headers, after)? {
+        Some(after) => Ok(after),
+        None => Ok(db::events::last_id(pool, agent_id).await?),
+    }
+}
+
+/// Where a stream resumes, if the client says: after `Last-Event-ID` when reconnecting, else
+/// after `?after=`. A reconnecting client sends the URL it first used, so `after` comes with
+/// `Last-Event-ID`: it is checked, and the header wins.
+pub fn resume_from(headers: &HeaderMap, after: Option<i64>) -> Result<Option<i64>, ApiError> {
     let after = after.map(after_param).transpose()?;
     if let Some(value) = headers.get("last-event-id") {
         return value
@@ -144,6 +158,7 @@ pub async fn stream_start(pool: &PgPool, headers: &HeaderMap, after: Option<i64>
             .ok()
             .and_then(|value| value.trim().parse::<i64>().ok())
             .filter(|id| *id >= 0)
+            .map(Some)
             .ok_or_else(|| {
                 ApiError::fields(
                     Code::MalformedRequest,
@@ -152,10 +167,7 @@ pub async fn stream_start(pool: &PgPool, headers: &HeaderMap, after: Option<i64>
                 )
             });
     }
-    match after {
-        Some(after) => Ok(after),
-        None => Ok(db::events::last_id(pool).await?),
-    }
+    Ok(after)
 }
 
 struct Streaming {
@@ -212,10 +224,10 @@ async fn stream(
     headers: HeaderMap,
     Params(query): Params<StreamQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
-    // Subscribed before the start is read, so nothing published in between is missed.
+    // Subscribed before the start is read, so nothing committed in between is missed.
     let subscription = subscribe(&state, caller.id)?;
     let recheck = Recheck::new(&state, agent_key(caller, &headers)?);
-    let cursor = stream_start(&state.pool, &headers, query.after).await?;
+    let cursor = stream_start(&state.pool, caller.id, &headers, query.after).await?;
     let streaming = Streaming {
         pool: state.pool.clone(),
         agent_id: caller.id,

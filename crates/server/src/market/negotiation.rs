@@ -12,7 +12,7 @@ use super::order_negotiations;
 use super::{Access, Error, Result, Rules};
 use crate::db::agents::Caller;
 use crate::db::listings::BuyerThreads;
-use crate::db::moves::{AcceptMove, CounterMove, DecidedOn, Made, MoveEvent, PlaceMove};
+use crate::db::moves::{AcceptMove, CounterMove, DecidedOn, Made, PlaceMove};
 use crate::db::rows::{BidContext, NewBid};
 use crate::db::{self, Bid, Listing, Order, Thread};
 use crate::events::{EventType, NewEvent, Outbox, Written};
@@ -497,9 +497,9 @@ fn keyed_answer(
 }
 
 /// Makes a move with its events: unlocked, through the batcher (which asks for locks if it
-/// could not make it); under locks, in the caller's transaction, with every pending event of the
-/// outbox (any recorded before the move, then its own). `None` if, under locks, the move's
-/// compare-and-set failed: its own events are dropped, and the earlier ones wait for the flush.
+/// could not make it), the events written by the move's statement; under locks, in the caller's
+/// transaction, its events left in the outbox for the commit to write. `None` if, under locks,
+/// the move's compare-and-set failed: its events are dropped.
 async fn make<M: Move>(
     conn: &mut PgConnection,
     events: &mut Outbox,
@@ -515,6 +515,7 @@ async fn make<M: Move>(
                 return Err(Error::NeedsLocks);
             }
             let count = made_events.len() as i64;
+            let recipients = db::events::audiences(&made_events);
             let made = batcher.make(what, made_events).await;
             metrics::move_made(
                 M::KIND,
@@ -525,29 +526,25 @@ async fn make<M: Move>(
                 },
             );
             let made = made?.ok_or(Error::NeedsLocks)?;
-            events.wrote(Written { events: count, tasks: made.queued.into() });
+            events.wrote(Written {
+                events: count,
+                tasks: made.queued.into(),
+                deliveries: made.delivering.into(),
+                recipients,
+            });
             Ok(Some(made))
         }
         Access::Locked => {
-            let before = events.pending().len();
-            for event in made_events {
-                events.push(event);
-            }
             db::moves::plan_generically(conn).await?;
-            let moved: Vec<MoveEvent> = events.pending().iter().map(|event| MoveEvent { index: 0, event }).collect();
-            let made = M::make(conn, std::slice::from_ref(&what), &moved).await?.pop().flatten();
-            let count = moved.len() as i64;
+            let made = M::make(conn, std::slice::from_ref(&what), &[]).await?.pop().flatten();
             metrics::move_made(M::KIND, if made.is_some() { MoveOutcome::Made } else { MoveOutcome::Lost });
-            match made {
-                Some(made) => {
-                    events.wrote(Written { events: count, tasks: made.queued.into() });
-                    Ok(Some(made))
+            if let Some(made) = &made {
+                for event in made_events {
+                    events.push(event);
                 }
-                None => {
-                    events.truncate(before);
-                    Ok(None)
-                }
+                events.add(Written { tasks: made.queued.into(), ..Written::default() });
             }
+            Ok(made)
         }
     }
 }

@@ -60,7 +60,7 @@ pub async fn put(
     let mut unit = market.begin().await?;
     let (conn, events) = unit.parts();
     let queued = db::tasks::queue_waiting(conn, agent_id, role, scope).await?;
-    events.wrote(Written { events: 0, tasks: queued as i64 });
+    events.add(Written { tasks: queued as i64, ..Written::default() });
     unit.commit().await?;
     Ok(stored)
 }

@@ -8,8 +8,8 @@
 //! run through [`Unit::run`] that cannot be made that way ([`Error::NeedsLocks`]) has written
 //! nothing, and is run again at once in a transaction, which decides on current rows. The unit
 //! collects the events of what it did in its outbox; [`Unit::commit`] writes them with the
-//! change, commits, and wakes this instance's publisher (events were written) and executor
-//! (bids now wait for a policy). Dropping a unit rolls it back.
+//! change, commits, and hands the announcer whom they concern (to wake their readers) and wakes
+//! this instance's executor (bids now wait for a policy). Dropping a unit rolls it back.
 
 use futures::future::BoxFuture;
 use sqlx::pool::PoolConnection;
@@ -20,15 +20,16 @@ use std::sync::Arc;
 use super::batch::KeyedAnswer;
 use super::{Access, Batcher, Error, Result};
 use crate::db;
-use crate::events::publisher::Signal;
+use crate::events::announcer::Announcer;
 use crate::events::{Outbox, Written};
 use crate::metrics;
+use crate::signal::Signal;
 
 /// Whom a commit wakes on this instance.
 #[derive(Debug, Clone, Default)]
 pub struct Wakeups {
-    /// The publisher, when events were written.
-    pub publisher: Signal,
+    /// The announcer, when events were written.
+    pub announcer: Announcer,
     /// The executor, when bids were queued for a policy.
     pub executor: Signal,
 }
@@ -222,9 +223,7 @@ impl Unit {
             }
             Connection::Opening => unreachable!("a transaction is opened before the unit goes on"),
         };
-        if written.events > 0 {
-            self.wakeups.publisher.notify();
-        }
+        self.wakeups.announcer.committed(&written);
         if written.tasks > 0 {
             self.wakeups.executor.notify();
         }

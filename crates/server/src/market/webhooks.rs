@@ -129,11 +129,21 @@ pub async fn create(
 }
 
 /// Makes a disabled webhook active again; its pending deliveries are due at once. An active
-/// webhook is answered unchanged.
+/// webhook is answered unchanged. A revoked approver's webhook stays disabled: the approver may
+/// hear of nothing more.
 pub async fn enable(conn: &mut PgConnection, agent_id: Uuid, id: Uuid) -> Result<Webhook> {
     let webhook = db::webhooks::lock(conn, id, agent_id).await?.ok_or(Rejection::NotFound { what: "webhook" })?;
     match webhook.status {
         WebhookStatus::Active => Ok(webhook),
+        WebhookStatus::Disabled if db::webhooks::approver_revoked(&mut *conn, id).await? => {
+            Err(Rejection::InvalidTransition {
+                current_status: WebhookStatus::Disabled.as_str(),
+                detail: "the webhook belongs to an approver who was revoked, and stays disabled; add a new approver \
+                         with a webhook_url instead"
+                    .to_owned(),
+            }
+            .into())
+        }
         WebhookStatus::Disabled => Ok(db::webhooks::enable(conn, id).await?),
     }
 }

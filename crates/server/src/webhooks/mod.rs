@@ -1,7 +1,7 @@
 //! Webhooks: agents' HTTP endpoints that receive their events, signed, at least once.
 //!
-//! The publisher queues one delivery per (webhook, event) in the transaction that publishes the
-//! event; the [deliveries](crate::deliveries) worker claims due deliveries, posts them signed
+//! The statement that writes an event queues one delivery per (webhook, event), in the event's
+//! own transaction (`db::events::write_events`); the [deliveries](crate::deliveries) worker claims due deliveries, posts them signed
 //! ([`signature`]) to addresses that [`target`] allows, and retries on the operator's schedule.
 //! What an agent does to its webhooks is in [`crate::market::webhooks`]. This module holds what
 //! both share: the settings, the address rules and the key secrets are sealed with.

@@ -455,7 +455,6 @@
       const pool = (state) => sum(samples, "haggle_db_pool_connections", (labels) => labels.state === state);
       const backlog = sum(samples, "haggle_webhook_backlog");
       const oldest = sum(samples, "haggle_webhook_oldest_pending_age_seconds");
-      const lag = sum(samples, "haggle_publisher_lag_seconds");
       $("#health").replaceChildren(
         figure("Readiness", ready.status + (ready.instances ? ` · ${ready.instances} instance(s)` : ""), ready.status !== "ready"),
         figure("Requests served", show(total)),
@@ -466,7 +465,7 @@
         figure("Open long polls", show(sum(samples, "haggle_open_long_polls"))),
         figure("Webhook backlog", show(backlog), backlog === null ? undefined : backlog > 1000),
         figure("Oldest pending delivery", show(oldest, " s"), oldest === null ? undefined : oldest > 300),
-        figure("Publisher lag", show(lag, " s"), lag === null ? undefined : lag > 5),
+        figure("Events committed", show(sum(samples, "haggle_events_published_total"))),
       );
       const names = [...new Set(samples.map((s) => s.name))].filter((name) => name.startsWith("haggle_") && !name.endsWith("_bucket")).sort();
       $("#metrics tbody").replaceChildren(
