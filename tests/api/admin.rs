@@ -446,10 +446,8 @@ async fn statistics_of_a_hand_built_market() {
     }
 }
 
-#[tokio::test]
-async fn the_market_stream_carries_every_event() {
-    let app = TestApp::spawn().await;
-    let deal = Deal::new(&app, json!({})).await;
+/// The operator's stream of the market from its first event, answered 200.
+async fn market_stream(app: &TestApp) -> reqwest::Response {
     let response = app
         .client
         .get(format!("{}/v1/admin/events/stream?after=0", app.base))
@@ -458,8 +456,15 @@ async fn the_market_stream_carries_every_event() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
+    response
+}
+
+#[tokio::test]
+async fn the_market_stream_carries_every_event() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({})).await;
+    let mut stream = market_stream(&app).await;
     app.place(&deal.buyer, &deal.listing, 90000).await;
-    let mut stream = response;
     let mut seen = String::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     while !seen.contains("event: bid.placed") {
@@ -507,25 +512,10 @@ async fn the_market_stream_waits_for_a_transaction_still_open_before_it() {
     let deal = Deal::new(&app, json!({})).await;
     let mut held = sqlx::PgConnection::connect(app.database_url()).await.unwrap();
     sqlx::query("BEGIN").execute(&mut held).await.unwrap();
-    let earlier = haggle_server::events::NewEvent {
-        kind: haggle_server::events::EventType::BidRejected,
-        audience: vec![uuid::Uuid::now_v7()],
-        listing_id: None,
-        thread_id: None,
-        bid_id: None,
-        order_id: None,
-        data: json!({}),
-    };
+    let earlier = crate::support::bare_event(vec![uuid::Uuid::now_v7()]);
     haggle_server::db::events::write(&mut held, &[earlier]).await.unwrap();
 
-    let mut stream = app
-        .client
-        .get(format!("{}/v1/admin/events/stream?after=0", app.base))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(stream.status(), 200);
+    let mut stream = market_stream(&app).await;
     app.place(&deal.buyer, &deal.listing, 90000).await;
     let mut seen = String::new();
     let types = |seen: &str| -> Vec<String> {

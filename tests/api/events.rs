@@ -428,15 +428,7 @@ async fn a_waiter_hears_of_events_committed_while_the_listener_reconnects() {
     assert_eq!(terminated, [true], "one listener connection");
 
     // Another instance commits an event for the buyer; its NOTIFY reaches no listener here.
-    let event = haggle_server::events::NewEvent {
-        kind: haggle_server::events::EventType::BidRejected,
-        audience: vec![deal.buyer.id.parse().unwrap()],
-        listing_id: None,
-        thread_id: None,
-        bid_id: None,
-        order_id: None,
-        data: json!({}),
-    };
+    let event = crate::support::bare_event(vec![deal.buyer.id.parse().unwrap()]);
     haggle_server::db::events::write(&mut elsewhere, &[event]).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!waiter.is_finished(), "no listener, so no wake-up yet");
@@ -782,8 +774,7 @@ async fn an_instance_holds_a_bounded_number_of_waiters_over_every_agent() {
 /// last, and the old events are purged with their inboxes as the new ones are.
 #[tokio::test]
 async fn an_upgraded_database_keeps_every_agents_cursor() {
-    use haggle_server::db::events::{self as log, NewEvent};
-    use haggle_server::events::EventType;
+    use haggle_server::db::events as log;
 
     let db = crate::support::TestDb::create().await;
     let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
@@ -826,15 +817,7 @@ async fn an_upgraded_database_keeps_every_agents_cursor() {
     }
 
     // The next event, to all three, takes each one's next number.
-    let event = NewEvent {
-        kind: EventType::BidRejected,
-        audience: vec![a, b, c, a],
-        listing_id: None,
-        thread_id: None,
-        bid_id: None,
-        order_id: None,
-        data: json!({}),
-    };
+    let event = crate::support::bare_event(vec![a, b, c, a]);
     let written = log::write(&mut conn, std::slice::from_ref(&event)).await.unwrap();
     assert_eq!((written.events, written.recipients.len()), (1, 3));
     assert_eq!(numbers(log::for_agent(&pool, a, 2, 100).await.unwrap()), [4, 5]);

@@ -301,6 +301,15 @@ async fn bad_plans_are_refused_and_change_nothing() {
     assert_eq!(thread.body["status"], "ACTIVE");
 }
 
+/// The thread once it has ended, read by the buyer, waiting for `what`.
+async fn ended(app: &TestApp, deal: &Deal, thread_id: &str, what: &str) -> Value {
+    crate::support::eventually(what, || async move {
+        let read = app.get(format!("/v1/threads/{thread_id}"), &deal.buyer.key).await.expect(200).body;
+        (read["status"] != "ACTIVE").then_some(read)
+    })
+    .await
+}
+
 /// The coming `weekday` (0 = Monday) at `hour`:00 UTC, at least two days ahead.
 fn next(weekday: u32, hour: u32) -> DateTime<Utc> {
     use chrono::{Datelike, TimeZone};
@@ -335,14 +344,7 @@ async fn a_schedule_policy_takes_a_window_inside_its_availability_and_leaves_oth
     let inside = next(3, 10);
     let opened = open(&app, &deal.buyer, &order, schedule(vec![window_at(next(0, 10), 2), window_at(inside, 1)])).await;
     let thread_id = id(&opened["thread"]);
-    let done = crate::support::eventually("the policy to accept", || {
-        let (app, deal, thread_id) = (&app, &deal, &thread_id);
-        async move {
-            let read = app.get(format!("/v1/threads/{thread_id}"), &deal.buyer.key).await.expect(200).body;
-            (read["status"] != "ACTIVE").then_some(read)
-        }
-    })
-    .await;
+    let done = ended(&app, &deal, &thread_id, "the policy to accept").await;
     assert_eq!(done["status"], "ACCEPTED", "{done}");
     let read = read_order(&app, &deal.buyer, &order).await;
     assert_eq!(instant(&read["appointment"]["start"]), inside);
@@ -408,14 +410,7 @@ async fn a_schedule_policy_set_while_a_window_waits_takes_it_over() {
     let policy = json!({ "limit": 90000, "counter": { "strategy": "split" }, "schedule": availability });
     app.put("/v1/agents/me/policies/seller", &deal.seller.key, policy).await.expect(200);
     let thread_id = id(&opened["thread"]);
-    let done = crate::support::eventually("the policy to take the waiting window", || {
-        let (app, deal, thread_id) = (&app, &deal, &thread_id);
-        async move {
-            let read = app.get(format!("/v1/threads/{thread_id}"), &deal.buyer.key).await.expect(200).body;
-            (read["status"] != "ACTIVE").then_some(read)
-        }
-    })
-    .await;
+    let done = ended(&app, &deal, &thread_id, "the policy to take the waiting window").await;
     assert_eq!(done["status"], "ACCEPTED", "{done}");
     assert_eq!(instant(&read_order(&app, &deal.buyer, &order).await["appointment"]["start"]), inside);
 }

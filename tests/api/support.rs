@@ -455,6 +455,20 @@ impl Deal {
     }
 }
 
+/// An event to write straight into the log (`db::events::write`), as another instance or a
+/// transaction the test holds would: a `bid.rejected` concerning `audience`, naming nothing.
+pub fn bare_event(audience: Vec<uuid::Uuid>) -> haggle_server::events::NewEvent {
+    haggle_server::events::NewEvent {
+        kind: haggle_server::events::EventType::BidRejected,
+        audience,
+        listing_id: None,
+        thread_id: None,
+        bid_id: None,
+        order_id: None,
+        data: serde_json::json!({}),
+    }
+}
+
 /// Polls `check` until it gives a value, failing the test after 30 s.
 pub async fn eventually<T, F: std::future::Future<Output = Option<T>>>(what: &str, mut check: impl FnMut() -> F) -> T {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);

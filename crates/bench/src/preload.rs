@@ -94,7 +94,8 @@ FROM generate_series(0, $3 - 1) l,
      LATERAL (SELECT $5 + $6 * (l * 5)::double precision / greatest($4, 1) - interval '1 hour' AS at) t
 "#;
 
-/// One chunk of threads (`$7` to `$8`), with their bids, orders, events and recipients.
+/// One chunk of threads (`$7` to `$8`), with their bids, orders, events and recipients: the
+/// statement's beginning, whose events' numbering and writing follow ([`CHUNK_EVENTS`]).
 const CHUNK: &str = r#"
 CREATE TEMP TABLE preload_threads ON COMMIT DROP AS
 SELECT k, l, j, h, rounds, at,
@@ -185,35 +186,23 @@ WITH happened AS (
     UNION ALL
     SELECT o.created_at, 0, 2, 'order.created', o.bid_id, o.id, o.thread_id
     FROM orders o JOIN preload_threads t ON o.thread_id = t.id
-), numbered AS (
-    SELECT nextval('events_id_seq') AS id, h.*
-    FROM (SELECT h.* FROM happened h ORDER BY h.at, h.k, h.seq) h
-), fan AS (
-    SELECT a.agent_id, n.id AS event_id, a.i, row_number() OVER (PARTITION BY a.agent_id ORDER BY n.id) AS k
-    FROM numbered n JOIN threads t ON t.id = n.thread_id,
-         unnest(ARRAY[t.buyer_id, t.seller_id]) WITH ORDINALITY AS a(agent_id, i)
-), counts AS (
-    SELECT agent_id, count(*) AS taken FROM fan GROUP BY agent_id
-), heads AS (
-    INSERT INTO event_heads AS h (agent_id, last_seq)
-    SELECT agent_id, taken FROM counts ORDER BY agent_id
-    ON CONFLICT (agent_id) DO UPDATE SET last_seq = h.last_seq + excluded.last_seq
-    RETURNING h.agent_id, h.last_seq
-), seqs AS (
-    SELECT f.agent_id, f.event_id, f.i, heads.last_seq - counts.taken + f.k AS seq
-    FROM fan f JOIN heads USING (agent_id) JOIN counts USING (agent_id)
-), inboxes AS (
-    INSERT INTO event_recipients (agent_id, seq, event_id)
-    SELECT agent_id, seq, event_id FROM seqs
-)
+), ev AS (
+    -- In the order they happened, each with its two parties, as the server writes events.
+    SELECT nextval('events_id_seq') AS id, ARRAY[t.buyer_id, t.seller_id] AS audience, h.*,
+           row_number() OVER (ORDER BY h.at, h.k, h.seq) AS n
+    FROM happened h JOIN threads t ON t.id = h.thread_id
+), "#;
+
+/// The end of a chunk's statement: the events, numbered for their parties as the server numbers
+/// them (`number_events`).
+const CHUNK_EVENTS: &str = r#"
 INSERT INTO events (id, type, audience, seqs, listing_id, thread_id, bid_id, order_id, data, created_at)
-SELECT n.id, n.type, ARRAY[t.buyer_id, t.seller_id], s.seqs, t.listing_id, t.id, n.bid_id, n.order_id,
-       CASE WHEN n.order_id IS NULL THEN jsonb_build_object('bid', to_jsonb(b), 'thread', to_jsonb(t))
+SELECT ev.id, ev.type, ev.audience, s.seqs, t.listing_id, t.id, ev.bid_id, ev.order_id,
+       CASE WHEN ev.order_id IS NULL THEN jsonb_build_object('bid', to_jsonb(b), 'thread', to_jsonb(t))
             ELSE jsonb_build_object('order', to_jsonb(o)) END,
-       n.at
-FROM numbered n JOIN threads t ON t.id = n.thread_id JOIN bids b ON b.id = n.bid_id
-JOIN (SELECT event_id, array_agg(seq ORDER BY i) AS seqs FROM seqs GROUP BY event_id) s ON s.event_id = n.id
-LEFT JOIN orders o ON o.id = n.order_id;
+       ev.at
+FROM ev JOIN seqs s ON s.event_id = ev.id JOIN threads t ON t.id = ev.thread_id JOIN bids b ON b.id = ev.bid_id
+LEFT JOIN orders o ON o.id = ev.order_id;
 "#;
 
 /// Puts the preload's figures into a statement, as literals: `$1` agents, `$2` sellers, `$3`
@@ -250,6 +239,7 @@ pub async fn run(database_url: &str, bids: u64) -> anyhow::Result<Preloaded> {
             .await
             .with_context(|| format!("writing the preload's {what}"))?;
     }
+    let chunk = [CHUNK, &haggle_server::db::events::number_events("ev"), CHUNK_EVENTS].concat();
     let mut first = 0;
     while first < threads {
         let last = (first + CHUNK_THREADS).min(threads) - 1;
@@ -258,7 +248,7 @@ pub async fn run(database_url: &str, bids: u64) -> anyhow::Result<Preloaded> {
         // One transaction; its statements run one after another, each planned once the
         // temporary tables before it exist.
         let mut tx = conn.begin().await?;
-        sqlx::raw_sql(&fill(CHUNK, &figures))
+        sqlx::raw_sql(&fill(&chunk, &figures))
             .execute(&mut *tx)
             .await
             .with_context(|| format!("preload, threads {first} to {last}"))?;

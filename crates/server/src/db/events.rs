@@ -139,13 +139,11 @@ pub const EVENT_ROWS: &str = "(SELECT u.type, ($2::uuid[])[u.audience_from : u.a
 /// The part of a statement that writes events, given as CTEs: `rows` is a relation `e` of events
 /// shaped as [`EVENT_ROWS`] (with `n`, their order), already filtered to those to write.
 ///
-/// Each event gets an id of its own (`events_id_seq`) and, for each agent of its audience, the
-/// agent's next number, taken from the agent's row of `event_heads` in this statement (so that
-/// row stays locked until the transaction ends, and each agent's numbers are given out in commit
-/// order, one after another). The event is written once, with those numbers (`seqs`, in the
-/// audience's order), fanned out to the agents' inboxes, and a delivery is queued for each of
-/// their active webhooks that takes its type. The CTE `written` returns each event's `type` and
-/// `bid_id`; `deliveries` a row per delivery queued.
+/// Each event gets an id of its own (`events_id_seq`) and its recipients' numbers
+/// ([`number_events`]); it is written once, with those numbers (`seqs`, in the audience's
+/// order), and a delivery is queued for each active webhook of its recipients that takes its
+/// type. The CTE `written` returns each event's `type` and `bid_id`; `deliveries` a row per
+/// delivery queued.
 pub fn write_events(rows: &str) -> String {
     format!(
         "ev AS (
@@ -153,10 +151,34 @@ pub fn write_events(rows: &str) -> String {
                     e.order_id, e.data, e.n
              FROM {rows}
              ORDER BY e.n
-         ), fan AS (
-             SELECT a.agent_id, ev.id AS event_id, a.i,
-                    row_number() OVER (PARTITION BY a.agent_id ORDER BY ev.n) AS k
-             FROM ev, unnest(ev.audience) WITH ORDINALITY AS a(agent_id, i)
+         ), {}, written AS (
+             INSERT INTO events (id, type, audience, seqs, listing_id, thread_id, bid_id, order_id, data)
+             SELECT ev.id, ev.type, ev.audience, s.seqs, ev.listing_id, ev.thread_id, ev.bid_id, ev.order_id, ev.data
+             FROM ev JOIN seqs s ON s.event_id = ev.id
+             RETURNING type, bid_id
+         ), deliveries AS (
+             INSERT INTO webhook_deliveries (id, webhook_id, event_id, status, next_attempt_at)
+             SELECT gen_random_uuid(), w.id, ev.id, 'PENDING', now()
+             FROM ev JOIN webhooks w ON w.agent_id = ANY (ev.audience) AND w.status = 'ACTIVE'
+                                    AND (ev.type = ANY (w.events) OR '*' = ANY (w.events))
+             RETURNING 1
+         )",
+        number_events("ev")
+    )
+}
+
+/// Numbers events for the agents they concern, as CTEs: `events` names a relation of events
+/// with their `id`, `audience` (each agent once) and `n` (their order). For each agent of each
+/// audience it takes the agent's next number from its row of `event_heads` (which stays locked
+/// until the transaction ends, so that each agent's numbers are given out in commit order, one
+/// after another) and writes the agent's inbox row. The CTE `seqs` gives each event's numbers
+/// in its audience's order (`event_id`, `seqs`), for the event's own row.
+pub fn number_events(events: &str) -> String {
+    format!(
+        "fan AS (
+             SELECT a.agent_id, x.id AS event_id, a.i,
+                    row_number() OVER (PARTITION BY a.agent_id ORDER BY x.n) AS k
+             FROM {events} x, unnest(x.audience) WITH ORDINALITY AS a(agent_id, i)
          ), counts AS (
              SELECT agent_id, count(*) AS taken FROM fan GROUP BY agent_id
          ), heads AS (
@@ -170,18 +192,8 @@ pub fn write_events(rows: &str) -> String {
          ), inboxes AS (
              INSERT INTO event_recipients (agent_id, seq, event_id)
              SELECT agent_id, seq, event_id FROM numbered
-         ), written AS (
-             INSERT INTO events (id, type, audience, seqs, listing_id, thread_id, bid_id, order_id, data)
-             SELECT ev.id, ev.type, ev.audience, s.seqs, ev.listing_id, ev.thread_id, ev.bid_id, ev.order_id, ev.data
-             FROM ev JOIN (SELECT event_id, array_agg(seq ORDER BY i) AS seqs FROM numbered GROUP BY event_id) s
-                  ON s.event_id = ev.id
-             RETURNING type, bid_id
-         ), deliveries AS (
-             INSERT INTO webhook_deliveries (id, webhook_id, event_id, status, next_attempt_at)
-             SELECT gen_random_uuid(), w.id, ev.id, 'PENDING', now()
-             FROM ev JOIN webhooks w ON w.agent_id = ANY (ev.audience) AND w.status = 'ACTIVE'
-                                    AND (ev.type = ANY (w.events) OR '*' = ANY (w.events))
-             RETURNING 1
+         ), seqs AS (
+             SELECT event_id, array_agg(seq ORDER BY i) AS seqs FROM numbered GROUP BY event_id
          )"
     )
 }
