@@ -34,7 +34,7 @@ use crate::events::{EventType, NewEvent, Outbox};
 use crate::market::approvals::{self, Intent};
 use crate::market::mediation;
 use crate::market::negotiation::{self, Answer};
-use crate::market::{self, Access, Market, Rules};
+use crate::market::{self, Access, Market, PolicyMove, Rules};
 use crate::metrics;
 use crate::refund_policy::{self, Answered};
 use haggle_api::HeldMove;
@@ -44,7 +44,7 @@ use haggle_domain::issues::{Issues, Offer};
 use haggle_domain::strategy::{
     self, Decision, MAX_AUTO_ROUNDS, MultiIssue, MultiState, NegotiationState, Policy, Rationale,
 };
-use haggle_domain::{BidStatus, Party, Rejection, ThreadStatus};
+use haggle_domain::{BidStatus, Party, ThreadStatus};
 
 /// How often each worker looks for tasks nobody announced (those left by a stopped instance,
 /// or due for a retry).
@@ -330,8 +330,8 @@ async fn act(
             return no_counter(Outcome::Stopped(rationale.as_str()));
         }
     };
-    match done {
-        Ok(counter_bid_id) => {
+    match PolicyMove::of(done)? {
+        PolicyMove::Made(counter_bid_id) => {
             let rationale = public_rationale(action);
             let decided = Decided { action, reason, rationale, counter_bid_id };
             let next = match counter_bid_id {
@@ -343,21 +343,14 @@ async fn act(
             };
             Ok((task, Outcome::Acted(action), next))
         }
-        // Another answer came first, or the bid ran out of time: the state machine decided.
-        Err(market::Error::Rejected(
-            Rejection::InvalidTransition { .. } | Rejection::BidExpired | Rejection::NotFound { .. },
-        )) => no_counter(Outcome::Dropped),
-        Err(market::Error::Rejected(rejection)) => {
-            // The marketplace refused what the policy chose (a listing sold meanwhile, say):
-            // the owner decides.
+        PolicyMove::Overtaken => no_counter(Outcome::Dropped),
+        PolicyMove::Refused(rejection) => {
             let detail =
                 format!("the marketplace refused the policy's {action} ({}): {}", rejection.code(), rejection.detail());
             tracing::info!(bid_id = %task.bid_id, action, "auto-negotiation: the action was refused; asking the owner");
             stop(conn, events, task, &context, "refused", &detail, Some(decision)).await?;
             no_counter(Outcome::Stopped("refused"))
         }
-        Err(market::Error::Database(error) | market::Error::OutcomeUnknown(error)) => Err(error),
-        Err(market::Error::NeedsLocks) => unreachable!("a locked move never asks for locks"),
     }
 }
 

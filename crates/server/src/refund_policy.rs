@@ -10,10 +10,10 @@ use crate::db::agents::Caller;
 use crate::db::tasks::{Decided, Task, TaskContext};
 use crate::events::Outbox;
 use crate::market::negotiation::{self, Answer};
-use crate::market::{self, Access, Rules};
+use crate::market::{Access, PolicyMove, Rules};
+use haggle_domain::Party;
 use haggle_domain::bid::Proposal;
 use haggle_domain::strategy::{Decision, Policy, RefundState, concession_exponent, decide_refund};
-use haggle_domain::{Party, Rejection};
 
 /// What the refund policy did with a task, or decided to do.
 #[derive(Debug, Clone, PartialEq)]
@@ -99,8 +99,8 @@ pub async fn make(
             return Ok(Answered::Stop { reason: rationale.as_str(), detail: rationale.describe().to_owned() });
         }
     };
-    match made {
-        Ok(counter_bid_id) => {
+    match PolicyMove::of(made)? {
+        PolicyMove::Made(counter_bid_id) => {
             let rationale = match action {
                 "accept" => "Refund accepted.",
                 "reject" => "Refund declined.",
@@ -109,10 +109,8 @@ pub async fn make(
             db::tasks::record_decision(conn, task, Decided { action, reason, rationale, counter_bid_id }).await?;
             Ok(Answered::Acted(action))
         }
-        Err(market::Error::Rejected(
-            Rejection::InvalidTransition { .. } | Rejection::BidExpired | Rejection::NotFound { .. },
-        )) => Ok(Answered::Dropped),
-        Err(market::Error::Rejected(rejection)) => Ok(Answered::Stop {
+        PolicyMove::Overtaken => Ok(Answered::Dropped),
+        PolicyMove::Refused(rejection) => Ok(Answered::Stop {
             reason: "refused",
             detail: format!(
                 "the marketplace refused the refund policy's {action} ({}): {}",
@@ -120,7 +118,5 @@ pub async fn make(
                 rejection.detail()
             ),
         }),
-        Err(market::Error::Database(error) | market::Error::OutcomeUnknown(error)) => Err(error),
-        Err(market::Error::NeedsLocks) => unreachable!("a locked move never asks for locks"),
     }
 }

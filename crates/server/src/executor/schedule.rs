@@ -12,8 +12,7 @@ use crate::db::schedule_tasks::ScheduleTask;
 use crate::db::tasks::{Decided, Task};
 use crate::events::{EventType, NewEvent, Outbox};
 use crate::market::negotiation::{self, Answer};
-use crate::market::{self, Access};
-use haggle_domain::Rejection;
+use crate::market::{Access, PolicyMove};
 use haggle_domain::appointment::ScheduleTerms;
 use haggle_domain::strategy::Policy;
 
@@ -58,8 +57,8 @@ pub async fn act(conn: &mut PgConnection, events: &mut Outbox, task: Task) -> Re
         Some(&choice),
     )
     .await;
-    match accepted {
-        Ok(_) => {
+    match PolicyMove::of(accepted)? {
+        PolicyMove::Made(_) => {
             let decided = Decided {
                 action: "accept",
                 reason: "availability",
@@ -69,17 +68,13 @@ pub async fn act(conn: &mut PgConnection, events: &mut Outbox, task: Task) -> Re
             db::tasks::record_decision(conn, task, decided).await?;
             Ok(Some(Handled::Accepted))
         }
-        Err(market::Error::Rejected(
-            Rejection::InvalidTransition { .. } | Rejection::BidExpired | Rejection::NotFound { .. },
-        )) => Ok(Some(Handled::Dropped)),
-        Err(market::Error::Rejected(rejection)) => {
+        PolicyMove::Overtaken => Ok(Some(Handled::Dropped)),
+        PolicyMove::Refused(rejection) => {
             let detail =
                 format!("the marketplace refused the policy's accept ({}): {}", rejection.code(), rejection.detail());
             stop(conn, events, task, &read, "refused", &detail).await?;
             Ok(Some(Handled::Stopped("refused")))
         }
-        Err(market::Error::Database(error) | market::Error::OutcomeUnknown(error)) => Err(error),
-        Err(market::Error::NeedsLocks) => unreachable!("a locked move never asks for locks"),
     }
 }
 

@@ -33,3 +33,31 @@ impl From<Rejection> for Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// What became of a move a policy made for its owner under locks, as the executor acts on it.
+#[derive(Debug)]
+pub enum PolicyMove<T> {
+    Made(T),
+    /// Another answer came first, or the bid ran out of time: the state machine decided, and
+    /// there is nothing left to do.
+    Overtaken,
+    /// The marketplace refused what the policy chose (a listing sold meanwhile, say): the owner
+    /// decides.
+    Refused(Rejection),
+}
+
+impl<T> PolicyMove<T> {
+    /// Sorts the outcome of a locked move; a database failure (or an unknown commit) stays an
+    /// error for the executor's transaction.
+    pub fn of(made: Result<T>) -> std::result::Result<PolicyMove<T>, sqlx::Error> {
+        match made {
+            Ok(made) => Ok(PolicyMove::Made(made)),
+            Err(Error::Rejected(
+                Rejection::InvalidTransition { .. } | Rejection::BidExpired | Rejection::NotFound { .. },
+            )) => Ok(PolicyMove::Overtaken),
+            Err(Error::Rejected(rejection)) => Ok(PolicyMove::Refused(rejection)),
+            Err(Error::Database(error) | Error::OutcomeUnknown(error)) => Err(error),
+            Err(Error::NeedsLocks) => unreachable!("a locked move never asks for locks"),
+        }
+    }
+}

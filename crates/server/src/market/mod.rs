@@ -4,7 +4,7 @@
 //! an unlocked read, then one statement that is its own transaction.
 
 pub use batch::Batcher;
-pub use error::{Error, Result};
+pub use error::{Error, PolicyMove, Result};
 pub use unit::{Market, Unit, Wakeups};
 
 use haggle_domain::money::AmountLimits;
