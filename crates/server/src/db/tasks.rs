@@ -284,7 +284,7 @@ pub async fn task_context(conn: &mut PgConnection, task: Task) -> Result<Option<
 
 /// A task taken with what its decision reads, in one statement: the thread's kind (a schedule
 /// is answered by the policy's availability, which reads its own), and the task's context
-/// (`None` if the bid is gone, or the agent is no party to it).
+/// (`None` on a schedule, if the bid is gone, or if the agent is no party to it).
 #[derive(Debug)]
 pub struct TakenTask {
     pub task: Task,
@@ -328,7 +328,12 @@ pub async fn take_task(conn: &mut PgConnection) -> Result<Option<TakenTask>, sql
         .transpose()
         .map_err(|error| sqlx::Error::ColumnDecode { index: "thread_kind".to_owned(), source: error.into() })?;
     let found: bool = row.try_get("found")?;
-    let context = if found { Some(TaskContext::from_row(&row)?) } else { None };
+    // A schedule's bids carry no amounts: its policy reads what it needs itself.
+    let context = match kind {
+        Some(ThreadKind::Schedule) => None,
+        _ if found => Some(TaskContext::from_row(&row)?),
+        _ => None,
+    };
     Ok(Some(TakenTask { task, kind, context }))
 }
 
