@@ -30,7 +30,9 @@ agreed past its own reservation scores below 0 (at worst -1, however far past), 
 at most the whole surplus, 1. No agreement scores 0 for both; a disjoint scenario (B <= S) scores
 0 for both whatever happens. Agreements past a reservation are counted apart
 (`agreement_past_floor`, `agreement_past_ceiling`), and a refused move is counted against the side
-that made it (`own refused:...`) or its opponent (`other's refused:...`).
+that made it (`own refused:...`) or its opponent (`other's refused:...`). A Haggle policy may mark
+a counter final before the last round (the `tier` engine does); an ANAC agent cannot be told, and
+its counter to such a bid is sent as the rejection it amounts to (`countered_final`).
 """
 
 from __future__ import annotations
@@ -67,8 +69,8 @@ KNOWN = {
     "tier": {"strategy": "tier"},
     "bayes": {"strategy": "bayes"},
 }
-DEFAULT_BUYERS = "step,split,time-boulware,time-linear,time-conceder,tft,bayes"
-DEFAULT_SELLERS = "tier,step,split,time-boulware,time-linear,time-conceder,tft,bayes"
+DEFAULT_BUYERS = "step,split,time-boulware,time-conceder,tft,bayes"
+DEFAULT_SELLERS = "tier,step,split,time-boulware,time-conceder,tft,bayes"
 QUICK_AGENTS = "AgentK,HardHeaded,CUHKAgent,Atlas3,AgentGG,BoulwareTB"
 NEGMAS_TIME_BASED = ("BoulwareTB", "LinearTB", "ConcederTB")
 HAGGLE = "haggle:"
@@ -262,6 +264,7 @@ class Game:
     buyer_share: float = 0.0
     seller_share: float = 0.0
     detail: str = ""
+    seconds: float = 0.0
 
     @property
     def scenario(self) -> Scenario:
@@ -439,6 +442,7 @@ class Thread:
         self.listing: str | None = None
         self.thread: str | None = None
         self.pending: dict | None = None  # a Haggle bid waiting for the ANAC agent's answer
+        self.countered_final = False
 
     def open_listing(self):
         body = {"title": f"anac {self.game.kind} {self.game.seed}", "ask_amount": HI, "max_rounds": self.game.horizon}
@@ -485,6 +489,12 @@ class Thread:
         if (anac_side == "buyer" and amount >= theirs["amount"]) or (anac_side == "seller" and amount <= theirs["amount"]):
             me.call("POST", f"/v1/bids/{theirs['id']}/accept", {})
             return "crossed", theirs["amount"]
+        if theirs.get("final"):
+            # A final bid takes only accept or reject; the agent, which cannot be told that a bid
+            # is final before the last round, countered it: that is its rejection.
+            me.call("POST", f"/v1/bids/{theirs['id']}/reject", {})
+            self.countered_final = True
+            return "reject", None
         made = me.call("POST", f"/v1/bids/{theirs['id']}/counter", {"amount": amount})
         return self.answer_of_haggle(made["bid"])
 
@@ -581,6 +591,8 @@ def play_on_server(game: Game, ctx: ServerContext, seconds: int = GAME_SECONDS) 
             code = remote.refused.code
             if table.pending is not None:
                 table.close(accept=False)
+            if table.thread is not None:
+                game.bids = table.result()[2]
             ending = f"refused:{code}" if remote.refused.status in (403, 409, 422) else f"error:{code}"
             anac_side = "seller" if game.buyer.startswith(HAGGLE) else "buyer"
             return game.finish(ending, detail=str(remote.refused), by=anac_side)
@@ -591,6 +603,8 @@ def play_on_server(game: Game, ctx: ServerContext, seconds: int = GAME_SECONDS) 
         if table.thread is None:
             return game.finish("no_agreement")
         ending, price, game.bids = table.result()
+        if table.countered_final:
+            return game.finish("countered_final", by="seller" if game.buyer.startswith(HAGGLE) else "buyer")
         return game.finish(ending, price)
     except Timeout:
         return game.finish("error:timeout", detail=f"over {seconds} s")
@@ -633,9 +647,13 @@ def init_worker(base: str | None, admin_token: str | None, rule: str, buyers: di
 
 def play(args: tuple[Game, str]) -> Game:
     game, rule = args
+    started = time.monotonic()
     if game.buyer.startswith(HAGGLE) or game.seller.startswith(HAGGLE):
-        return play_on_server(game, _ctx)
-    return play_in_process(game, rule)
+        game = play_on_server(game, _ctx)
+    else:
+        game = play_in_process(game, rule)
+    game.seconds = round(time.monotonic() - started, 3)
+    return game
 
 
 def probe(name: str) -> tuple[str, str | None, float]:
@@ -703,30 +721,53 @@ def summarise(games: list[Game]) -> dict:
     return out
 
 
-def render(summary: dict, games: list[Game]) -> str:
-    lines = []
+def render(summary: dict, games: list[dict], failed: dict[str, str]) -> str:
+    """The rankings, one table per side and horizon; `games` as `asdict` gives them."""
+
+    def count(endings: dict, test) -> int:
+        return sum(n for ending, n in endings.items() if test(ending))
+
+    lines = [
+        "columns: mean share of the surplus [95% Student-t interval], games, then how they ended: deals",
+        "(of which past its own reservation), no agreement, its own moves refused by the server's rules",
+        "(not_a_concession), its opponent's, its counters to a Haggle final offer, errors",
+        "",
+    ]
     for side in ("seller", "buyer"):
+        past = "agreement_past_floor" if side == "seller" else "agreement_past_ceiling"
         for horizon, table in summary[side].items():
             label = "all horizons" if horizon == "all" else f"{horizon} bids"
-            lines.append(f"{side}s, {label}: share of the surplus (mean [95% CI]), games, endings")
-            lines.append(f"{'rank':>4}  {'agent':<22} {'mean':>7}  {'95% CI':<17} {'games':>5}  endings")
+            lines.append(f"{side}s, {label}")
+            lines.append(
+                f"{'rank':>4}  {'agent':<20} {'mean':>6}  {'95% CI':<16} {'games':>5} {'deals':>5} {'past':>4} "
+                f"{'none':>4} {'refused':>7} {'opp.ref':>7} {'final':>5} {'errors':>6}"
+            )
             for row in table:
-                endings = " ".join(f"{k}={v}" for k, v in sorted(row["endings"].items(), key=lambda kv: -kv[1]))
-                ci = f"[{row['low']:.3f}, {row['high']:.3f}]"
-                lines.append(f"{row['rank']:>4}  {row['agent']:<22} {row['mean']:>7.3f}  {ci:<17} {row['games']:>5}  {endings}")
+                e = row["endings"]
+                lines.append(
+                    f"{row['rank']:>4}  {row['agent']:<20} {row['mean']:>6.3f}  [{row['low']:>6.3f}, {row['high']:>6.3f}] "
+                    f"{row['games']:>5} {count(e, lambda k: k.startswith('agreement')):>5} {e.get(past, 0):>4} "
+                    f"{e.get('no_agreement', 0):>4} {count(e, lambda k: k.startswith('own refused')):>7} "
+                    f"{count(e, lambda k: k.startswith('other') and 'refused' in k):>7} "
+                    f"{e.get('own countered_final', 0):>5} {count(e, lambda k: 'error' in k):>6}"
+                )
             lines.append("")
     counts: dict[str, int] = {}
     for g in games:
-        counts[g.ending] = counts.get(g.ending, 0) + 1
+        counts[g["ending"]] = counts.get(g["ending"], 0) + 1
     total = len(games)
-    lines.append(f"endings over all {total} games: " + ", ".join(f"{k} {v} ({100 * v / total:.1f} %)" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])))
-    served = [g for g in games if g.venue == "server"]
-    anac_served = [g for g in served if not (g.buyer.startswith(HAGGLE) and g.seller.startswith(HAGGLE))]
-    if anac_served:
-        refused = sum(g.ending == "refused:not_a_concession" for g in anac_served)
-        lines.append(
-            f"games of an ANAC agent through the server: {len(anac_served)}, ended by not_a_concession: {refused} ({100 * refused / len(anac_served):.1f} %)"
-        )
+    lines.append(
+        f"endings of all {total} games: "
+        + ", ".join(f"{k} {v} ({100 * v / total:.1f} %)" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+    )
+    for venue, label in (("server", "an ANAC agent against a Haggle policy, through the server"), ("process", "two ANAC agents, in process")):
+        some = [g for g in games if g["venue"] == venue and not (g["buyer"].startswith(HAGGLE) and g["seller"].startswith(HAGGLE))]
+        if some:
+            refused = sum(g["ending"] == "refused:not_a_concession" for g in some)
+            lines.append(f"games of {label}: {len(some)}, ended by not_a_concession: {refused} ({100 * refused / len(some):.1f} %)")
+    if failed:
+        lines.append("agents that could not run:")
+        lines += [f"  {name}: {why}" for name, why in sorted(failed.items())]
     lines.append("")
     return "\n".join(lines)
 
@@ -740,7 +781,7 @@ def main() -> None:
     parser.add_argument("--server", help="the Haggle server's base URL; without it only in-process games are played")
     parser.add_argument("--admin-token", default=os.environ.get("HAGGLE_ADMIN_TOKEN"))
     parser.add_argument("--horizons", default=",".join(map(str, HORIZONS)), help="listing max_rounds (bids per thread), comma-separated")
-    parser.add_argument("--seeds", type=int, default=2, help="scenarios: this many seeds, each a wide, a narrow and a disjoint one")
+    parser.add_argument("--seeds", type=int, default=1, help="scenarios: this many seeds, each a wide, a narrow and a disjoint one")
     parser.add_argument("--agents", default="finalists", help="finalists (ANAC winners and finalists 2010-2019 and NegMAS's time-based agents), all, or names")
     parser.add_argument("--haggle-buyers", default=DEFAULT_BUYERS, help="Haggle buyer strategies: names, or name={counter json}")
     parser.add_argument("--haggle-sellers", default=DEFAULT_SELLERS, help="Haggle seller strategies: names, or name={counter json}")
@@ -749,8 +790,14 @@ def main() -> None:
     parser.add_argument("--json", help="write the rankings, the agents that could not run and every game here")
     parser.add_argument("--discover", action="store_true", help="probe every agent class of the package, not only those playing")
     parser.add_argument("--quick", action="store_true", help="a small grid in about two minutes: six agents, bayes and step/tier, 5 and 10 bids, one seed")
+    parser.add_argument("--render", metavar="FILE", help="print the rankings of a file --json wrote, playing nothing")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
+    if args.render:
+        with open(args.render) as saved:
+            saved = json.load(saved)
+        print(render(saved["rankings"], saved["games"], saved["could_not_run"]))
+        return
 
     if args.quick:
         args.agents, args.horizons, args.seeds = "quick", "5,10", 1
@@ -813,11 +860,7 @@ def main() -> None:
                 print(f"anac: {len(done)}/{len(games)} games, {now - started:.0f} s, about {left:.0f} s left", file=sys.stderr)
 
     summary = summarise(done)
-    print(render(summary, done))
-    if failed:
-        print("agents that could not run:")
-        for name, why in sorted(failed.items()):
-            print(f"  {name}: {why}")
+    print(render(summary, [asdict(g) for g in done], failed))
     elapsed = time.monotonic() - started
     print(f"anac: {len(done)} games in {elapsed:.0f} s", file=sys.stderr)
     if args.json:
