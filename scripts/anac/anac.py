@@ -812,6 +812,8 @@ def main() -> None:
     import negmas_genius_agents
 
     print(f"anac: negmas {negmas.__version__}, negmas-genius-agents {negmas_genius_agents.__version__}", file=sys.stderr)
+    if args.server:
+        check_server(args)
     wanted = pick_agents(args.agents)
     to_probe = list(agent_classes()) if args.discover else wanted
     print(f"anac: probing {len(to_probe)} agents in single-issue alternating offers", file=sys.stderr)
@@ -824,8 +826,6 @@ def main() -> None:
     agents = [name for name in wanted if name not in failed]
     print(f"anac: {len(agents)} of {len(wanted)} agents play; {len(failed)} of {len(to_probe)} probed could not", file=sys.stderr)
 
-    if args.server:
-        check_server(args)
     buyers = agents + ([HAGGLE + n for n in haggle_buyers] if args.server else [])
     sellers = agents + ([HAGGLE + n for n in haggle_sellers] if args.server else [])
     grid = scenarios(args.seeds)
