@@ -12,6 +12,7 @@ mod balanced;
 mod cli;
 mod client;
 mod compat;
+mod concessions;
 mod connections;
 mod console;
 mod deploy;

@@ -27,7 +27,7 @@ use super::tasks::{self, Requeue};
 use super::text::Text;
 use super::{Bid, Listing, Order, Thread};
 use haggle_api::{self as api, OrderStatus};
-use haggle_domain::bid::Transition;
+use haggle_domain::bid::{ConcessionRule, Transition};
 use haggle_domain::{BidStatus, Reason, ThreadStatus};
 
 /// The read a move decides on, of a bid the agent `$2` is party to.
@@ -201,14 +201,15 @@ pub struct CounterMove {
 
 /// What a counter decided without locks read of its thread and listing besides the bid: the
 /// thread as last changed, and the listing's terms a counter depends on (its round limit, its
-/// bids' lifetime, and the ask, the seller's first position). The rest of a listing a counter
-/// does not use, and its issues never change.
+/// bids' lifetime, the ask, the seller's first position, and its concession rule, which bounds
+/// the amount). The rest of a listing a counter does not use, and its issues never change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DecidedOn {
     pub thread_updated_at: DateTime<Utc>,
     pub max_rounds: i32,
     pub bid_ttl_seconds: i32,
     pub ask_amount: i64,
+    pub concession_rule: ConcessionRule,
 }
 
 impl DecidedOn {
@@ -218,6 +219,7 @@ impl DecidedOn {
             max_rounds: context.listing.max_rounds,
             bid_ttl_seconds: context.listing.bid_ttl_seconds,
             ask_amount: context.listing.ask_amount,
+            concession_rule: context.listing.concession_rule,
         }
     }
 }
@@ -383,15 +385,15 @@ pub async fn counter(
              FROM unnest($11::uuid[], $12::uuid[], $13::timestamptz[], $14::text[], $15::text[], $16::jsonb[],
                          $17::timestamptz[], $18::int[], $19::int[], $20::bigint[], $21::uuid[], $22::text[],
                          $23::uuid[], $24::bigint[], $25::text[], $26::text[], $27::jsonb[], $28::boolean[],
-                         $29::text[], $30::int[], $31::timestamptz[])
+                         $29::text[], $30::int[], $31::timestamptz[], $32::text[])
                   WITH ORDINALITY AS i(thread_id, bid_id, now, answered_status, answered_reason, new_mediation,
                                        thread_updated_at, max_rounds, bid_ttl_seconds, ask_amount, id, author,
                                        author_id, amount, currency, message, terms, final, status, round,
-                                       expires_at, n)
+                                       expires_at, concession_rule, n)
          ), locked AS (
              SELECT t.id
-             FROM (SELECT thread_id, thread_updated_at, max_rounds, bid_ttl_seconds, ask_amount FROM input
-                   ORDER BY thread_id) i
+             FROM (SELECT thread_id, thread_updated_at, max_rounds, bid_ttl_seconds, ask_amount, concession_rule
+                   FROM input ORDER BY thread_id) i
              CROSS JOIN LATERAL (
                  SELECT id, listing_id FROM threads
                  WHERE id = i.thread_id AND status = 'ACTIVE'
@@ -400,7 +402,8 @@ pub async fn counter(
              WHERE i.max_rounds IS NULL
                 OR EXISTS (SELECT 1 FROM listings l
                            WHERE l.id = t.listing_id AND l.max_rounds = i.max_rounds
-                             AND l.bid_ttl_seconds = i.bid_ttl_seconds AND l.ask_amount = i.ask_amount)
+                             AND l.bid_ttl_seconds = i.bid_ttl_seconds AND l.ask_amount = i.ask_amount
+                             AND l.concession_rule = i.concession_rule)
          ), answered AS (
              UPDATE bids b SET status = i.answered_status, reason = i.answered_reason, responded_at = i.now,
                     updated_at = i.now
@@ -429,7 +432,7 @@ pub async fn counter(
                     CASE bid.author WHEN 'buyer' THEN 'seller' ELSE 'buyer' END AS role
              FROM bid JOIN thread ON thread.id = bid.thread_id
          ), ",
-            &answer_rows(32, "a.move IN (SELECT index FROM answered)"),
+            &answer_rows(33, "a.move IN (SELECT index FROM answered)"),
             &move_events("e.move IN (SELECT index FROM answered)"),
             "
          SELECT a.index, row_to_json(bid) AS bid, row_to_json(thread) AS thread,
@@ -461,7 +464,8 @@ pub async fn counter(
         .bind(column(moves, |m| m.counter.is_final))
         .bind(column(moves, |m| m.counter.status.as_str()))
         .bind(column(moves, |m| m.counter.round))
-        .bind(column(moves, |m| m.counter.expires_at));
+        .bind(column(moves, |m| m.counter.expires_at))
+        .bind(column(moves, |m| m.decided_on.map(|on| on.concession_rule.as_str())));
     let query = moves.iter().map(|m| m.answer.as_ref()).collect::<AnswerArrays>().bind(query);
     let rows: Vec<MadeRow> = query.fetch_all(conn).await?;
     Ok(by_move(moves.len(), rows.into_iter().map(MadeRow::made)))

@@ -431,7 +431,8 @@ async fn counter_on(
     // The responder's own previous position: the bid this one answered, or the ask for the
     // seller's first counter.
     let own_previous = context.parent_amount.unwrap_or(context.listing.ask_amount);
-    bid::check_counter(party, amount.minor_units(), Positions { pending: context.bid.amount, own_previous })?;
+    let positions = Positions { pending: context.bid.amount, own_previous };
+    bid::check_counter_on(party, amount.minor_units(), positions, context.listing.counter_terms())?;
     let round = context.bid.round + 1;
     let expires_in = bid::expires_in(input.expires_in, context.listing.bid_ttl_seconds)
         .map_err(|m| Rejection::invalid("expires_in", m))?;
