@@ -27,6 +27,7 @@ mod live;
 mod lost;
 mod malformed;
 mod mcp;
+mod mediation;
 mod metrics;
 mod migrations;
 mod moves;

@@ -89,6 +89,10 @@ pub struct Suggestion {
     pub amount: i64,
     pub terms: Option<serde_json::Value>,
     pub method: Method,
+    /// 0 for the suggestion made when the deadlock was detected; n for the one the n-th
+    /// counter since renewed it for its new pending bid.
+    #[serde(default)]
+    pub renewal: u32,
 }
 
 /// A thread marked as deadlocked: when, the suggestion, and the parties that agreed to it.
