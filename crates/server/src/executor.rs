@@ -484,14 +484,17 @@ async fn mediate(
     if !mediation::policy_accepts(policy, context.role, &listing, &suggestion) {
         return Ok(None);
     }
-    let settled = match mediation::settle(conn, events, Access::Locked, caller, task.thread_id, rules).await {
-        Ok(settled) => settled,
-        Err(market::Error::Database(error) | market::Error::OutcomeUnknown(error)) => return Err(error),
-        Err(error) => {
-            tracing::info!(bid_id = %task.bid_id, ?error, "auto-negotiation: the mediated settlement was refused");
-            return Ok(None);
-        }
-    };
+    let settled =
+        match mediation::settle(conn, events, Access::Locked, caller, task.thread_id, Some(suggestion.bid_id), rules)
+            .await
+        {
+            Ok(settled) => settled,
+            Err(market::Error::Database(error) | market::Error::OutcomeUnknown(error)) => return Err(error),
+            Err(error) => {
+                tracing::info!(bid_id = %task.bid_id, ?error, "auto-negotiation: the mediated settlement was refused");
+                return Ok(None);
+            }
+        };
     if settled.order.is_some() {
         let decided = Decided {
             action: "accept",
