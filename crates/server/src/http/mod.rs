@@ -22,6 +22,7 @@ mod agents;
 pub mod approvals;
 pub mod approve;
 pub mod bids;
+mod checks;
 mod compat;
 pub mod console;
 mod endpoint;

@@ -8,8 +8,7 @@
 //! when there is none, so ten thousand waiters of a hundred keys cost a hundred statements a period,
 //! not ten thousand.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -17,83 +16,22 @@ use axum::response::Response;
 use futures::StreamExt;
 use sqlx::PgPool;
 use tokio::time::Instant;
-use uuid::Uuid;
 
+use super::checks::{Checked, Standing};
+pub use super::checks::{Credential, Rechecks};
 use super::error::ApiError;
 use super::{AppState, Settings, session};
 use crate::db;
 use crate::secrets;
 
-/// The credential a request was let in with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Credential {
-    /// An agent's API key (its digest), and the agent it belonged to then.
-    ApiKey { agent_id: Uuid, digest: [u8; 32] },
-    /// The operator token (its digest).
-    OperatorToken { digest: [u8; 32] },
-    /// The console's session cookie (the digest of its id).
-    ConsoleSession { digest: [u8; 32] },
-}
-
-/// What a check found of a credential.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Standing {
-    Stands,
-    KeyRevoked,
-    AgentSuspended,
-    TokenChanged,
-    SessionEnded,
-}
-
-impl Standing {
-    fn answer(self) -> Result<(), ApiError> {
-        match self {
-            Standing::Stands => Ok(()),
-            Standing::KeyRevoked => {
-                Err(ApiError::unauthenticated("the API key was revoked while this request was open"))
-            }
-            Standing::AgentSuspended => Err(ApiError::agent_suspended()),
-            Standing::TokenChanged => {
-                Err(ApiError::unauthenticated("the operator token has changed; send the new one"))
-            }
-            Standing::SessionEnded => Err(session::ended()),
-        }
-    }
-}
-
-/// A credential's latest check on this instance: when it began, and what it found.
-#[derive(Debug, Clone, Copy)]
-struct Checked {
-    at: Instant,
-    standing: Standing,
-}
-
-/// The latest check of each credential this instance's long-lived requests hold, shared by them.
-#[derive(Debug, Default)]
-pub struct Rechecks {
-    latest: Mutex<HashMap<Credential, Arc<tokio::sync::Mutex<Option<Checked>>>>>,
-}
-
-/// Credentials remembered before the ones nobody checks any more are forgotten.
-const REMEMBERED: usize = 1024;
-
-impl Rechecks {
-    /// The credential's slot: its latest check, locked by the request that is checking it.
-    fn slot(&self, credential: Credential, period: Duration) -> Arc<tokio::sync::Mutex<Option<Checked>>> {
-        let mut latest = self.latest.lock().expect("the rechecks' lock is never poisoned");
-        if latest.len() >= REMEMBERED && !latest.contains_key(&credential) {
-            // A slot no request holds and no check has used for two periods is of no use.
-            latest.retain(|_, slot| {
-                Arc::strong_count(slot) > 1
-                    || slot.try_lock().map_or(true, |checked| checked.is_some_and(|c| c.at.elapsed() < 2 * period))
-            });
-        }
-        latest.entry(credential).or_default().clone()
-    }
-
-    /// How many credentials are remembered (for tests).
-    pub fn remembered(&self) -> usize {
-        self.latest.lock().expect("the rechecks' lock is never poisoned").len()
+/// The answer a request gets when its credential is found so.
+fn answer(standing: Standing) -> Result<(), ApiError> {
+    match standing {
+        Standing::Stands => Ok(()),
+        Standing::KeyRevoked => Err(ApiError::unauthenticated("the API key was revoked while this request was open")),
+        Standing::AgentSuspended => Err(ApiError::agent_suspended()),
+        Standing::TokenChanged => Err(ApiError::unauthenticated("the operator token has changed; send the new one")),
+        Standing::SessionEnded => Err(session::ended()),
     }
 }
 
@@ -165,7 +103,7 @@ impl Recheck {
             }
         };
         self.checked_at = checked.at;
-        checked.standing.answer()
+        answer(checked.standing)
     }
 
     /// Looks the credential up as it stands now.

@@ -44,7 +44,7 @@ pub struct AppState {
     /// The agents behind recently used API keys.
     pub keys: Arc<KeyCache>,
     /// The latest check of each credential that long-lived requests hold, shared by them.
-    pub rechecks: Arc<super::recheck::Rechecks>,
+    pub rechecks: Arc<super::checks::Rechecks>,
     /// This instance's own API's URL over loopback (`http://127.0.0.1:8080`): the `Host` of the
     /// requests the MCP endpoint's tools make to the API in process, and the names `/mcp`
     /// answers on.
