@@ -399,9 +399,33 @@ async fn readers_never_miss_an_event_while_many_changes_commit_at_once() {
     assert_eq!(seen, (1..=36).collect::<Vec<i64>>(), "the seller's numbers have no gaps");
 }
 
+/// A wake-up that never came (the instance that committed stopped before its NOTIFY): idle
+/// waiters do not read on a timer of their own, and the catch-up wakes the agent's long polls
+/// and streams within a check period.
+#[tokio::test]
+async fn a_wake_up_that_never_came_is_made_up_for_within_a_period() {
+    let app = TestApp::spawn_with(|config| config.settings.stream_recheck = Duration::from_millis(500)).await;
+    let deal = Deal::new(&app, json!({})).await;
+    app.place(&deal.buyer, &deal.listing, 60000).await;
+    let cursor = at_least(&app, &deal.buyer, 1).await[0]["id"].as_i64().unwrap();
+    let mut stream = SseClient::connect(&app, &deal.buyer, &format!("?after={cursor}"), None).await;
+    let waiter = spawn_get(&app, &deal.buyer.key, format!("/v1/events?after={cursor}&wait=30"));
+    app.until_waiting(2).await;
+
+    // Another instance commits an event for the buyer, and stops before it announces it.
+    let mut elsewhere = sqlx::PgConnection::connect(app.database_url()).await.unwrap();
+    let event = crate::support::bare_event(vec![deal.buyer.id.parse().unwrap()]);
+    haggle_server::db::events::write(&mut elsewhere, &[event]).await.unwrap();
+    let (_, body) = tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("woken by the catch-up").unwrap();
+    assert_eq!(body["data"][0]["type"], "bid.rejected");
+    let heard = stream.event(Duration::from_secs(5)).await.expect("the stream hears of it too");
+    assert_eq!(heard["type"], "bid.rejected");
+}
+
 #[tokio::test]
 async fn a_waiter_hears_of_events_committed_while_the_listener_reconnects() {
-    let app = TestApp::spawn().await;
+    // The catch-up (a pass every check period) would wake the waiter too: not within the test.
+    let app = TestApp::spawn_with(|config| config.settings.stream_recheck = Duration::from_secs(120)).await;
     let deal = Deal::new(&app, json!({})).await;
     let bid = app.place(&deal.buyer, &deal.listing, 60000).await;
     let cursor = at_least(&app, &deal.buyer, 1).await[0]["id"].as_i64().unwrap();

@@ -166,7 +166,7 @@ async fn crawl(app: &TestApp, deal: &Deal, bids: usize, terms: Option<Value>) ->
 }
 
 #[tokio::test]
-async fn a_stuck_thread_is_marked_once_and_nothing_else_changes() {
+async fn a_stuck_thread_is_marked_once_and_its_suggestion_renewed_by_each_counter() {
     let app = TestApp::spawn().await;
     let deal = Deal::new(&app, json!({ "max_rounds": 20 })).await;
     // Five bids: too few to tell.
@@ -190,19 +190,27 @@ async fn a_stuck_thread_is_marked_once_and_nothing_else_changes() {
         assert_eq!(events[0]["data"]["suggestion"], deadlock["suggestion"]);
         assert_eq!(events[0]["thread_id"], id.as_str());
     }
-    // The state machine stays the authority: the thread goes on as before, and is not marked
-    // again however long it crawls.
-    let mut bid = last;
+    // The state machine stays the authority: the thread goes on as before. It stays marked
+    // (since the first detection), and each counter renews the suggestion for its pending bid.
+    let mut bid = last.clone();
     for amount in [50003, 98997, 50004] {
         let agent = if amount < 60000 { &deal.buyer } else { &deal.seller };
         bid = app.counter(agent, &bid, amount).await;
     }
     let read = thread(&app, &deal.seller, &id).await;
-    assert_eq!(read["deadlock"], *deadlock);
+    assert_eq!(read["deadlock"]["detected_at"], deadlock["detected_at"]);
+    assert_eq!(read["deadlock"]["suggestion"]["bid_id"], bid.as_str());
+    assert_eq!(read["deadlock"]["suggestion"]["mover"], "seller");
+    assert_eq!(read["deadlock"]["suggestion"]["renewal"], 3);
     assert_eq!(read["rounds"], 9);
-    assert_eq!(events_of(&app, &deal.seller, "negotiation.deadlock").await.len(), 1);
-    // A stale suggestion can no longer be settled at.
-    app.post_empty(format!("/v1/threads/{id}/settle"), &deal.buyer.key).await.expect_problem(409, "invalid_transition");
+    let events = events_of(&app, &deal.seller, "negotiation.deadlock").await;
+    assert_eq!(events.len(), 4, "one for the mark, one for each renewal");
+    assert_eq!(events[3]["data"]["suggestion"], read["deadlock"]["suggestion"]);
+    // A suggestion a counter renewed can no longer be settled at.
+    let stale = json!({ "bid_id": last });
+    app.post(format!("/v1/threads/{id}/settle"), &deal.buyer.key, stale)
+        .await
+        .expect_problem(409, "invalid_transition");
     // A converging thread is never marked.
     let deal = Deal::new(&app, json!({ "max_rounds": 20 })).await;
     let mut bid = app.place(&deal.buyer, &deal.listing, 50000).await;
@@ -251,8 +259,10 @@ async fn a_settlement_racing_a_counter_has_one_winner() {
         let deal = Deal::new(&app, json!({ "max_rounds": 20 })).await;
         let (id, last) = crawl(&app, &deal, 6, None).await;
         app.post_empty(format!("/v1/threads/{id}/settle"), &deal.seller.key).await.expect(202);
-        // The buyer, whose turn it is, both settles and counters at once.
-        let settle = app.post_empty(format!("/v1/threads/{id}/settle"), &deal.buyer.key);
+        // The buyer, whose turn it is, both settles (at the suggestion it saw) and counters at
+        // once.
+        let seen = json!({ "bid_id": last });
+        let settle = app.post(format!("/v1/threads/{id}/settle"), &deal.buyer.key, seen);
         let counter = app.post(format!("/v1/bids/{last}/counter"), &deal.buyer.key, json!({ "amount": 50003 }));
         let (settle, counter) = tokio::join!(settle, counter);
         let outcomes = [(settle.status, settle.code().to_owned()), (counter.status, counter.code().to_owned())];

@@ -247,6 +247,34 @@ async fn a_placement_on_a_listing_changed_through_the_other_instance_follows_the
 }
 
 #[tokio::test]
+async fn a_retraction_decided_on_a_concession_rule_changed_through_the_other_instance_follows_the_new_rule() {
+    let market = Market::open(json!({ "concession_rule": "none" })).await;
+    let before = market.a.scrape().await;
+    // A makes the seller's counter, and remembers it with the listing's rule as it was: `none`.
+    let opening = market.place(&market.a, 60000).await;
+    let (status, countered) = market.counter(&market.a, &market.seller, &opening, 90000).await;
+    assert_eq!(status, 201, "{countered}");
+    let countered = countered["bid"]["id"].as_str().unwrap().to_owned();
+
+    // The rule made strict through B: A, deciding from memory, finds the buyer's retraction
+    // legal; its compare-and-set refuses it, and made again under locks it is no concession.
+    market.change_listing(&market.b, json!({ "concession_rule": "strict" })).await;
+    let (status, body) = market.counter(&market.a, &market.buyer, &countered, 55000).await;
+    assert_eq!((status, body["code"].as_str()), (422, Some("not_a_concession")), "{body}");
+    assert_eq!((body["min_amount"].as_i64(), body["max_amount"].as_i64()), (Some(60000), Some(89999)), "{body}");
+    let after = market.a.scrape().await;
+    assert_eq!(from_memory(&before, &after, "counters"), 2.0, "the retraction was decided from memory");
+    assert_eq!(retried(&before, &after, "counters"), 1.0, "its compare-and-set failed: made again under locks");
+    assert_eq!(market.count("SELECT count(*) FROM bids").await, 2, "the refused retraction wrote nothing");
+
+    // And `none` again through B: the retraction is made.
+    market.change_listing(&market.b, json!({ "concession_rule": "none" })).await;
+    let (status, body) = market.counter(&market.a, &market.buyer, &countered, 55000).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["bid"]["amount"], 55000);
+}
+
+#[tokio::test]
 async fn counters_accepts_and_withdrawals_racing_through_two_instances_have_one_winner() {
     let market = Market::open(json!({ "bid_ttl_seconds": 600 })).await;
     let before = market.a.scrape().await;

@@ -74,6 +74,10 @@ const COMMITTED: &[(&str, &str)] = &[
         "0016_events_written_once.sql",
         "89d6db17279adb51cd55b1c3ab2ad83fd6943a820f5a3eb25af03950476f1ca4282bf09871198c26575541c1b3718bc8",
     ),
+    (
+        "0017_concession_rule.sql",
+        "a5ad78184c01cae465d1df85f35f51ee794c096d3bcb81c7ac518d6a9220e705bfd5639931c8f940e1cd6f3fc2634c68",
+    ),
 ];
 
 fn files() -> BTreeMap<String, Vec<u8>> {

@@ -6,7 +6,8 @@ use a2a::{
 };
 use haggle_api::{Answered, BidAndThread, Order, OrderQuery, Thread, ThreadQuery};
 use haggle_client::{Client, ClientError};
-use haggle_domain::{BidStatus, Party, ThreadStatus};
+use haggle_domain::bid::CounterTerms;
+use haggle_domain::{BidStatus, ThreadStatus};
 use uuid::Uuid;
 
 use crate::acting::Acting;
@@ -188,7 +189,8 @@ async fn answer_bid(acting: &Acting, keyed: &Client, bid: Uuid, answer: &Answer)
 
 /// The task after a bid of the caller's: waiting for the other side.
 fn after_bid(acting: &Acting, made: &BidAndThread) -> Made {
-    let negotiation = Negotiation { thread: &made.thread, bids: &[], latest: Some(&made.bid), order: None, ask: None };
+    let negotiation =
+        Negotiation { thread: &made.thread, bids: &[], latest: Some(&made.bid), order: None, listing: None };
     let task = task::negotiation_task(&negotiation, acting.agent_id);
     let waiting =
         (made.bid.status == BidStatus::Pending && made.thread.status == ThreadStatus::Active).then_some(made.bid.id);
@@ -203,7 +205,7 @@ fn after_answer(acting: &Acting, answered: &Answered) -> Made {
         bids: &[],
         latest: Some(&answered.bid),
         order: answered.order.as_ref(),
-        ask: None,
+        listing: None,
     };
     let pending = (answered.thread.status == ThreadStatus::Active && answered.bid.status == BidStatus::Pending)
         .then_some(answered.bid.id);
@@ -262,19 +264,20 @@ pub(crate) async fn get_task(acting: &Acting, id: &str, history_length: Option<i
                 ThreadStatus::Active | ThreadStatus::Rejected | ThreadStatus::Expired | ThreadStatus::Closed => None,
             };
             let you = task::side(thread, acting.agent_id);
-            let ask = match (thread.status, you) {
-                (ThreadStatus::Active, Party::Seller) if !read.bids.iter().any(|bid| bid.author == Party::Seller) => {
+            // The listing's counter terms, for the range of a counter: on a live thread only.
+            let listing = match thread.status {
+                ThreadStatus::Active => {
                     let listing = acting
                         .client
                         .get_listing(thread.listing_id)
                         .await
                         .map_err(|e| Refusal::from_client(e, about))?;
-                    Some(listing.ask_amount)
+                    Some(CounterTerms { rule: listing.concession_rule, ask: listing.ask_amount })
                 }
-                _ => None,
+                ThreadStatus::Accepted | ThreadStatus::Rejected | ThreadStatus::Expired | ThreadStatus::Closed => None,
             };
             let negotiation =
-                Negotiation { thread, bids: &read.bids, latest: read.bids.last(), order: order.as_ref(), ask };
+                Negotiation { thread, bids: &read.bids, latest: read.bids.last(), order: order.as_ref(), listing };
             let pending = task::standing(&negotiation, you).pending;
             acting.recent.set_pending(thread.id, pending);
             let mut task = task::negotiation_task(&negotiation, acting.agent_id);
@@ -320,7 +323,7 @@ pub(crate) async fn cancel(acting: &Acting, id: &str) -> Result<Task, Refusal> {
     let thread = parse_task_id(id)?;
     let read = acting.client.get_thread(thread).await.map_err(|e| Refusal::from_client(e, About::Task(id)))?;
     let negotiation =
-        Negotiation { thread: &read.thread, bids: &read.bids, latest: read.bids.last(), order: None, ask: None };
+        Negotiation { thread: &read.thread, bids: &read.bids, latest: read.bids.last(), order: None, listing: None };
     let standing = task::standing(&negotiation, task::side(&read.thread, acting.agent_id));
     let Some(pending) = standing.pending.filter(|_| standing.moves.contains(&"withdraw")) else {
         return Err(not_cancelable(
@@ -329,7 +332,7 @@ pub(crate) async fn cancel(acting: &Acting, id: &str) -> Result<Task, Refusal> {
     };
     let withdrawn = acting.client.withdraw(pending).await.map_err(|e| Refusal::from_client(e, About::Task(id)))?;
     let negotiation =
-        Negotiation { thread: &withdrawn.thread, bids: &[], latest: Some(&withdrawn.bid), order: None, ask: None };
+        Negotiation { thread: &withdrawn.thread, bids: &[], latest: Some(&withdrawn.bid), order: None, listing: None };
     Ok(task::negotiation_task(&negotiation, acting.agent_id))
 }
 
@@ -395,7 +398,7 @@ pub(crate) async fn list(acting: &Acting, request: &ListTasksRequest) -> Result<
             }
             _ => None,
         };
-        let negotiation = Negotiation { thread, bids: &[], latest: None, order: order.as_ref(), ask: None };
+        let negotiation = Negotiation { thread, bids: &[], latest: None, order: order.as_ref(), listing: None };
         let mut task = task::negotiation_task(&negotiation, acting.agent_id);
         if request.include_artifacts != Some(true) {
             task.artifacts = None;

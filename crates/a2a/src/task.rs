@@ -70,9 +70,10 @@ pub(crate) struct Negotiation<'a> {
     /// The latest bid: the last of `bids`, or the bid a move's answer holds.
     pub latest: Option<&'a Bid>,
     pub order: Option<&'a Order>,
-    /// The listing's ask, the seller's first position (needed only for a seller's counter
-    /// range before the seller has bid).
-    pub ask: Option<i64>,
+    /// What the listing holds a counter to: its concession rule and its ask (the seller's first
+    /// position). Read for a live thread; without it, the counter range shown is the strict one
+    /// (within every rule's), and a seller who has not bid yet is shown none.
+    pub listing: Option<bid::CounterTerms>,
 }
 
 /// The task `you` see.
@@ -284,7 +285,7 @@ pub(crate) struct Standing {
     pub pending: Option<Uuid>,
 }
 
-/// What `you` may do now, as the domain's rules say (`bid::apply`, `Positions::counter_range`).
+/// What `you` may do now, as the domain's rules say (`bid::apply`, `Positions::range_on`).
 pub(crate) fn standing(negotiation: &Negotiation<'_>, you: Party) -> Standing {
     let pending = negotiation
         .latest
@@ -305,11 +306,15 @@ pub(crate) fn standing(negotiation: &Negotiation<'_>, you: Party) -> Standing {
         if action == Action::Counter {
             let previous = match negotiation.bids.iter().rev().find(|bid| bid.author == you) {
                 Some(bid) => Some(bid.amount),
-                None if you == Party::Seller => negotiation.ask,
+                None if you == Party::Seller => negotiation.listing.map(|terms| terms.ask),
                 None => None,
             };
             if let Some(previous) = previous {
-                let (min, max) = bid::Positions { pending: pending.amount, own_previous: previous }.counter_range(you);
+                let positions = bid::Positions { pending: pending.amount, own_previous: previous };
+                let (min, max) = match negotiation.listing {
+                    Some(terms) => positions.range_on(you, terms),
+                    None => positions.counter_range(you),
+                };
                 if min > max {
                     continue;
                 }

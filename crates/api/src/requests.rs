@@ -115,6 +115,19 @@ impl Acceptance {
     }
 }
 
+/// `POST /v1/threads/{id}/settle`: the caller agrees to the thread's suggestion; naming the
+/// pending bid it answers (`bid_id`) agrees to that suggestion only, so that an agreement sent
+/// as a counter renewed the suggestion is refused rather than given to the renewed one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Settle {
+    /// The `bid_id` of the suggestion agreed to; the suggestion current when the agreement is
+    /// recorded if left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bid_id: Option<Uuid>,
+}
+
 /// `POST /v1/bids/{id}/counter`. Terms left out carry over from the bid being answered;
 /// `"terms": null` drops them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

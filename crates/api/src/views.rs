@@ -6,6 +6,7 @@ use std::str::FromStr;
 use chrono::{DateTime, Utc};
 pub use haggle_domain::appointment::{Method as HandoverMethod, Window};
 use haggle_domain::approval::BudgetScope;
+use haggle_domain::bid::ConcessionRule;
 use haggle_domain::deadlock::Method;
 use haggle_domain::issues::Issues;
 pub use haggle_domain::plan::{Installment, InstallmentStatus};
@@ -72,6 +73,9 @@ pub struct Listing {
     /// The issues negotiated beside price, if the listing declares any.
     #[serde(default)]
     pub issues: Option<Issues>,
+    /// Whether a counter may retract its mover's earlier concessions: `strict` or `none`.
+    #[serde(default)]
+    pub concession_rule: ConcessionRule,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -85,6 +89,10 @@ pub struct Suggestion {
     pub amount: i64,
     pub terms: Option<serde_json::Value>,
     pub method: Method,
+    /// 0 for the suggestion made when the deadlock was detected; n for the one the n-th
+    /// counter since renewed it for its new pending bid.
+    #[serde(default)]
+    pub renewal: u32,
 }
 
 /// A thread marked as deadlocked: when, the suggestion, and the parties that agreed to it.

@@ -10,7 +10,7 @@ use std::str::FromStr;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::money::{Amount, AmountLimits, RawAmount};
+use super::money::{Amount, AmountLimits, MIN_AMOUNT, RawAmount};
 use super::rejection::{FieldError, Rejection};
 use super::thread::ThreadStatus;
 pub use crate::party::Party;
@@ -366,6 +366,48 @@ pub fn apply(bid: &BidState, action: Action, actor: Actor, now: DateTime<Utc>) -
     }
 }
 
+/// How far a counter on a listing may move back (SPEC §2, "Amount rules"): the listing's
+/// `concession_rule`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum ConcessionRule {
+    /// A counter lies between the two latest positions: it never retracts a concession.
+    #[default]
+    Strict,
+    /// A counter may retract the mover's own earlier concessions, but never crosses the other
+    /// side's pending amount (nor, for a seller, goes past the ask).
+    None,
+}
+
+impl ConcessionRule {
+    pub const ALL: [ConcessionRule; 2] = [ConcessionRule::Strict, ConcessionRule::None];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConcessionRule::Strict => "strict",
+            ConcessionRule::None => "none",
+        }
+    }
+}
+
+impl FromStr for ConcessionRule {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ConcessionRule::ALL
+            .into_iter()
+            .find(|rule| rule.as_str() == s)
+            .ok_or_else(|| format!("unknown concession rule `{s}`; expected strict or none"))
+    }
+}
+
+impl fmt::Display for ConcessionRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The two latest positions of a negotiation as the side about to counter sees them: the other
 /// side's pending amount, and its own previous one (the ask, for the seller's first counter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -374,8 +416,22 @@ pub struct Positions {
     pub own_previous: i64,
 }
 
+/// What a listing holds a counter on it to beside the two positions: its concession rule, and
+/// its ask (under `none`, the most a seller may go back to).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CounterTerms {
+    pub rule: ConcessionRule,
+    pub ask: i64,
+}
+
+impl CounterTerms {
+    /// The strict rule, whatever the ask: what every negotiation was held to before listings
+    /// had a rule, and what a policy's own counters keep to.
+    pub const STRICT: CounterTerms = CounterTerms { rule: ConcessionRule::Strict, ask: i64::MAX };
+}
+
 impl Positions {
-    /// The inclusive range of amounts `mover` may counter with.
+    /// The inclusive range of amounts `mover` may counter with under the strict rule.
     ///
     /// A counter lies strictly between the two latest positions and never retracts a concession:
     /// the buyer moves within `[own_previous, pending)`, the seller within `(pending, own_previous]`,
@@ -388,12 +444,35 @@ impl Positions {
             Party::Seller => (pending + 1, own_previous),
         }
     }
+
+    /// The inclusive range of amounts `mover` may counter with on a listing with `terms`.
+    ///
+    /// Strict: [`Positions::counter_range`]. `none`: the buyer anywhere in `[MIN_AMOUNT, pending)`
+    /// (the smallest amount there is), the seller anywhere in `(pending, ask]`, or up to its own
+    /// previous price if the seller has since lowered the ask below it; so `none` never allows
+    /// less than strict does, and never lets a counter reach or cross the other side's pending
+    /// amount.
+    pub fn range_on(self, mover: Party, terms: CounterTerms) -> (i64, i64) {
+        match terms.rule {
+            ConcessionRule::Strict => self.counter_range(mover),
+            ConcessionRule::None => match mover {
+                Party::Buyer => (MIN_AMOUNT.min(self.own_previous), self.pending - 1),
+                Party::Seller => (self.pending + 1, terms.ask.max(self.own_previous)),
+            },
+        }
+    }
 }
 
-/// Whether `mover` may counter the pending bid with `amount` minor units: within
-/// [`Positions::counter_range`].
+/// Whether `mover` may counter the pending bid with `amount` minor units under the strict rule:
+/// within [`Positions::counter_range`].
 pub fn check_counter(mover: Party, amount: i64, positions: Positions) -> Result<(), Rejection> {
-    let (min, max) = positions.counter_range(mover);
+    check_counter_on(mover, amount, positions, CounterTerms::STRICT)
+}
+
+/// Whether `mover` may counter the pending bid with `amount` minor units on a listing with
+/// `terms`: within [`Positions::range_on`].
+pub fn check_counter_on(mover: Party, amount: i64, positions: Positions, terms: CounterTerms) -> Result<(), Rejection> {
+    let (min, max) = positions.range_on(mover, terms);
     if min > max {
         return Err(Rejection::NotAConcession {
             min,
@@ -403,12 +482,18 @@ pub fn check_counter(mover: Party, amount: i64, positions: Positions) -> Result<
     }
     if amount < min || amount > max {
         let Positions { pending, own_previous } = positions;
-        let detail = match mover {
-            Party::Buyer => format!(
+        let detail = match (terms.rule, mover) {
+            (ConcessionRule::Strict, Party::Buyer) => format!(
                 "a buyer's counter must be at least its previous offer ({own_previous}) and below the seller's pending amount ({pending}): {min} to {max}"
             ),
-            Party::Seller => format!(
+            (ConcessionRule::Strict, Party::Seller) => format!(
                 "a seller's counter must be above the buyer's pending amount ({pending}) and at most its previous price ({own_previous}): {min} to {max}"
+            ),
+            (ConcessionRule::None, Party::Buyer) => format!(
+                "a buyer's counter must be below the seller's pending amount ({pending}): {min} to {max} (this listing lets a counter retract)"
+            ),
+            (ConcessionRule::None, Party::Seller) => format!(
+                "a seller's counter must be above the buyer's pending amount ({pending}) and at most the ask: {min} to {max} (this listing lets a counter retract)"
             ),
         };
         return Err(Rejection::NotAConcession { min, max, detail });
@@ -772,6 +857,86 @@ mod tests {
                     Err(other) => prop_assert!(false, "{:?}", other),
                 }
             }
+        }
+
+        /// On a strict listing nothing changed: whatever the ask, `check_counter_on` decides
+        /// every amount as `check_counter` always has.
+        #[test]
+        fn the_strict_rule_is_the_old_rule(
+            mover in prop::sample::select(vec![Party::Buyer, Party::Seller]),
+            pending in 1i64..1_000_000,
+            own_previous in 1i64..1_000_000,
+            ask in 1i64..2_000_000,
+            amount in -10i64..2_000_000,
+        ) {
+            let positions = Positions { pending, own_previous };
+            let strict = CounterTerms { rule: ConcessionRule::Strict, ask };
+            prop_assert_eq!(positions.range_on(mover, strict), positions.counter_range(mover));
+            prop_assert_eq!(check_counter_on(mover, amount, positions, strict), check_counter(mover, amount, positions));
+        }
+
+        /// With `none`, a retraction of the mover's own concession is legal (down to the
+        /// smallest amount for a buyer, up to the ask for a seller), everything strict allows stays allowed, and no
+        /// counter ever reaches or crosses the other side's pending amount, nor, for a seller,
+        /// passes both the ask and its own previous price.
+        #[test]
+        fn retractions_are_legal_crossings_never(
+            buyer_previous in MIN_AMOUNT..1_000_000,
+            gap in 1i64..100_000,
+            ask_above in 0i64..100_000,
+            amount in -10i64..1_300_000,
+        ) {
+            let seller_previous = buyer_previous + gap;
+            let ask = seller_previous + ask_above;
+            let terms = CounterTerms { rule: ConcessionRule::None, ask };
+            // The buyer answers the seller's pending amount.
+            let buyer = Positions { pending: seller_previous, own_previous: buyer_previous };
+            let allowed = check_counter_on(Party::Buyer, amount, buyer, terms).is_ok();
+            prop_assert_eq!(allowed, MIN_AMOUNT <= amount && amount < seller_previous);
+            if check_counter(Party::Buyer, amount, buyer).is_ok() {
+                prop_assert!(allowed);
+            }
+            // Retracting below its own previous bid: refused by strict, allowed by none.
+            if buyer_previous > MIN_AMOUNT {
+                let retraction = buyer_previous - 1;
+                prop_assert!(check_counter(Party::Buyer, retraction, buyer).is_err());
+                prop_assert!(check_counter_on(Party::Buyer, retraction, buyer, terms).is_ok());
+            }
+            // The seller answers the buyer's pending amount.
+            let seller = Positions { pending: buyer_previous, own_previous: seller_previous };
+            let allowed = check_counter_on(Party::Seller, amount, seller, terms).is_ok();
+            prop_assert_eq!(allowed, buyer_previous < amount && amount <= ask);
+            if check_counter(Party::Seller, amount, seller).is_ok() {
+                prop_assert!(allowed);
+            }
+            if ask > seller_previous {
+                prop_assert!(check_counter(Party::Seller, seller_previous + 1, seller).is_err());
+                prop_assert!(check_counter_on(Party::Seller, seller_previous + 1, seller, terms).is_ok());
+            }
+            // Crossing: never, whatever the rule.
+            for rule in ConcessionRule::ALL {
+                let terms = CounterTerms { rule, ask };
+                prop_assert!(check_counter_on(Party::Buyer, seller_previous, buyer, terms).is_err());
+                prop_assert!(check_counter_on(Party::Buyer, seller_previous + gap, buyer, terms).is_err());
+                prop_assert!(check_counter_on(Party::Seller, buyer_previous, seller, terms).is_err());
+                prop_assert!(check_counter_on(Party::Seller, buyer_previous - gap, seller, terms).is_err());
+            }
+        }
+
+        /// A seller whose ask was lowered below its own previous price may still repeat that
+        /// price under `none`, as under strict, and go no higher.
+        #[test]
+        fn a_lowered_ask_never_narrows_none_below_strict(
+            pending in 1i64..500_000,
+            above in 1i64..100_000,
+            lowered in 0i64..100_000,
+        ) {
+            let own_previous = pending + above;
+            let ask = (own_previous - lowered).max(1);
+            let terms = CounterTerms { rule: ConcessionRule::None, ask };
+            let positions = Positions { pending, own_previous };
+            prop_assert!(check_counter_on(Party::Seller, own_previous, positions, terms).is_ok());
+            prop_assert!(check_counter_on(Party::Seller, own_previous + 1, positions, terms).is_err());
         }
     }
 

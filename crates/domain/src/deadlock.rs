@@ -11,6 +11,10 @@
 //! of a grid over price and issues that maximises the Nash product of the two utilities above
 //! their reservations (a point on the Pareto frontier that both prefer to walking away, when
 //! one exists); without both utilities, the midpoint of every dimension.
+//!
+//! A thread stays marked: each later counter renews the suggestion for the new pending bid, by
+//! the same method, and an agreement already given carries over to the renewed suggestion when
+//! it does not move against the party who gave it ([`carries_over`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -167,6 +171,41 @@ fn nash(
     Suggestion { amount: offer.amount, values: offer.values, method: Method::Nash }
 }
 
+/// Whether `party`'s agreement to the suggestion `agreed` carries over to the suggestion
+/// `renewed` that replaced it: the renewed one must be at least as good for the party.
+///
+/// Precisely: its price is not worse (for the buyer not higher, for the seller not lower); and,
+/// on a listing with issues, when the party's `valuation` is known (its policy on the thread
+/// declares a utility) the renewed offer is worth at least as much to it as the agreed one,
+/// and when it is not known, no issue's value is worse for the party than it was (by the
+/// issue's `buyer_prefers`). So an agreement never carries a party somewhere it had not
+/// agreed to go: a renewed suggestion within the price and utility a party accepted stays so.
+pub fn carries_over(
+    party: Party,
+    agreed: &Offer,
+    renewed: &Offer,
+    issues: &Issues,
+    valuation: Option<&Valuation>,
+) -> bool {
+    let price_holds = match party {
+        Party::Buyer => renewed.amount <= agreed.amount,
+        Party::Seller => renewed.amount >= agreed.amount,
+    };
+    if !price_holds {
+        return false;
+    }
+    if issues.is_empty() {
+        return true;
+    }
+    match valuation {
+        Some(valuation) => valuation.value(renewed) + 1e-9 >= valuation.value(agreed),
+        None => issues
+            .iter()
+            .zip(agreed.values.iter().zip(&renewed.values))
+            .all(|(issue, (&before, &after))| issue.value_for(party, after) + 1e-9 >= issue.value_for(party, before)),
+    }
+}
+
 /// Whether a side with `valuation` (its price `limit` included) agrees to settle at the
 /// suggestion: the price within the limit and, with a utility, the offer at or above the
 /// reservation utility.
@@ -283,6 +322,92 @@ mod tests {
             )
             .is_none()
         );
+    }
+
+    fn delivery() -> Issues {
+        serde_json::from_value(json!([
+            {"name": "days", "type": "integer", "min": 1, "max": 30, "buyer_prefers": "lower"}
+        ]))
+        .unwrap()
+    }
+
+    #[test]
+    fn an_agreement_carries_over_only_when_the_suggestion_does_not_move_against_its_giver() {
+        let price = |amount| Offer { amount, values: vec![] };
+        let none = Issues::default();
+        // The buyer agreed at 75,000: a lower or equal price keeps its agreement, a higher drops it.
+        assert!(carries_over(Party::Buyer, &price(75_000), &price(74_000), &none, None));
+        assert!(carries_over(Party::Buyer, &price(75_000), &price(75_000), &none, None));
+        assert!(!carries_over(Party::Buyer, &price(75_000), &price(75_001), &none, None));
+        // The seller the other way round.
+        assert!(carries_over(Party::Seller, &price(75_000), &price(76_000), &none, None));
+        assert!(!carries_over(Party::Seller, &price(75_000), &price(74_999), &none, None));
+
+        // With issues and no utility known: no issue may get worse for the party.
+        let issues = delivery();
+        let offer = |amount, days| Offer { amount, values: vec![days] };
+        assert!(carries_over(Party::Buyer, &offer(75_000, 10), &offer(75_000, 5), &issues, None));
+        assert!(!carries_over(Party::Buyer, &offer(75_000, 10), &offer(70_000, 11), &issues, None));
+        assert!(carries_over(Party::Seller, &offer(75_000, 10), &offer(75_000, 11), &issues, None));
+        assert!(!carries_over(Party::Seller, &offer(75_000, 10), &offer(80_000, 9), &issues, None));
+
+        // With its utility: the price still may not get worse, and the offer must be worth at
+        // least as much; a slower delivery paid for by a lower price can be.
+        let utility: Utility =
+            serde_json::from_value(json!({"weights": {"price": 1, "days": 1}, "reservation": 0.2})).unwrap();
+        let buyer = utility.valuation(Party::Buyer, &issues, Prices { limit: 100_000, ask: 100_000 });
+        assert!(carries_over(Party::Buyer, &offer(75_000, 10), &offer(60_000, 11), &issues, Some(&buyer)));
+        assert!(!carries_over(Party::Buyer, &offer(75_000, 10), &offer(74_999, 30), &issues, Some(&buyer)));
+        assert!(!carries_over(Party::Buyer, &offer(75_000, 10), &offer(75_001, 1), &issues, Some(&buyer)));
+    }
+
+    proptest::proptest! {
+        /// An agreement carries over exactly when the renewed suggestion is no worse for its
+        /// giver on every dimension (no utility known), never when the price moved against it,
+        /// always to the same suggestion; with a utility, only to an offer worth at least as much.
+        #[test]
+        fn carrying_over_never_moves_against_the_giver(
+            buyer_side: bool,
+            agreed_amount in 100i64..200_000,
+            renewed_amount in 100i64..200_000,
+            agreed_days in 1i64..=30,
+            renewed_days in 1i64..=30,
+            price_weight in 0.1f64..10.0,
+            days_weight in 0.0f64..10.0,
+        ) {
+            let party = if buyer_side { Party::Buyer } else { Party::Seller };
+            let issues = delivery();
+            let agreed = Offer { amount: agreed_amount, values: vec![agreed_days] };
+            let renewed = Offer { amount: renewed_amount, values: vec![renewed_days] };
+            let price_not_worse = match party {
+                Party::Buyer => renewed_amount <= agreed_amount,
+                Party::Seller => renewed_amount >= agreed_amount,
+            };
+            let days_not_worse = match party {
+                Party::Buyer => renewed_days <= agreed_days,
+                Party::Seller => renewed_days >= agreed_days,
+            };
+            proptest::prop_assert_eq!(
+                carries_over(party, &agreed, &renewed, &issues, None),
+                price_not_worse && days_not_worse
+            );
+            proptest::prop_assert!(carries_over(party, &agreed, &agreed, &issues, None));
+            let utility: Utility = serde_json::from_value(
+                json!({"weights": {"price": price_weight, "days": days_weight}, "reservation": 0.1}),
+            ).unwrap();
+            let valuation = utility.valuation(party, &issues, Prices { limit: 150_000, ask: 150_000 });
+            let with_utility = carries_over(party, &agreed, &renewed, &issues, Some(&valuation));
+            if with_utility {
+                proptest::prop_assert!(price_not_worse);
+                proptest::prop_assert!(valuation.value(&renewed) + 1e-9 >= valuation.value(&agreed));
+            }
+            if price_not_worse && days_not_worse {
+                proptest::prop_assert!(with_utility, "no worse on every dimension is no worse in utility");
+            }
+            // Price alone: only the price decides.
+            let (a, r) = (Offer { amount: agreed_amount, values: vec![] }, Offer { amount: renewed_amount, values: vec![] });
+            proptest::prop_assert_eq!(carries_over(party, &a, &r, &Issues::default(), None), price_not_worse);
+        }
     }
 
     #[test]

@@ -41,4 +41,14 @@ macro_rules! parse_from_string {
     )*};
 }
 
-parse_from_string!(BidStatus, Party, Reason, ThreadStatus, ThreadKind, ListingStatus, Tier, Currency);
+parse_from_string!(
+    BidStatus,
+    Party,
+    Reason,
+    ThreadStatus,
+    ThreadKind,
+    ListingStatus,
+    Tier,
+    Currency,
+    bid::ConcessionRule
+);

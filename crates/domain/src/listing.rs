@@ -5,6 +5,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use super::bid::ConcessionRule;
 use super::issues::Issues;
 use super::money::{AmountLimits, Currency, RawAmount};
 use super::rejection::{Rejection, Validator, in_range, text};
@@ -75,6 +76,8 @@ pub struct ListingTerms {
     pub max_threads_per_buyer: i32,
     /// The issues negotiated beside price; none for a price-only listing.
     pub issues: Issues,
+    /// Whether a counter may retract its mover's earlier concessions.
+    pub concession_rule: ConcessionRule,
 }
 
 /// `POST /v1/listings`: a seller's new listing, as sent; [`NewListing::validate`] turns it into
@@ -116,6 +119,11 @@ pub struct NewListing {
     /// `terms`. Fixed once the listing is made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub issues: Option<Issues>,
+    /// How far a counter may move back: `strict` (the default) keeps every counter between the
+    /// two latest positions; `none` lets a counter retract its mover's own earlier concessions,
+    /// never crossing the other side's pending amount (nor, for a seller, past the ask).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concession_rule: Option<ConcessionRule>,
 }
 
 impl NewListing {
@@ -133,6 +141,7 @@ impl NewListing {
             bid_ttl_seconds: None,
             max_threads_per_buyer: None,
             issues: None,
+            concession_rule: None,
         }
     }
 }
@@ -164,6 +173,9 @@ pub struct ListingPatch {
     /// How many negotiations one buyer may open on it (1 to 100).
     #[serde(default, deserialize_with = "crate::whole::option")]
     pub max_threads_per_buyer: Option<i64>,
+    /// `strict` or `none`: whether a counter may retract its mover's earlier concessions. A
+    /// counter is held to the rule in force when it is made.
+    pub concession_rule: Option<ConcessionRule>,
 }
 
 fn check_int(v: &mut Validator, field: &str, value: i64, min: i64, max: i64) -> Option<i32> {
@@ -228,6 +240,7 @@ impl NewListing {
             bid_ttl_seconds: ttl,
             max_threads_per_buyer: max_threads,
             issues,
+            concession_rule: self.concession_rule.unwrap_or_default(),
         })
     }
 }
@@ -243,6 +256,7 @@ impl ListingPatch {
             && self.max_rounds.is_none()
             && self.bid_ttl_seconds.is_none()
             && self.max_threads_per_buyer.is_none()
+            && self.concession_rule.is_none()
     }
 
     /// The listing's terms after this patch. Units already sold stay sold: a new quantity must
@@ -281,6 +295,9 @@ impl ListingPatch {
         }
         if let Some(tier) = self.min_negotiation_tier {
             next.min_negotiation_tier = tier;
+        }
+        if let Some(rule) = self.concession_rule {
+            next.concession_rule = rule;
         }
         if let Some(max_rounds) = self.max_rounds
             && let Some(max_rounds) = check_int(&mut v, "max_rounds", max_rounds, 1, MAX_ROUNDS)
@@ -326,6 +343,13 @@ mod tests {
         assert!(terms.negotiable);
         assert_eq!(terms.min_negotiation_tier, Tier::Agency);
         assert_eq!((terms.max_rounds, terms.bid_ttl_seconds, terms.max_threads_per_buyer), (10, 172_800, 3));
+        assert_eq!(terms.concession_rule, ConcessionRule::Strict);
+        let none = new_listing(serde_json::json!({"title": "Desk", "ask_amount": 1000, "concession_rule": "none"}));
+        assert_eq!(none.unwrap().concession_rule, ConcessionRule::None);
+        let unknown = serde_json::from_value::<NewListing>(
+            serde_json::json!({"title": "Desk", "ask_amount": 1000, "concession_rule": "loose"}),
+        );
+        assert!(unknown.is_err());
     }
 
     #[test]

@@ -131,7 +131,7 @@ pub(crate) fn standing(thread: &ThreadWithBids, you: Party, listing: Option<&Lis
 }
 
 /// The amounts `you` may counter `pending` with, by the rule of the thread's kind: a price's
-/// (`bid::Positions::counter_range`), or a refund's, which concedes the other way
+/// (`bid::Positions::range_on`, under the listing's concession rule), or a refund's, which concedes the other way
 /// (`order_negotiation::refund_counter_range`, the seller starting from nothing back). A
 /// cancellation is never countered; a schedule's and a plan's counters name no amount.
 fn counter_range_of(
@@ -143,7 +143,13 @@ fn counter_range_of(
     match thread.thread.kind {
         ThreadKind::Price => {
             let previous = own_previous(&thread.bids, you, listing)?;
-            Some(bid::Positions { pending: pending.amount, own_previous: previous }.counter_range(you))
+            let positions = bid::Positions { pending: pending.amount, own_previous: previous };
+            // Without the listing, the strict range: within every rule's.
+            Some(match listing {
+                Some(listing) => positions
+                    .range_on(you, bid::CounterTerms { rule: listing.concession_rule, ask: listing.ask_amount }),
+                None => positions.counter_range(you),
+            })
         }
         ThreadKind::Refund => {
             let previous = thread

@@ -447,7 +447,9 @@ impl Haggle {
                        a final offer (accept or reject that). The amount must concede and stay between the two \
                        latest positions: a buyer from its previous amount up to below the seller's pending \
                        amount; a seller from above the buyer's pending amount down to its previous price (the \
-                       ask at first). get_thread and wait_for_turn give the allowed counter_range. Mark it \
+                       ask at first); on a listing whose concession_rule is none it may also take back your own \
+                       concessions (a buyer down to 100, a seller up to the ask), never crossing the other \
+                       side's pending amount. get_thread and wait_for_turn give the allowed counter_range. Mark it \
                        final to make it your last word; the bid reaching the listing's max_rounds is final \
                        anyway. Then it is the other side's turn.",
         annotations(

@@ -185,6 +185,12 @@ impl App {
             state.keys.clone(),
             shutdown.clone(),
         ));
+        workers.spawn(events::catch_up::run(
+            self.pool.clone(),
+            state.hub.clone(),
+            state.settings.stream_recheck,
+            shutdown.clone(),
+        ));
         workers.spawn(events::announcer::run(
             self.pool.clone(),
             wakeups.announcer.clone(),

@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::db;
 use crate::db::agents::Caller;
-use crate::db::tasks::{Chained, Decided, Task, TaskContext};
+use crate::db::tasks::{Chained, Decided, TakenTask, Task, TaskContext};
 use crate::events::{EventType, NewEvent, Outbox};
 use crate::market::approvals::{self, Intent};
 use crate::market::mediation;
@@ -44,7 +44,7 @@ use haggle_domain::issues::{Issues, Offer};
 use haggle_domain::strategy::{
     self, Decision, MAX_AUTO_ROUNDS, MultiIssue, MultiState, NegotiationState, Policy, Rationale,
 };
-use haggle_domain::{BidStatus, Party, ThreadStatus};
+use haggle_domain::{BidStatus, Party, ThreadKind, ThreadStatus};
 
 /// How often each worker looks for tasks nobody announced (those left by a stopped instance,
 /// or due for a retry).
@@ -157,14 +157,15 @@ async fn catch_raced(market: Market, shutdown: CancellationToken) {
 pub async fn run_once(market: &Market, rules: Rules, chain: usize) -> Result<Option<Outcome>, sqlx::Error> {
     let pool = market.pool();
     let mut unit = market.begin().await?;
-    let Some(task) = db::tasks::take_task(unit.conn()).await? else {
+    let Some(taken) = db::tasks::take_task(unit.conn()).await? else {
         return Ok(None);
     };
-    let taken = std::time::Instant::now();
+    let task = taken.task;
+    let taken_at = std::time::Instant::now();
     let decided = async {
         let (conn, events) = unit.parts();
         let mut decided = Vec::with_capacity(1);
-        let (mut current, mut started) = (Taken::Alone(task), taken);
+        let (mut current, mut started) = (Taken::Alone(taken), taken_at);
         loop {
             // A first try chains; a retried task is decided alone, so that a failure further on
             // cannot keep it from being answered.
@@ -225,10 +226,10 @@ fn public_rationale(action: &str) -> &'static str {
     }
 }
 
-/// A task to decide: taken alone, its context still to be read, or taken by the move that
-/// queued it, with its context read (and its thread locked) in the same statement.
+/// A task to decide: taken alone, with its context read in the same statement, or taken by the
+/// move that queued it, with its context read (and its thread locked) in the same statement.
 enum Taken {
-    Alone(Task),
+    Alone(TakenTask),
     Chained(Box<Chained>),
 }
 
@@ -243,12 +244,14 @@ async fn act(
     chaining: bool,
 ) -> Result<(Task, Outcome, Option<Box<Chained>>), sqlx::Error> {
     let (task, context, held) = match taken {
-        Taken::Alone(task) => {
+        Taken::Alone(TakenTask { task, kind, context }) => {
             // A schedule negotiation on an order is answered by the policy's availability.
-            if let Some(handled) = schedule::act(conn, events, task).await? {
+            if kind == Some(ThreadKind::Schedule)
+                && let Some(handled) = schedule::act(conn, events, task).await?
+            {
                 return Ok((task, handled.into(), None));
             }
-            match db::tasks::task_context(conn, task).await? {
+            match context {
                 Some(context) => (task, context, None),
                 None => return Ok((task, Outcome::Dropped, None)),
             }
@@ -481,14 +484,17 @@ async fn mediate(
     if !mediation::policy_accepts(policy, context.role, &listing, &suggestion) {
         return Ok(None);
     }
-    let settled = match mediation::settle(conn, events, Access::Locked, caller, task.thread_id, rules).await {
-        Ok(settled) => settled,
-        Err(market::Error::Database(error) | market::Error::OutcomeUnknown(error)) => return Err(error),
-        Err(error) => {
-            tracing::info!(bid_id = %task.bid_id, ?error, "auto-negotiation: the mediated settlement was refused");
-            return Ok(None);
-        }
-    };
+    let settled =
+        match mediation::settle(conn, events, Access::Locked, caller, task.thread_id, Some(suggestion.bid_id), rules)
+            .await
+        {
+            Ok(settled) => settled,
+            Err(market::Error::Database(error) | market::Error::OutcomeUnknown(error)) => return Err(error),
+            Err(error) => {
+                tracing::info!(bid_id = %task.bid_id, ?error, "auto-negotiation: the mediated settlement was refused");
+                return Ok(None);
+            }
+        };
     if settled.order.is_some() {
         let decided = Decided {
             action: "accept",

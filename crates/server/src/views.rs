@@ -198,6 +198,7 @@ impl From<Listing> for api::Listing {
             bid_ttl_seconds: row.bid_ttl_seconds,
             max_threads_per_buyer: row.max_threads_per_buyer,
             issues: row.issues,
+            concession_rule: row.concession_rule,
             created_at: row.created_at,
             updated_at: row.updated_at,
         }

@@ -297,6 +297,15 @@ pub async fn last_id(executor: impl PgExecutor<'_>, agent_id: Uuid) -> Result<i6
     Ok(last.unwrap_or(0))
 }
 
+/// The last event number of each of `agents` that has had an event: what the waiters' catch-up
+/// compares from one pass to the next.
+pub async fn heads(executor: impl PgExecutor<'_>, agents: &[Uuid]) -> Result<Vec<(Uuid, i64)>, sqlx::Error> {
+    let rows = sqlx::query!("SELECT agent_id, last_seq FROM event_heads WHERE agent_id = ANY($1)", agents)
+        .fetch_all(executor)
+        .await?;
+    Ok(rows.into_iter().map(|row| (row.agent_id, row.last_seq)).collect())
+}
+
 /// One event as the agent `recipient` sees it (its id the agent's number), for the webhook worker.
 pub async fn get(executor: impl PgExecutor<'_>, id: i64, recipient: Uuid) -> Result<Option<Event>, sqlx::Error> {
     let row = sqlx::query_as!(

@@ -6,6 +6,7 @@ use sqlx::{FromRow, PgConnection, PgExecutor, Postgres, QueryBuilder};
 use uuid::Uuid;
 
 use super::Page;
+use haggle_domain::bid::{ConcessionRule, CounterTerms};
 use haggle_domain::issues::Issues;
 use haggle_domain::listing::ListingTerms;
 use haggle_domain::{Currency, ListingStatus, Tier};
@@ -34,6 +35,11 @@ pub struct Listing {
     #[sqlx(json(nullable))]
     #[serde(default)]
     pub issues: Option<Issues>,
+    /// Whether a counter may retract its mover's earlier concessions (SPEC §2). Read as strict
+    /// from a row of a build that did not know it (a remembered listing, a backup's JSON).
+    #[sqlx(try_from = "String")]
+    #[serde(default)]
+    pub concession_rule: ConcessionRule,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -58,14 +64,20 @@ impl Listing {
             bid_ttl_seconds: self.bid_ttl_seconds,
             max_threads_per_buyer: self.max_threads_per_buyer,
             issues: self.issues(),
+            concession_rule: self.concession_rule,
         }
+    }
+
+    /// What a counter on this listing is held to beside the two positions.
+    pub fn counter_terms(&self) -> CounterTerms {
+        CounterTerms { rule: self.concession_rule, ask: self.ask_amount }
     }
 }
 
 /// The columns of [`Listing`], for the list built at run time.
 const LISTING_COLUMNS: &str = "id, seller_id, title, description, ask_amount, currency, quantity, quantity_available, \
-     status, negotiable, min_negotiation_tier, max_rounds, bid_ttl_seconds, max_threads_per_buyer, issues, created_at, \
-     updated_at";
+     status, negotiable, min_negotiation_tier, max_rounds, bid_ttl_seconds, max_threads_per_buyer, issues, \
+     concession_rule, created_at, updated_at";
 
 pub async fn insert(
     conn: &mut PgConnection,
@@ -76,8 +88,8 @@ pub async fn insert(
     let Json(listing) = sqlx::query_scalar!(
         r#"INSERT INTO listings AS l (id, seller_id, title, description, ask_amount, currency, quantity,
                quantity_available, status, negotiable, min_negotiation_tier, max_rounds, bid_ttl_seconds,
-               max_threads_per_buyer, issues)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'ACTIVE', $9, $10, $11, $12, $13, $14)
+               max_threads_per_buyer, issues, concession_rule)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'ACTIVE', $9, $10, $11, $12, $13, $14, $15)
            RETURNING row_to_json(l) AS "listing!: Json<Listing>""#,
         id,
         seller_id,
@@ -93,6 +105,7 @@ pub async fn insert(
         terms.bid_ttl_seconds,
         terms.max_threads_per_buyer,
         (!terms.issues.is_empty()).then_some(Json(&terms.issues)) as _,
+        terms.concession_rule.as_str(),
     )
     .fetch_one(conn)
     .await?;
@@ -242,7 +255,7 @@ pub async fn update_terms(conn: &mut PgConnection, id: Uuid, terms: &ListingTerm
     let Json(listing) = sqlx::query_scalar!(
         r#"UPDATE listings l SET title = $2, description = $3, ask_amount = $4, quantity = $5, quantity_available = $6,
                negotiable = $7, min_negotiation_tier = $8, max_rounds = $9, bid_ttl_seconds = $10,
-               max_threads_per_buyer = $11, updated_at = now()
+               max_threads_per_buyer = $11, concession_rule = $12, updated_at = now()
            WHERE id = $1
            RETURNING row_to_json(l) AS "listing!: Json<Listing>""#,
         id,
@@ -256,6 +269,7 @@ pub async fn update_terms(conn: &mut PgConnection, id: Uuid, terms: &ListingTerm
         terms.max_rounds,
         terms.bid_ttl_seconds,
         terms.max_threads_per_buyer,
+        terms.concession_rule.as_str(),
     )
     .fetch_one(conn)
     .await?;

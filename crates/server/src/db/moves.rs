@@ -27,8 +27,8 @@ use super::tasks::{self, Requeue};
 use super::text::Text;
 use super::{Bid, Listing, Order, Thread};
 use haggle_api::{self as api, OrderStatus};
-use haggle_domain::bid::Transition;
-use haggle_domain::{BidStatus, Reason, ThreadStatus};
+use haggle_domain::bid::{ConcessionRule, Transition};
+use haggle_domain::{BidStatus, Party, Reason, ThreadStatus};
 
 /// The read a move decides on, of a bid the agent `$2` is party to.
 macro_rules! bid_context_query {
@@ -189,9 +189,10 @@ pub struct CounterMove {
     pub now: DateTime<Utc>,
     pub effect: Effect,
     pub counter: Bid,
-    /// The mediator's suggestion, when this counter deadlocked the thread: the statement marks
-    /// the thread with it (once).
-    pub mediation: Option<api::Suggestion>,
+    /// The mediator's suggestion, when this counter deadlocked the thread or renewed the
+    /// suggestion of a thread marked before: the statement marks the thread with it (the time
+    /// of the mark kept from the first), and with the parties whose agreement stands for it.
+    pub mediation: Option<Mediation>,
     /// For a counter decided without locks, what else it was decided on, which must not have
     /// changed: the statement makes it only if so.
     pub decided_on: Option<DecidedOn>,
@@ -199,16 +200,24 @@ pub struct CounterMove {
     pub answer: Option<MoveAnswer>,
 }
 
+/// A suggestion a counter writes on its thread, and the parties agreed to it.
+#[derive(Debug, Clone)]
+pub struct Mediation {
+    pub suggestion: api::Suggestion,
+    pub agreed: Vec<Party>,
+}
+
 /// What a counter decided without locks read of its thread and listing besides the bid: the
 /// thread as last changed, and the listing's terms a counter depends on (its round limit, its
-/// bids' lifetime, and the ask, the seller's first position). The rest of a listing a counter
-/// does not use, and its issues never change.
+/// bids' lifetime, the ask, the seller's first position, and its concession rule, which bounds
+/// the amount). The rest of a listing a counter does not use, and its issues never change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DecidedOn {
     pub thread_updated_at: DateTime<Utc>,
     pub max_rounds: i32,
     pub bid_ttl_seconds: i32,
     pub ask_amount: i64,
+    pub concession_rule: ConcessionRule,
 }
 
 impl DecidedOn {
@@ -218,6 +227,7 @@ impl DecidedOn {
             max_rounds: context.listing.max_rounds,
             bid_ttl_seconds: context.listing.bid_ttl_seconds,
             ask_amount: context.listing.ask_amount,
+            concession_rule: context.listing.concession_rule,
         }
     }
 }
@@ -365,7 +375,8 @@ impl MadeRow {
 
 /// Makes counters in one statement, each on its own thread: locks the threads (in id order),
 /// marks each answered bid COUNTERED (a compare-and-set on its status and deadline), adds its
-/// counter as the thread's new pending bid, moves the thread on, and writes the events of the
+/// counter as the thread's new pending bid, moves the thread on (marking it deadlocked, or
+/// renewing its suggestion, when the move says so), and writes the events of the
 /// counters made with their tasks for policies. Each move comes back `None` if its
 /// compare-and-set failed (the bid no longer PENDING, past its deadline, or its thread no longer
 /// ACTIVE, or, for a move decided without locks, its thread or its listing's terms changed
@@ -383,15 +394,15 @@ pub async fn counter(
              FROM unnest($11::uuid[], $12::uuid[], $13::timestamptz[], $14::text[], $15::text[], $16::jsonb[],
                          $17::timestamptz[], $18::int[], $19::int[], $20::bigint[], $21::uuid[], $22::text[],
                          $23::uuid[], $24::bigint[], $25::text[], $26::text[], $27::jsonb[], $28::boolean[],
-                         $29::text[], $30::int[], $31::timestamptz[])
+                         $29::text[], $30::int[], $31::timestamptz[], $32::text[], $33::jsonb[])
                   WITH ORDINALITY AS i(thread_id, bid_id, now, answered_status, answered_reason, new_mediation,
                                        thread_updated_at, max_rounds, bid_ttl_seconds, ask_amount, id, author,
                                        author_id, amount, currency, message, terms, final, status, round,
-                                       expires_at, n)
+                                       expires_at, concession_rule, new_agreed, n)
          ), locked AS (
              SELECT t.id
-             FROM (SELECT thread_id, thread_updated_at, max_rounds, bid_ttl_seconds, ask_amount FROM input
-                   ORDER BY thread_id) i
+             FROM (SELECT thread_id, thread_updated_at, max_rounds, bid_ttl_seconds, ask_amount, concession_rule
+                   FROM input ORDER BY thread_id) i
              CROSS JOIN LATERAL (
                  SELECT id, listing_id FROM threads
                  WHERE id = i.thread_id AND status = 'ACTIVE'
@@ -400,7 +411,8 @@ pub async fn counter(
              WHERE i.max_rounds IS NULL
                 OR EXISTS (SELECT 1 FROM listings l
                            WHERE l.id = t.listing_id AND l.max_rounds = i.max_rounds
-                             AND l.bid_ttl_seconds = i.bid_ttl_seconds AND l.ask_amount = i.ask_amount)
+                             AND l.bid_ttl_seconds = i.bid_ttl_seconds AND l.ask_amount = i.ask_amount
+                             AND l.concession_rule = i.concession_rule)
          ), answered AS (
              UPDATE bids b SET status = i.answered_status, reason = i.answered_reason, responded_at = i.now,
                     updated_at = i.now
@@ -420,7 +432,9 @@ pub async fn counter(
                     updated_at = bid.updated_at,
                     deadlock_at = CASE WHEN i.new_mediation IS NULL THEN threads.deadlock_at
                                        ELSE COALESCE(threads.deadlock_at, bid.updated_at) END,
-                    mediation = COALESCE(threads.mediation, i.new_mediation)
+                    mediation = COALESCE(i.new_mediation, threads.mediation),
+                    mediation_agreed = CASE WHEN i.new_mediation IS NULL THEN threads.mediation_agreed
+                                            ELSE ARRAY(SELECT jsonb_array_elements_text(i.new_agreed)) END
              FROM bid JOIN input i ON i.id = bid.id WHERE threads.id = bid.thread_id
              RETURNING threads.*
          ), new_pending AS (
@@ -429,7 +443,7 @@ pub async fn counter(
                     CASE bid.author WHEN 'buyer' THEN 'seller' ELSE 'buyer' END AS role
              FROM bid JOIN thread ON thread.id = bid.thread_id
          ), ",
-            &answer_rows(32, "a.move IN (SELECT index FROM answered)"),
+            &answer_rows(34, "a.move IN (SELECT index FROM answered)"),
             &move_events("e.move IN (SELECT index FROM answered)"),
             "
          SELECT a.index, row_to_json(bid) AS bid, row_to_json(thread) AS thread,
@@ -446,7 +460,7 @@ pub async fn counter(
         .bind(column(moves, |m| m.now))
         .bind(column(moves, |m| m.effect.bid_status.as_str()))
         .bind(column(moves, |m| m.effect.reason.as_str()))
-        .bind(column(moves, |m| m.mediation.as_ref().map(Json)))
+        .bind(column(moves, |m| m.mediation.as_ref().map(|mediation| Json(&mediation.suggestion))))
         .bind(column(moves, |m| m.decided_on.map(|on| on.thread_updated_at)))
         .bind(column(moves, |m| m.decided_on.map(|on| on.max_rounds)))
         .bind(column(moves, |m| m.decided_on.map(|on| on.bid_ttl_seconds)))
@@ -461,7 +475,9 @@ pub async fn counter(
         .bind(column(moves, |m| m.counter.is_final))
         .bind(column(moves, |m| m.counter.status.as_str()))
         .bind(column(moves, |m| m.counter.round))
-        .bind(column(moves, |m| m.counter.expires_at));
+        .bind(column(moves, |m| m.counter.expires_at))
+        .bind(column(moves, |m| m.decided_on.map(|on| on.concession_rule.as_str())))
+        .bind(column(moves, |m| m.mediation.as_ref().map(|mediation| Json(&mediation.agreed))));
     let query = moves.iter().map(|m| m.answer.as_ref()).collect::<AnswerArrays>().bind(query);
     let rows: Vec<MadeRow> = query.fetch_all(conn).await?;
     Ok(by_move(moves.len(), rows.into_iter().map(MadeRow::made)))

@@ -4,11 +4,11 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
-use sqlx::{FromRow, PgConnection, PgExecutor};
+use sqlx::{FromRow, PgConnection, PgExecutor, Row};
 use uuid::Uuid;
 
 use haggle_domain::issues::Issues;
-use haggle_domain::{BidStatus, Party, ThreadStatus, Tier};
+use haggle_domain::{BidStatus, Party, ThreadKind, ThreadStatus, Tier};
 
 use super::policies::{Scope, policy_in_thread};
 use super::rows::{BidContext, bid_context_columns};
@@ -152,22 +152,6 @@ pub struct Task {
     pub waited: f64,
 }
 
-/// Takes the oldest due task, skipping those other executors hold, and marks it done in the
-/// caller's transaction, which keeps it locked: if the transaction does not commit, the task
-/// waits for the next executor.
-pub async fn take_task(conn: &mut PgConnection) -> Result<Option<Task>, sqlx::Error> {
-    sqlx::query_as!(
-        Task,
-        r#"UPDATE auto_tasks SET done_at = now()
-           WHERE bid_id = (SELECT bid_id FROM auto_tasks WHERE done_at IS NULL AND due_at <= now()
-                           ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-           RETURNING bid_id, thread_id, agent_id, attempts,
-                     EXTRACT(EPOCH FROM clock_timestamp() - due_at)::float8 AS "waited!""#
-    )
-    .fetch_optional(conn)
-    .await
-}
-
 /// Marks a task done outside an executor's transaction (when the executor gives up on it).
 pub async fn finish_task(executor: impl PgExecutor<'_>, bid_id: Uuid) -> Result<(), sqlx::Error> {
     sqlx::query!("UPDATE auto_tasks SET done_at = now() WHERE bid_id = $1", bid_id).execute(executor).await.map(drop)
@@ -296,6 +280,61 @@ pub async fn task_context(conn: &mut PgConnection, task: Task) -> Result<Option<
     .bind(task.agent_id)
     .fetch_optional(conn)
     .await
+}
+
+/// A task taken with what its decision reads, in one statement: the thread's kind (a schedule
+/// is answered by the policy's availability, which reads its own), and the task's context
+/// (`None` on a schedule, if the bid is gone, or if the agent is no party to it).
+#[derive(Debug)]
+pub struct TakenTask {
+    pub task: Task,
+    pub kind: Option<ThreadKind>,
+    pub context: Option<TaskContext>,
+}
+
+/// Takes the oldest due task, skipping those other executors hold, and marks it done in the
+/// caller's transaction, which keeps it locked (if the transaction does not commit, the task
+/// waits for the next executor); with its context read in the same statement (unlocked: the move that follows locks what it
+/// changes, in the order a move locks, and checks what it writes).
+pub async fn take_task(conn: &mut PgConnection) -> Result<Option<TakenTask>, sqlx::Error> {
+    // Built at run time: it splices a task context's columns (`task_context_columns`), which
+    // `task_context` and `record_and_take_next` read too.
+    let row = sqlx::query(concat!(
+        "WITH taken AS (
+             UPDATE auto_tasks SET done_at = now()
+             WHERE bid_id = (SELECT bid_id FROM auto_tasks WHERE done_at IS NULL AND due_at <= now()
+                             ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+             RETURNING bid_id, thread_id, agent_id, attempts,
+                       EXTRACT(EPOCH FROM clock_timestamp() - due_at)::float8 AS waited
+         )
+         SELECT taken.bid_id, taken.thread_id, taken.agent_id, taken.attempts, taken.waited,
+                t.kind AS thread_kind, me.id IS NOT NULL AS found, ",
+        task_context_columns!("taken.agent_id"),
+        "
+         FROM taken
+         LEFT JOIN bids b ON b.id = taken.bid_id
+         LEFT JOIN threads t ON t.id = b.thread_id
+         LEFT JOIN listings l ON l.id = t.listing_id
+         LEFT JOIN agents buyer ON buyer.id = t.buyer_id
+         LEFT JOIN agents me ON me.id = taken.agent_id AND taken.agent_id IN (t.buyer_id, t.seller_id)"
+    ))
+    .fetch_optional(conn)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let task = Task::from_row(&row)?;
+    let kind: Option<String> = row.try_get("thread_kind")?;
+    let kind = kind
+        .map(ThreadKind::try_from)
+        .transpose()
+        .map_err(|error| sqlx::Error::ColumnDecode { index: "thread_kind".to_owned(), source: error.into() })?;
+    let found: bool = row.try_get("found")?;
+    // A schedule's bids carry no amounts: its policy reads what it needs itself.
+    let context = match kind {
+        Some(ThreadKind::Schedule) => None,
+        _ if found => Some(TaskContext::from_row(&row)?),
+        _ => None,
+    };
+    Ok(Some(TakenTask { task, kind, context }))
 }
 
 /// A task taken by the move that queued it, with what its decision and its move read: the

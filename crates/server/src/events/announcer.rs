@@ -10,7 +10,8 @@
 //! serialises the commits of notifying transactions, every move's among them.
 //!
 //! A wake-up lost (the instance stopped between the commit and the NOTIFY, or the listener was
-//! reconnecting) delays nothing for long: every waiter reads again at its credential's check.
+//! reconnecting) delays nothing for long: the catch-up ([`super::catch_up`]) wakes the waiters whose
+//! agents' events moved, every `HAGGLE_STREAM_RECHECK`.
 
 use std::sync::{Arc, Mutex};
 
@@ -111,7 +112,7 @@ pub async fn run(pool: PgPool, announcer: Announcer, hub: Hub, deliveries: Arc<N
             Ok::<_, sqlx::Error>(())
         };
         if let Err(error) = announced.await {
-            // The other instances' waiters read again at their next check, and their webhook
+            // The other instances' catch-up wakes their waiters within a period, and their webhook
             // workers look for due deliveries at theirs.
             tracing::warn!(%error, "announcing committed events to the other instances failed");
         }

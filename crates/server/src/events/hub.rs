@@ -108,6 +108,12 @@ impl Hub {
         }
     }
 
+    /// The agents with a waiter on this instance (the market's key left out).
+    pub fn agents(&self) -> Vec<Uuid> {
+        let map = self.inner.lock().expect("hub lock");
+        map.keys().copied().filter(|agent| *agent != MARKET).collect()
+    }
+
     /// How many agents have a waiter on this instance.
     pub fn agents_waiting(&self) -> usize {
         self.inner.lock().expect("hub lock").len()

@@ -4,11 +4,13 @@
 //! transaction (a move's by the statement that makes it), numbered there for each agent they
 //! concern (`db::events::write_events`), and readable once it commits. The [`announcer`] then
 //! wakes this instance's waiters through its [`Hub`] and tells the other instances through
-//! PostgreSQL NOTIFY, whose [`listener`]s wake theirs.
+//! PostgreSQL NOTIFY, whose [`listener`]s wake theirs; [`catch_up`] wakes, every period, the
+//! waiters a wake-up did not reach.
 
 use sqlx::PgConnection;
 
 pub mod announcer;
+pub mod catch_up;
 mod hub;
 pub mod listener;
 mod new;

@@ -9,7 +9,7 @@ use crate::db::events::NewEvent;
 use crate::db::orders::Payment;
 use crate::db::{Bid, Listing, Order, Thread};
 use haggle_api::{self as api, EventType};
-use haggle_domain::BidStatus;
+use haggle_domain::{BidStatus, Party};
 
 impl NewEvent {
     fn about_thread(kind: EventType, thread: &Thread, bid: Option<&Bid>, data: Value) -> NewEvent {
@@ -47,9 +47,17 @@ impl NewEvent {
         NewEvent::about_thread(EventType::ThreadClosed, thread, Some(bid), bid_and_thread(bid, thread))
     }
 
-    /// The thread stopped converging: both parties are told, with the mediator's suggestion.
-    pub fn deadlock(thread: &Thread, suggestion: &api::Suggestion) -> NewEvent {
-        let data = json!({ "thread": thread.at(Utc::now()), "suggestion": suggestion });
+    /// The thread stopped converging, or a counter on it renewed the mediator's suggestion: both
+    /// parties are told, with the suggestion (its `renewal` counts the renewals), the agreements
+    /// that carried over to it (`carried_over`, the thread's `deadlock.agreed`) and those that
+    /// did not (`dropped`: the suggestion moved against the party who gave it).
+    pub fn deadlock(thread: &Thread, suggestion: &api::Suggestion, dropped: &[Party]) -> NewEvent {
+        let data = json!({
+            "thread": thread.at(Utc::now()),
+            "suggestion": suggestion,
+            "carried_over": thread.mediation_agreed,
+            "dropped": dropped,
+        });
         let mut event = NewEvent::about_thread(EventType::NegotiationDeadlock, thread, None, data);
         event.bid_id = Some(suggestion.bid_id);
         event

@@ -94,6 +94,11 @@ async fn wait_until_changed(
         if let Some(recheck) = &mut recheck {
             recheck.still_stands().await?;
         }
+        // Only the check was due: nothing to read (a wake-up lost is made up for by the
+        // catch-up's).
+        if !woke && until_check < remaining.min(until_expiry) {
+            continue;
+        }
         subscription.mark();
         bid = read_now(state, caller, id).await?;
     }

@@ -82,21 +82,27 @@ async fn list(
     let mut subscription = subscribe(&state, caller.id)?;
     let mut recheck = Recheck::new(&state, agent_key(caller, &headers)?);
     let _open = (!wait.is_zero()).then(metrics::Open::long_poll);
-    let mut events = loop {
+    let mut events = 'read: loop {
         subscription.mark();
         let events = db::events::for_agent(&state.pool, caller.id, after, limit + 1).await?;
         if !events.is_empty() {
             break events;
         }
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            break events;
+        // Read again only when woken (a wake-up lost is made up for by the catch-up's).
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                break 'read events;
+            }
+            let woke = wake_or_stop(&mut subscription, remaining.min(recheck.due_in()), &state.shutdown).await;
+            if !woke && state.shutdown.is_cancelled() {
+                break 'read events;
+            }
+            recheck.still_stands().await?;
+            if woke {
+                continue 'read;
+            }
         }
-        let woke = wake_or_stop(&mut subscription, remaining.min(recheck.due_in()), &state.shutdown).await;
-        if !woke && state.shutdown.is_cancelled() {
-            break events;
-        }
-        recheck.still_stands().await?;
     };
     let has_more = events.len() as i64 > limit;
     events.truncate(limit as usize);
@@ -208,11 +214,20 @@ impl Streaming {
                     return None;
                 }
             }
-            // With nothing to send, it reads again at each check too, in case a wake-up went
-            // astray.
-            tokio::select! {
-                _ = self.subscription.wait(self.recheck.due_in().max(MIN_PAUSE)) => {}
-                _ = self.shutdown.cancelled() => return None,
+            // With nothing to send, it reads again when woken (a wake-up lost is made up for by
+            // the catch-up's), and checks its key when that is due.
+            loop {
+                tokio::select! {
+                    woke = self.subscription.wait(self.recheck.due_in().max(MIN_PAUSE)) => if woke { break },
+                    _ = self.shutdown.cancelled() => return None,
+                }
+                if let Err(error) = self.recheck.still_stands().await {
+                    tracing::info!(
+                        code = error.code.as_str(),
+                        "an event stream's API key no longer stands; closing it"
+                    );
+                    return None;
+                }
             }
         }
     }

@@ -43,6 +43,8 @@ pub struct AppState {
     pub receipts: crate::receipts::Receipts,
     /// The agents behind recently used API keys.
     pub keys: Arc<KeyCache>,
+    /// The latest check of each credential that long-lived requests hold, shared by them.
+    pub rechecks: Arc<super::recheck::Rechecks>,
     /// This instance's own API's URL over loopback (`http://127.0.0.1:8080`): the `Host` of the
     /// requests the MCP endpoint's tools make to the API in process, and the names `/mcp`
     /// answers on.
@@ -74,6 +76,7 @@ impl AppState {
             receipts: crate::receipts::Receipts::new(sealing_key.clone()),
             sealing_key,
             keys,
+            rechecks: Arc::default(),
             deployment,
             loopback,
             metrics: None,

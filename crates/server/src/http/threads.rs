@@ -6,7 +6,7 @@ use chrono::Utc;
 use haggle_api::{self as api, ThreadQuery, ThreadWithBids};
 
 use super::error::ApiError;
-use super::extract::{ActionBody, Id, IdempotencyKey, Params};
+use super::extract::{ActionBody, Id, IdempotencyKey, OptionalJsonBody, Params};
 use super::{AppState, Endpoint, Page, Reply, Write, page_size};
 use crate::db;
 use crate::db::agents::Caller;
@@ -32,12 +32,14 @@ async fn settle(
     caller: Caller,
     Id(id): Id,
     key: IdempotencyKey,
-    body: ActionBody,
+    body: OptionalJsonBody<api::Settle>,
 ) -> Result<Response, Response> {
     let mut command = Write::begin(&state, caller.id, key, body.digest).await?;
     let rules = state.settings.rules;
-    let outcome =
-        command.run(|conn, events, access| Box::pin(mediation::settle(conn, events, access, caller, id, rules))).await;
+    let bid_id = body.value.bid_id;
+    let outcome = command
+        .run(|conn, events, access| Box::pin(mediation::settle(conn, events, access, caller, id, bid_id, rules)))
+        .await;
     let now = Utc::now();
     Ok(command
         .finish(outcome.map(|Settlement { thread, bid, order }| {

@@ -1,11 +1,16 @@
-//! Deadlocks: marking a thread that stopped converging, with the mediator's suggestion.
+//! Deadlocks: marking a thread that stopped converging, with the mediator's suggestion, and
+//! renewing the suggestion while the thread stays marked.
 //!
-//! Detection runs in the counter that would deadlock the thread, where the move is made: only a
-//! thread with enough bids and no mark yet reads its latest bids, and the mark and its
-//! `negotiation.deadlock` event are written by the counter's own statement, so a thread is
-//! marked once. The suggestion answers the pending bid of that moment (`bid_id`): any later move
-//! makes it stale. Settling at the suggestion is [`super::mediation`]'s, which makes its moves
-//! through the negotiation's operations; detection sits below them.
+//! Both run in the counter that changes the thread, where the move is made, and the counter's
+//! own statement writes the mark (or the renewed suggestion) and its `negotiation.deadlock`
+//! event. Detection reads the thread's latest bids only for a thread with enough bids and no
+//! mark yet, so a thread is marked once. Once marked, a thread stays so: each later counter
+//! renews the suggestion for the pending bid it makes (`bid_id`, `mover`, the suggestion found
+//! again from the new positions by the same method), and each agreement already given carries
+//! over to it if the renewed suggestion does not move against the party who gave it
+//! (`deadlock::carries_over`); the others are dropped. Settling at the suggestion is
+//! [`super::mediation`]'s, which makes its moves through the negotiation's operations; the mark
+//! sits below them.
 
 use serde_json::Value;
 use sqlx::PgConnection;
@@ -17,22 +22,52 @@ use crate::db::{self, Bid};
 use haggle_api as api;
 use haggle_domain::Party;
 use haggle_domain::deadlock;
-use haggle_domain::issues::{Issues, Offer};
+use haggle_domain::issues::{Issues, Offer, Valuation};
 use haggle_domain::strategy::Policy;
 
-/// The suggestion for the thread of `context` if `counter` (about to be made there) deadlocks
-/// it; `None` otherwise, or when the thread is marked already.
-pub(super) async fn detect(
+/// What a counter writes of a thread's mark: the suggestion for the counter's pending bid, the
+/// parties whose agreement stands for it, and those whose agreement to the previous suggestion
+/// did not carry over.
+#[derive(Debug, Clone)]
+pub(super) struct Mark {
+    pub suggestion: api::Suggestion,
+    pub agreed: Vec<Party>,
+    pub dropped: Vec<Party>,
+}
+
+/// The mark `counter` (about to be made on the thread of `context`) writes: a new one if it
+/// deadlocks an unmarked thread, a renewed suggestion on a marked thread; `None` otherwise, or
+/// when no legal counter is left between the new positions (the previous suggestion then stays,
+/// stale: settling at it is refused). With detection off (`rules.deadlock`), neither: the
+/// mediator is off.
+pub(super) async fn mark(
     conn: &mut PgConnection,
     context: &BidContext,
     issues: &Issues,
     counter: &Bid,
     rules: Rules,
-) -> Result<Option<api::Suggestion>> {
+) -> Result<Option<Mark>> {
+    if rules.deadlock.window().is_none() {
+        return Ok(None);
+    }
+    match &context.thread.mediation {
+        Some(previous) if context.thread.deadlock_at.is_some() => renew(conn, context, issues, counter, previous).await,
+        Some(_) | None => detect(conn, context, issues, counter, rules).await,
+    }
+}
+
+/// The suggestion for the thread of `context` if `counter` deadlocks it; `None` otherwise.
+async fn detect(
+    conn: &mut PgConnection,
+    context: &BidContext,
+    issues: &Issues,
+    counter: &Bid,
+    rules: Rules,
+) -> Result<Option<Mark>> {
     let Some(window) = rules.deadlock.window() else {
         return Ok(None);
     };
-    if context.thread.deadlock_at.is_some() || (counter.round as usize) < window {
+    if (counter.round as usize) < window {
         return Ok(None);
     }
     let first = counter.round - window as i32;
@@ -42,28 +77,93 @@ pub(super) async fn detect(
     let Some(offers) = offers.filter(|offers| offers.len() == window) else {
         return Ok(None);
     };
-    let ask = context.listing.ask_amount;
-    if !deadlock::is_deadlocked(&offers, ask, issues, rules.deadlock) {
+    if !deadlock::is_deadlocked(&offers, context.listing.ask_amount, issues, rules.deadlock) {
         return Ok(None);
     }
-    let mover = counter.author.other();
+    let valuations = valuations(conn, context, issues).await?;
     let (pending, own_previous) = (&offers[window - 1], &offers[window - 2]);
-    let policies = if issues.is_empty() {
-        None
-    } else {
-        Some(db::policies::thread_policies(&mut *conn, context.thread.id).await?)
+    let Some((suggestion, _)) = suggest(counter, pending, own_previous, issues, &valuations, 0) else {
+        return Ok(None);
     };
+    Ok(Some(Mark { suggestion, agreed: Vec::new(), dropped: Vec::new() }))
+}
+
+/// The renewed suggestion of a marked thread for `counter`, the agreements to `previous` that
+/// carry over to it, and those that do not.
+async fn renew(
+    conn: &mut PgConnection,
+    context: &BidContext,
+    issues: &Issues,
+    counter: &Bid,
+    previous: &api::Suggestion,
+) -> Result<Option<Mark>> {
+    // The counter's mover answers the bid the counter answers: that bid is now the other side's
+    // own previous position.
+    let (Some(pending), Some(own_previous)) = (
+        issues.offer(counter.amount, counter.terms.as_ref()),
+        issues.offer(context.bid.amount, context.bid.terms.as_ref()),
+    ) else {
+        return Ok(None);
+    };
+    let valuations = valuations(conn, context, issues).await?;
+    let Some((suggestion, renewed)) =
+        suggest(counter, &pending, &own_previous, issues, &valuations, previous.renewal.saturating_add(1))
+    else {
+        return Ok(None);
+    };
+    let agreed_to = issues.offer(previous.amount, previous.terms.as_ref());
+    let (agreed, dropped) = context.thread.mediation_agreed.iter().partition(|&&party| {
+        let valuation = match party {
+            Party::Buyer => valuations.buyer.as_ref(),
+            Party::Seller => valuations.seller.as_ref(),
+        };
+        agreed_to
+            .as_ref()
+            .is_some_and(|agreed_to| deadlock::carries_over(party, agreed_to, &renewed, issues, valuation))
+    });
+    Ok(Some(Mark { suggestion, agreed, dropped }))
+}
+
+/// Both sides' utilities on the thread's listing, as their policies on the thread declare them;
+/// read only on a listing with issues, where utilities count.
+#[derive(Debug, Default)]
+struct Valuations {
+    buyer: Option<Valuation>,
+    seller: Option<Valuation>,
+}
+
+async fn valuations(conn: &mut PgConnection, context: &BidContext, issues: &Issues) -> Result<Valuations> {
+    if issues.is_empty() {
+        return Ok(Valuations::default());
+    }
+    let policies = db::policies::thread_policies(&mut *conn, context.thread.id).await?;
+    let ask = context.listing.ask_amount;
     let valuation = |stored: Option<&Json<Value>>, role: Party| {
         let policy: Policy = serde_json::from_value(stored?.0.clone()).ok()?;
         policy.valuation(role, issues, ask)
     };
-    let valuations = policies.as_ref().and_then(|policies| {
-        Some((valuation(policies.buyer.as_ref(), Party::Buyer)?, valuation(policies.seller.as_ref(), Party::Seller)?))
-    });
-    let Some(found) = deadlock::suggest(mover, pending, own_previous, issues, valuations.as_ref().map(|(b, s)| (b, s)))
-    else {
-        return Ok(None);
-    };
+    Ok(Valuations {
+        buyer: valuation(policies.buyer.as_ref(), Party::Buyer),
+        seller: valuation(policies.seller.as_ref(), Party::Seller),
+    })
+}
+
+/// The suggestion (the `renewal`-th) for the side answering `counter`, between the counter
+/// (`pending`) and that side's own previous position, with the offer it makes.
+fn suggest(
+    counter: &Bid,
+    pending: &Offer,
+    own_previous: &Offer,
+    issues: &Issues,
+    valuations: &Valuations,
+    renewal: u32,
+) -> Option<(api::Suggestion, Offer)> {
+    let mover = counter.author.other();
+    let both = valuations.buyer.as_ref().zip(valuations.seller.as_ref());
+    let found = deadlock::suggest(mover, pending, own_previous, issues, both)?;
     let terms = if issues.is_empty() { counter.terms.clone() } else { Some(issues.terms(&found.values)) };
-    Ok(Some(api::Suggestion { bid_id: counter.id, mover, amount: found.amount, terms, method: found.method }))
+    let offer = Offer { amount: found.amount, values: found.values };
+    let suggestion =
+        api::Suggestion { bid_id: counter.id, mover, amount: offer.amount, terms, method: found.method, renewal };
+    Some((suggestion, offer))
 }

@@ -5,7 +5,9 @@
 //! the other side, in one transaction, through the state machine's own operations. It happens
 //! when both sides agreed: a party agrees by calling `POST /v1/threads/{id}/settle` (recorded
 //! on the thread) or through a policy that opted in (`accept_mediation`) and finds the
-//! suggestion within its limits.
+//! suggestion within its limits. A counter on the thread renews the suggestion (and carries the
+//! agreements over that it does not move against): an agreement is always to the suggestion
+//! current when it is recorded, or, when the caller names it (`bid_id`), to that one only.
 
 use sqlx::PgConnection;
 use sqlx::types::Json;
@@ -31,15 +33,16 @@ pub struct Settlement {
     pub order: Option<Order>,
 }
 
-/// The caller agrees to settle the thread at its suggestion; if the other side agreed too, the
-/// side whose turn it is counters at the suggestion and the other accepts it, in this
-/// transaction. Under locks only.
+/// The caller agrees to settle the thread at its suggestion (the one answering `bid_id`, if it
+/// names one); if the other side agreed too, the side whose turn it is counters at the
+/// suggestion and the other accepts it, in this transaction. Under locks only.
 pub async fn settle(
     conn: &mut PgConnection,
     events: &mut Outbox,
     access: Access,
     caller: Caller,
     thread_id: Uuid,
+    bid_id: Option<Uuid>,
     rules: Rules,
 ) -> Result<Settlement> {
     if !access.is_locked() {
@@ -50,6 +53,16 @@ pub async fn settle(
         .ok_or(Rejection::NotFound { what: "thread" })?;
     let party = if caller.id == thread.buyer_id { Party::Buyer } else { Party::Seller };
     let suggestion = current_suggestion(&thread)?;
+    if let Some(named) = bid_id.filter(|&named| named != suggestion.bid_id) {
+        return Err(Rejection::InvalidTransition {
+            current_status: thread.status.as_str(),
+            detail: format!(
+                "the suggestion for bid {named} was renewed: the thread's suggestion now answers bid {}",
+                suggestion.bid_id
+            ),
+        }
+        .into());
+    }
     let thread = db::mediation::agree_to_mediation(conn, thread_id, party).await?;
     let other = party.other();
     let other_agrees =
@@ -68,8 +81,11 @@ pub async fn settle(
         message: Some("Settled at the mediator's suggestion.".into()),
         ..Proposal::of(suggestion.amount)
     };
+    // The counter at the suggestion is the settlement's, accepted at once: it renews nothing.
+    let settling = Rules { deadlock: deadlock::Settings { rounds: 0, ..rules.deadlock }, ..rules };
     let (counter, _) =
-        negotiation::counter(conn, events, Access::Locked, as_party(mover), suggestion.bid_id, &offer, rules).await?;
+        negotiation::counter(conn, events, Access::Locked, as_party(mover), suggestion.bid_id, &offer, settling)
+            .await?;
     let answered =
         negotiation::answer(conn, events, Access::Locked, as_party(acceptor), counter.id, Answer::Accept).await?;
     Ok(Settlement { thread: answered.thread, bid: Some(answered.bid), order: answered.order })

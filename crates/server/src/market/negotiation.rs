@@ -12,7 +12,7 @@ use super::order_negotiations;
 use super::{Access, Error, Result, Rules};
 use crate::db::agents::Caller;
 use crate::db::listings::BuyerThreads;
-use crate::db::moves::{AcceptMove, CounterMove, DecidedOn, Made, PlaceMove};
+use crate::db::moves::{AcceptMove, CounterMove, DecidedOn, Made, Mediation, PlaceMove};
 use crate::db::rows::{BidContext, NewBid};
 use crate::db::{self, Bid, Listing, Order, Thread};
 use crate::events::{EventType, NewEvent, Outbox, Written};
@@ -431,7 +431,8 @@ async fn counter_on(
     // The responder's own previous position: the bid this one answered, or the ask for the
     // seller's first counter.
     let own_previous = context.parent_amount.unwrap_or(context.listing.ask_amount);
-    bid::check_counter(party, amount.minor_units(), Positions { pending: context.bid.amount, own_previous })?;
+    let positions = Positions { pending: context.bid.amount, own_previous };
+    bid::check_counter_on(party, amount.minor_units(), positions, context.listing.counter_terms())?;
     let round = context.bid.round + 1;
     let expires_in = bid::expires_in(input.expires_in, context.listing.bid_ttl_seconds)
         .map_err(|m| Rejection::invalid("expires_in", m))?;
@@ -458,13 +459,15 @@ async fn counter_on(
         updated_at: now,
         ..context.thread.0.clone()
     };
-    let mediation = deadlock::detect(conn, context, &issues, &bid, rules).await?;
-    if let Some(suggestion) = &mediation {
-        thread.deadlock_at = Some(now);
-        thread.mediation = Some(suggestion.clone());
+    let mark = deadlock::mark(conn, context, &issues, &bid, rules).await?;
+    if let Some(mark) = &mark {
+        thread.deadlock_at = Some(thread.deadlock_at.unwrap_or(now));
+        thread.mediation = Some(mark.suggestion.clone());
+        thread.mediation_agreed = mark.agreed.clone();
     }
     let mut made_events = vec![NewEvent::bid(&bid, &thread)];
-    made_events.extend(mediation.iter().map(|suggestion| NewEvent::deadlock(&thread, suggestion)));
+    made_events.extend(mark.iter().map(|mark| NewEvent::deadlock(&thread, &mark.suggestion, &mark.dropped)));
+    let mediation = mark.map(|mark| Mediation { suggestion: mark.suggestion, agreed: mark.agreed });
     let counter = CounterMove {
         thread_id: context.thread.id,
         bid_id,
