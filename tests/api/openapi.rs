@@ -161,6 +161,8 @@ fn the_policies_the_document_takes_are_the_ones_the_server_takes() {
         counter(json!({ "strategy": "time", "start": 99 })),
         counter(json!({ "strategy": "tit_for_tat", "kindness": -1 })),
         counter(json!({ "strategy": "tit_for_tat", "kindness": 1.5 })),
+        counter(json!({ "strategy": "closer" })),
+        counter(json!({ "strategy": "closer", "e": 0.2 })),
     ];
     for body in bodies {
         assert_eq!(is_valid(&schema("Policy"), &body), accepted(&body), "{body}");

@@ -45,8 +45,8 @@ pub struct SimArgs {
     /// time-conceder, tft, q.
     #[arg(long, default_value = "balanced:10,adaptive:10,aggressive:5")]
     pub buyers: String,
-    /// Seller strategies and counts: tier, bayes, split, step, time-boulware, time-linear,
-    /// time-conceder, tft, q.
+    /// Seller strategies and counts: tier, bayes, closer, split, step, time-boulware,
+    /// time-linear, time-conceder, tft, q.
     #[arg(long, default_value = "tier:5,split:5,time-boulware:5")]
     pub sellers: String,
     /// Range of buyers' private values, `LOW..HIGH` in minor units, drawn uniformly.
@@ -188,7 +188,9 @@ scales its step by the seller's last concession; split counters at the midpoint;
 quarter of the gap; time-boulware, time-linear, time-conceder are Faratin's time-dependent
 tactic with e = 0.2, 1, 3; tft mirrors the other side's last concession; tier is the seller
 tier engine; bayes (either side) models the other side's limit from its moves and counters for
-the most expected surplus (a bayes buyer opens at 35% of the ask); competitive is the balanced
+the most expected surplus (a bayes buyer opens at 35% of the ask); closer (sellers) holds
+near the ask, meets a conceding buyer late at the end of its fitted curve and closes at the
+deadline; competitive is the balanced
 budget capped by an offer elsewhere (none in this market, where every negotiation is on its own). Policy-based buyers (split, step, time-*, tft) open at half their value. Every
 strategy's private limit is the agent's value or cost.
 

@@ -12,6 +12,8 @@
 //! - Sellers `tier`: the seller tier engine, answering buyers of `--tier`.
 //! - Either side `bayes`: Haggle's opponent-modelling strategy (the domain's `model`), with the
 //!   reservation price as its limit; the buyer opens at 35 % of the ask.
+//! - Sellers `closer`: Haggle's seller for negotiations decided at the deadline (the domain's
+//!   `closer`), with the seller's cost as its floor.
 //! - Buyers `competitive`: [`Competitive`] on the balanced profile; every negotiation of the
 //!   market is on its own, so it has no counter elsewhere to use as leverage.
 //! - Either side `q`: the tabular Q-learner trained by `--learn q`.
@@ -40,6 +42,7 @@ pub enum Kind {
     Tier,
     Learned,
     Bayes,
+    Closer,
     Competitive,
 }
 
@@ -76,7 +79,7 @@ impl Kind {
         Kind::Bayes,
         Kind::Competitive,
     ];
-    pub const SELLERS: [Kind; 8] = [
+    pub const SELLERS: [Kind; 9] = [
         Kind::Tier,
         Kind::Split,
         Kind::Step,
@@ -85,6 +88,7 @@ impl Kind {
         Kind::TimeConceder,
         Kind::TitForTat,
         Kind::Bayes,
+        Kind::Closer,
     ];
 
     pub fn name(self) -> &'static str {
@@ -102,6 +106,7 @@ impl Kind {
             Kind::Tier => "tier",
             Kind::Learned => "q",
             Kind::Bayes => "bayes",
+            Kind::Closer => "closer",
             Kind::Competitive => "competitive",
         }
     }
@@ -130,6 +135,7 @@ impl Kind {
             Kind::TimeConceder => Some(Strategy::Time { k: 0.0, e: 3.0, start: None }),
             Kind::TitForTat => Some(Strategy::TitForTat { kindness: 0.0 }),
             Kind::Tier => Some(Strategy::Tier {}),
+            Kind::Closer => Some(Strategy::Closer {}),
             Kind::Threshold(_) | Kind::Adaptive | Kind::Learned | Kind::Bayes | Kind::Competitive => None,
         }
     }
@@ -258,6 +264,7 @@ pub fn negotiator<'a>(side: Party, kind: Kind, limit: i64, tables: Tables<'a>) -
         | Kind::TimeLinear
         | Kind::TimeConceder
         | Kind::TitForTat
+        | Kind::Closer
         | Kind::Tier => unreachable!("policy kinds are handled above"),
     }
 }

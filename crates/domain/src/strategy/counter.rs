@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use super::super::bid::Party;
 use super::proposal::Proposal;
-use super::{NegotiationState, Rationale, Turn, concede, learned, model, round_concession, round_price, tier_engine};
+use super::{
+    NegotiationState, Rationale, Turn, closer, concede, learned, model, round_concession, round_price, tier_engine,
+};
 
 /// A policy's counter strategy, as stored and as sent in JSON: `{"strategy": "step", "fraction": 0.25}`.
 ///
@@ -55,6 +57,10 @@ pub enum Strategy {
         #[serde(default = "default_bayes_e")]
         e: f64,
     },
+    /// Haggle's seller for negotiations decided at the deadline (see `closer`): a Boulware hold,
+    /// the buyer's concession curve met late, and a closing price for the last counter.
+    /// Sellers only.
+    Closer {},
     /// A buyer shopping elsewhere too (the library's `Competitive` as a policy): it steps `step`
     /// minor units a counter, never offers or accepts more than `best_elsewhere` (a standing
     /// offer it holds on another listing), and stops, leaving the thread to its owner, when it
@@ -98,6 +104,7 @@ impl Strategy {
             Strategy::TitForTat { .. } => "tit_for_tat",
             Strategy::Tier {} => "tier",
             Strategy::Bayes { .. } => "bayes",
+            Strategy::Closer { .. } => "closer",
             Strategy::Competitive { .. } => "competitive",
             Strategy::Learned { .. } => "learned",
         }
@@ -125,6 +132,7 @@ impl Strategy {
             }
             Strategy::Tier {} => tier_engine::propose(state, turn, limit),
             Strategy::Bayes { e } => model::propose(state, turn, limit, *e),
+            Strategy::Closer {} => closer::propose(state, turn, limit),
             Strategy::Competitive { step, best_elsewhere } => competitive(state, turn, limit, *step, *best_elsewhere),
             Strategy::Learned { levels, steps, q } => learned::propose(state, turn, limit, *levels, *steps, q),
         }

@@ -13,6 +13,7 @@
 //! never concede more than a rule says.
 
 mod buyer;
+mod closer;
 mod counter;
 pub mod learned;
 pub mod model;

@@ -211,7 +211,7 @@ pub fn fitted_ceiling(opening: f64, bids: &[(f64, f64)]) -> Option<f64> {
 }
 
 /// The buyer's own clock: 0 at its opening (round 1), 1 at the deadline.
-fn buyer_time(round: i32, max_rounds: i32) -> f64 {
+pub(super) fn buyer_time(round: i32, max_rounds: i32) -> f64 {
     if max_rounds <= 1 { 1.0 } else { (f64::from(round - 1) / f64::from(max_rounds - 1)).clamp(0.0, 1.0) }
 }
 

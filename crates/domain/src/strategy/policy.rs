@@ -95,6 +95,7 @@ impl Policy {
             | Strategy::TitForTat { .. }
             | Strategy::Tier {}
             | Strategy::Competitive { .. }
+            | Strategy::Closer { .. }
             | Strategy::Learned { .. } => 1.0,
         };
         Some(MultiIssue {
@@ -219,6 +220,11 @@ impl Policy {
                         "counter.strategy",
                         "competitive is a buyer strategy: it caps what the buyer pays by its best offer elsewhere",
                     );
+                }
+            }
+            Strategy::Closer { .. } => {
+                if role == Party::Buyer {
+                    v.fail("counter.strategy", "closer is a seller strategy");
                 }
             }
             Strategy::Learned { levels, steps, q } => {

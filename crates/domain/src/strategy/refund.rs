@@ -97,6 +97,7 @@ pub fn concession_exponent(counter: &Strategy) -> f64 {
         | Strategy::TitForTat { .. }
         | Strategy::Tier {}
         | Strategy::Competitive { .. }
+        | Strategy::Closer { .. }
         | Strategy::Learned { .. } => 1.0,
     }
 }

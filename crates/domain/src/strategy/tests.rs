@@ -37,7 +37,7 @@ fn strategies(with_tier: bool) -> BoxedStrategy<counter::Strategy> {
     let competitive = (1i64..50_000, prop::option::of(100i64..2_000_000))
         .prop_map(|(step, best_elsewhere)| counter::Strategy::Competitive { step, best_elsewhere });
     if with_tier {
-        prop_oneof![plain, Just(counter::Strategy::Tier {})].boxed()
+        prop_oneof![plain, Just(counter::Strategy::Tier {}), Just(counter::Strategy::Closer {})].boxed()
     } else {
         prop_oneof![plain, competitive].boxed()
     }
@@ -120,6 +120,7 @@ fn extreme_parameters_do_not_overflow() {
         counter::Strategy::TitForTat { kindness: f64::MAX },
         counter::Strategy::Tier {},
         counter::Strategy::Bayes { e: f64::NAN },
+        counter::Strategy::Closer {},
         counter::Strategy::Bayes { e: 0.0 },
         counter::Strategy::Competitive { step: i64::MAX, best_elsewhere: Some(i64::MIN) },
         counter::Strategy::Learned { levels: 200, steps: 0, q: vec![vec![f64::NAN]] },
@@ -422,6 +423,53 @@ proptest! {
             if which >= 1 {
                 prop_assert!(amount >= floor, "deal {} below the floor {}", amount, floor);
             }
+        }
+    }
+
+    /// The `closer` seller against every buyer: the client strategies (threshold, adaptive,
+    /// competitive, `bayes`) and a policy buyer of any counter strategy, on listings of 1 to 60
+    /// rounds. Every move legal, the floor never crossed, and every counter below the seller's
+    /// previous one unless the floor or the buyer's bid leaves no lower price.
+    #[test]
+    fn closer_keeps_its_floor_against_every_buyer(
+        buyer_counter in strategies(false),
+        ask in 1_000i64..1_000_000,
+        floor_share in 0.1f64..=1.0,
+        value_share in 0.1f64..=1.5,
+        opening_share in 0.05f64..=1.0,
+        step_share in 0.001f64..=0.3,
+        max_offers in 1i32..30,
+        e in 0.05f64..=20.0,
+        which in 0usize..5,
+        buyer_tier in tiers(),
+        max_rounds in 1i32..60,
+    ) {
+        let floor = ((ask as f64 * floor_share) as i64).clamp(100, ask);
+        let value = ((ask as f64 * value_share) as i64).max(100);
+        let opening = ((ask as f64 * opening_share) as i64).clamp(100, value.min(ask));
+        let step = ((ask as f64 * step_share) as i64).max(1);
+        let seller = Policy { max_auto_rounds: MAX_AUTO_ROUNDS, ..Policy::new(floor, counter::Strategy::Closer {}) };
+        prop_assert!(seller.validate(Party::Seller, Some(ask), Default::default()).is_ok());
+        let setting = Setting { ask, max_rounds, buyer_tier };
+        let budget = SimpleThreshold { target: opening, max: value.max(opening), step, max_rounds: max_offers };
+        let policy_buyer = OpenThen { opening, then: Policy { max_auto_rounds: MAX_AUTO_ROUNDS, ..Policy::new(value, buyer_counter) } };
+        let run = match which {
+            0 => simulate(&setting, &budget, &seller),
+            1 => simulate(&setting, &Adaptive::from(budget), &seller),
+            2 => simulate(&setting, &Competitive::from(budget), &seller),
+            3 => simulate(&setting, &BayesBuyer { max: value, e }, &seller),
+            _ => simulate(&setting, &policy_buyer, &seller),
+        };
+        assert_by_the_rules(&run, &setting)?;
+        prop_assert!(seller_bids(&run).iter().all(|bid| bid.amount >= floor), "below the floor {}: {:?}", floor, run);
+        let amounts: Vec<i64> = run.bids.iter().map(|bid| bid.amount).collect();
+        for k in (3..amounts.len()).step_by(2) {
+            // amounts[k] is a seller counter, amounts[k - 2] its previous one, amounts[k - 1] the buyer's bid.
+            let lowest = floor.max(amounts[k - 1] + 1);
+            prop_assert!(amounts[k] < amounts[k - 2] || amounts[k] == lowest, "stood still at {}: {:?}", amounts[k], run);
+        }
+        if let Ending::Accepted { amount, .. } = run.ending {
+            prop_assert!(amount >= floor, "deal {} below the floor {}", amount, floor);
         }
     }
 }
