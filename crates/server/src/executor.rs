@@ -165,7 +165,7 @@ pub async fn run_once(market: &Market, rules: Rules, chain: usize) -> Result<Opt
     let decided = async {
         let (conn, events) = unit.parts();
         let mut decided = Vec::with_capacity(1);
-        let (mut current, mut started) = (Taken::Alone(taken), taken_at);
+        let (mut current, mut started) = (Taken::Alone(Box::new(taken)), taken_at);
         loop {
             // A first try chains; a retried task is decided alone, so that a failure further on
             // cannot keep it from being answered.
@@ -229,7 +229,7 @@ fn public_rationale(action: &str) -> &'static str {
 /// A task to decide: taken alone, with its context read in the same statement, or taken by the
 /// move that queued it, with its context read (and its thread locked) in the same statement.
 enum Taken {
-    Alone(TakenTask),
+    Alone(Box<TakenTask>),
     Chained(Box<Chained>),
 }
 
@@ -244,7 +244,8 @@ async fn act(
     chaining: bool,
 ) -> Result<(Task, Outcome, Option<Box<Chained>>), sqlx::Error> {
     let (task, context, held) = match taken {
-        Taken::Alone(TakenTask { task, kind, context }) => {
+        Taken::Alone(taken) => {
+            let TakenTask { task, kind, context } = *taken;
             // A schedule negotiation on an order is answered by the policy's availability.
             if kind == Some(ThreadKind::Schedule)
                 && let Some(handled) = schedule::act(conn, events, task).await?
