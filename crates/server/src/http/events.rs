@@ -82,27 +82,27 @@ async fn list(
     let mut subscription = subscribe(&state, caller.id)?;
     let mut recheck = Recheck::new(&state, agent_key(caller, &headers)?);
     let _open = (!wait.is_zero()).then(metrics::Open::long_poll);
-    let mut events = 'read: loop {
-        subscription.mark();
-        let events = db::events::for_agent(&state.pool, caller.id, after, limit + 1).await?;
-        if !events.is_empty() {
-            break events;
-        }
-        // Read again only when woken (a wake-up lost is made up for by the catch-up's).
-        loop {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            if remaining.is_zero() {
-                break 'read events;
-            }
-            let woke = wake_or_stop(&mut subscription, remaining.min(recheck.due_in()), &state.shutdown).await;
-            if !woke && state.shutdown.is_cancelled() {
-                break 'read events;
-            }
-            recheck.still_stands().await?;
-            if woke {
-                continue 'read;
+    // It reads at first, and again only when woken (a wake-up lost is made up for by the
+    // catch-up's); between wake-ups it checks its key when that is due.
+    let mut read = true;
+    let mut events = loop {
+        if read {
+            subscription.mark();
+            let events = db::events::for_agent(&state.pool, caller.id, after, limit + 1).await?;
+            if !events.is_empty() {
+                break events;
             }
         }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            break Vec::new();
+        }
+        let woke = wake_or_stop(&mut subscription, remaining.min(recheck.due_in()), &state.shutdown).await;
+        if !woke && state.shutdown.is_cancelled() {
+            break Vec::new();
+        }
+        recheck.still_stands().await?;
+        read = woke;
     };
     let has_more = events.len() as i64 > limit;
     events.truncate(limit as usize);
@@ -193,6 +193,10 @@ impl Streaming {
     /// The next event, waiting for it if need be; `None` ends the stream (the server is
     /// stopping, or the database failed and the client should reconnect with Last-Event-ID).
     async fn next(&mut self) -> Option<Event> {
+        // It reads when asked for an event it does not hold, and again only when woken (a
+        // wake-up lost is made up for by the catch-up's); between wake-ups it checks its key
+        // when that is due.
+        let mut read = true;
         loop {
             if let Err(error) = self.recheck.still_stands().await {
                 tracing::info!(code = error.code.as_str(), "an event stream's API key no longer stands; closing it");
@@ -202,32 +206,23 @@ impl Streaming {
                 self.cursor = event.id;
                 return Some(event);
             }
-            self.subscription.mark();
-            match db::events::for_agent(&self.pool, self.agent_id, self.cursor, STREAM_BATCH).await {
-                Ok(events) if !events.is_empty() => {
-                    self.ready.extend(events);
-                    continue;
-                }
-                Ok(_) => {}
-                Err(error) => {
-                    tracing::warn!(%error, "an event stream could not read its events; closing it");
-                    return None;
+            if read {
+                self.subscription.mark();
+                match db::events::for_agent(&self.pool, self.agent_id, self.cursor, STREAM_BATCH).await {
+                    Ok(events) if !events.is_empty() => {
+                        self.ready.extend(events);
+                        continue;
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        tracing::warn!(%error, "an event stream could not read its events; closing it");
+                        return None;
+                    }
                 }
             }
-            // With nothing to send, it reads again when woken (a wake-up lost is made up for by
-            // the catch-up's), and checks its key when that is due.
-            loop {
-                tokio::select! {
-                    woke = self.subscription.wait(self.recheck.due_in().max(MIN_PAUSE)) => if woke { break },
-                    _ = self.shutdown.cancelled() => return None,
-                }
-                if let Err(error) = self.recheck.still_stands().await {
-                    tracing::info!(
-                        code = error.code.as_str(),
-                        "an event stream's API key no longer stands; closing it"
-                    );
-                    return None;
-                }
+            tokio::select! {
+                woke = self.subscription.wait(self.recheck.due_in().max(MIN_PAUSE)) => read = woke,
+                _ = self.shutdown.cancelled() => return None,
             }
         }
     }
