@@ -47,26 +47,25 @@ pub(super) async fn mark(
     counter: &Bid,
     rules: Rules,
 ) -> Result<Option<Mark>> {
-    if rules.deadlock.window().is_none() {
+    let Some(window) = rules.deadlock.window() else {
         return Ok(None);
-    }
+    };
     match &context.thread.mediation {
         Some(previous) if context.thread.deadlock_at.is_some() => renew(conn, context, issues, counter, previous).await,
-        Some(_) | None => detect(conn, context, issues, counter, rules).await,
+        Some(_) | None => detect(conn, context, issues, counter, rules, window).await,
     }
 }
 
-/// The suggestion for the thread of `context` if `counter` deadlocks it; `None` otherwise.
+/// The suggestion for the thread of `context` if `counter` deadlocks it, over the last `window`
+/// offers; `None` otherwise.
 async fn detect(
     conn: &mut PgConnection,
     context: &BidContext,
     issues: &Issues,
     counter: &Bid,
     rules: Rules,
+    window: usize,
 ) -> Result<Option<Mark>> {
-    let Some(window) = rules.deadlock.window() else {
-        return Ok(None);
-    };
     if (counter.round as usize) < window {
         return Ok(None);
     }
