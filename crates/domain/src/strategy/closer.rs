@@ -34,7 +34,7 @@
 //! always lies in the legal range.
 
 use super::super::bid::Party;
-use super::model::buyer_time;
+use super::model::{self, buyer_time};
 use super::{NegotiationState, Proposal, Rationale, Turn, round_price};
 
 /// The closing price's least share of the way from the floor to the ask.
@@ -57,24 +57,11 @@ fn last_counter(max_rounds: i32) -> i32 {
 /// clock) by least squares of ln(bid − opening) on ln τ: (gap, β). One bid above the opening is
 /// read as a steady pace (β = 1). `None` when no bid is above the opening within 0 < τ < 1.
 pub(super) fn fitted_tactic(opening: f64, points: &[(f64, f64)]) -> Option<(f64, f64)> {
-    let logs: Vec<(f64, f64)> = points
-        .iter()
-        .filter(|(t, bid)| *t > 0.0 && *t < 1.0 && *bid > opening)
-        .map(|(t, bid)| (t.ln(), (bid - opening).ln()))
-        .collect();
+    let logs = model::log_points(points.iter().map(|&(t, bid)| (t, bid - opening)));
     let fitted = match logs.as_slice() {
         [] => return None,
         [(lt, lg)] => ((lg - lt).exp(), 1.0),
-        _ => {
-            let n = logs.len() as f64;
-            let (mx, my) = (logs.iter().map(|p| p.0).sum::<f64>() / n, logs.iter().map(|p| p.1).sum::<f64>() / n);
-            let sxx: f64 = logs.iter().map(|p| (p.0 - mx).powi(2)).sum();
-            if sxx < 1e-12 {
-                return None;
-            }
-            let slope = (logs.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx).clamp(0.05, 20.0);
-            ((my - slope * mx).exp(), slope)
-        }
+        _ => model::power_fit(&logs)?,
     };
     fitted.0.is_finite().then_some(fitted)
 }

@@ -165,19 +165,29 @@ fn time(round: i32, max_rounds: i32) -> f64 {
 /// squares of ln gap on ln t (the intercept is ln gap(1)). Points outside 0 < t < 1 or with no
 /// gap are left out; `None` without two points left at distinct times.
 fn fitted_gap(points: impl Iterator<Item = (f64, f64)>) -> Option<f64> {
-    let points: Vec<(f64, f64)> =
-        points.filter(|(t, gap)| *t > 0.0 && *t < 1.0 && *gap > 0.0).map(|(t, gap)| (t.ln(), gap.ln())).collect();
-    if points.len() < 2 {
+    power_fit(&log_points(points)).map(|(gap, _)| gap)
+}
+
+/// ln t and ln gap of the points within 0 < t < 1 that have a gap, the coordinates a
+/// time-dependent tactic is fitted in.
+pub(super) fn log_points(points: impl Iterator<Item = (f64, f64)>) -> Vec<(f64, f64)> {
+    points.filter(|(t, gap)| *t > 0.0 && *t < 1.0 && *gap > 0.0).map(|(t, gap)| (t.ln(), gap.ln())).collect()
+}
+
+/// gap(t) = g·t^s fitted to points in log–log coordinates ([`log_points`]) by least squares:
+/// (g, s), the exponent kept within [0.05, 20]. `None` without two points at distinct times.
+pub(super) fn power_fit(logs: &[(f64, f64)]) -> Option<(f64, f64)> {
+    if logs.len() < 2 {
         return None;
     }
-    let n = points.len() as f64;
-    let (mx, my) = (points.iter().map(|p| p.0).sum::<f64>() / n, points.iter().map(|p| p.1).sum::<f64>() / n);
-    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let n = logs.len() as f64;
+    let (mx, my) = (logs.iter().map(|p| p.0).sum::<f64>() / n, logs.iter().map(|p| p.1).sum::<f64>() / n);
+    let sxx: f64 = logs.iter().map(|p| (p.0 - mx).powi(2)).sum();
     if sxx < 1e-12 {
         return None;
     }
-    let slope = (points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx).clamp(0.05, 20.0);
-    Some((my - slope * mx).exp())
+    let slope = (logs.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx).clamp(0.05, 20.0);
+    Some(((my - slope * mx).exp(), slope))
 }
 
 /// The seller's floor fitted to its counters: ask − price(t) = (ask − floor)·t^(1/β).
