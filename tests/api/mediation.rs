@@ -215,3 +215,32 @@ async fn a_settlement_racing_a_counter_after_renewals_has_one_winner() {
         }
     }
 }
+
+#[tokio::test]
+async fn positions_one_unit_apart_renew_the_suggestion_at_the_one_counter_left() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({ "max_rounds": 30 })).await;
+    let (id, first) = marked(&app, &deal).await;
+    let settle = format!("/v1/threads/{id}/settle");
+    // The seller agrees to 74500; the buyer counters one unit below the seller's 98998. The one
+    // counter left to the seller is its own 98998 again: the suggestion is renewed there (the
+    // midpoint, 98997, is no counter the seller may make), and the seller's agreement carries
+    // over, as the renewed suggestion is higher for it.
+    app.post(&settle, &deal.seller.key, json!({ "bid_id": first })).await.expect(202);
+    let close = app.counter(&deal.buyer, &first, 98997).await;
+    let read = thread(&app, &deal.buyer, &id).await;
+    let suggestion = &read["deadlock"]["suggestion"];
+    assert_eq!(suggestion["bid_id"], close.as_str());
+    assert_eq!((suggestion["mover"].as_str(), suggestion["amount"].as_i64()), (Some("seller"), Some(98998)));
+    assert_eq!(suggestion["renewal"], 1);
+    assert_eq!(read["deadlock"]["agreed"], json!(["seller"]));
+    // Settling at the suggestion it was renewed from is refused and changes nothing.
+    let refused = app.post(&settle, &deal.buyer.key, json!({ "bid_id": first })).await;
+    refused.expect_problem(409, "invalid_transition");
+    assert_eq!(app.count(format!("SELECT count(*) FROM orders WHERE thread_id = '{id}'")).await, 0);
+    // The buyer agrees to the renewed one: the seller's 98998 is made and accepted.
+    let settled = app.post(&settle, &deal.buyer.key, json!({ "bid_id": close })).await.expect(200).body;
+    assert_eq!(settled["order"]["amount"], 98998);
+    assert_eq!(settled["bid"]["author"], "seller");
+    assert_eq!(app.count(format!("SELECT count(*) FROM orders WHERE thread_id = '{id}'")).await, 1);
+}

@@ -12,8 +12,9 @@
 //!   such buyers still take at their deadline, and never the floor itself (a deal at the floor is
 //!   worth no more than none).
 //! - **Boulware hold.** Before its last counter, the seller's price follows
-//!   F + (ask − F)·(1 − t^(1/0.2)), t = round / the seller's last round: it hardly moves until
-//!   the last rounds, where the outcome is decided.
+//!   F + (ask − F)·(1 − t^(1/0.2)), t = round / the seller's last round, or / the listing's last
+//!   round when the buyer's final bid ends it: it hardly moves until the last rounds, where the
+//!   outcome is decided.
 //! - **The buyer's curve.** The buyer's bids are fitted to a time-dependent tactic
 //!   bid(τ) = opening + g·τ^β on the buyer's own clock (least squares in log–log coordinates; one
 //!   step is read as a steady pace, β = 1). Its value at the deadline, C = opening + g, is where a
@@ -21,8 +22,9 @@
 //!   with r rounds left, price = C + (hold − C)·min(1, r/20)², and no lower: a buyer who concedes toward its limit is
 //!   met there, late, rather than early halfway.
 //! - **The last counter.** When the listing's last round is the buyer's (an odd `max_rounds`),
-//!   the seller's last counter asks C (or F): if the buyer refuses, its own final bid is still
-//!   to come, and is accepted within the floor. When the last round is the seller's, its counter
+//!   the seller's last counter stays on its hold, or asks C if that is more: the buyer's final
+//!   bid is still to come, and is accepted within the floor, so coming down to F there would only
+//!   give away what the buyer bids anyway. When the last round is the seller's, its counter
 //!   is final, take-it-or-leave-it: the seller accepts a pending bid of at least F, and otherwise
 //!   offers halfway from the buyer's bid to its next bid on the fitted curve, between F and C
 //!   (F without a curve).
@@ -82,11 +84,13 @@ pub(super) fn propose(state: &NegotiationState, turn: Turn, floor: i64) -> Propo
     let opening = points.first().map_or(turn.pending as f64, |p| p.1);
     let latest = turn.pending as f64;
     let close = (s + CLOSE_OVER_FLOOR * (ask - s)).max(opening + CLOSE_OVER_OPENING * (ask - opening)).min(ask);
+    // With an odd `max_rounds` the buyer's final bid ends the listing, after the seller's last counter.
+    let buyer_ends = n % 2 == 1;
     let last = last_counter(n).max(2);
     let at_last = turn.round >= last;
     let is_final = turn.round >= n;
-    let t = (f64::from(turn.round) / f64::from(last)).clamp(0.0, 1.0);
-    let hold = if at_last { close } else { close + (ask - close) * (1.0 - t.powf(1.0 / HOLD_E)) };
+    let t = (f64::from(turn.round) / f64::from(if buyer_ends { n } else { last })).clamp(0.0, 1.0);
+    let hold = if at_last && !buyer_ends { close } else { close + (ask - close) * (1.0 - t.powf(1.0 / HOLD_E)) };
     let mut target = hold;
     if let Some((gap, slope)) = fitted_tactic(opening, &points) {
         let ceiling = opening + gap;
@@ -95,8 +99,8 @@ pub(super) fn propose(state: &NegotiationState, turn: Turn, floor: i64) -> Propo
             let weight = (left / APPROACH_ROUNDS).min(1.0).powi(2);
             target = target.min(ceiling + (hold - ceiling).max(0.0) * weight);
             if at_last && !is_final {
-                // The buyer answers with a final bid of its own: ask where its curve ends.
-                target = ceiling;
+                // The buyer answers with a final bid of its own: no less than where its curve ends.
+                target = ceiling.max(hold);
             } else if is_final {
                 let predicted = opening + gap * buyer_time(turn.round.saturating_add(1), n).powf(slope);
                 target = close.max(latest + FINAL_SHARE * (predicted - latest)).min(ceiling);
@@ -190,10 +194,18 @@ mod tests {
     #[test]
     fn before_the_buyers_final_bid_it_asks_where_the_buyers_curve_ends() {
         // 5 rounds: the seller's last counter is round 4; the buyer's final bid follows.
-        // The buyer opened at 2000 and bid 4000 at τ = 0.5: a steady pace toward 6000.
+        // The buyer opened at 2000 and bid 4000 at τ = 0.5: a steady pace toward 6000, above the
+        // closing price max(3000 + 0.15·7000, 2000 + 0.3·8000) = 4400. The hold, t = 4/5:
+        // 4400 + 5600·(1 − 0.8⁵) = 8164.99 → 8165, more than the curve's end: it stays there.
         let mut s = state(10_000, &[2_000, 9_999, 4_000]);
         s.max_rounds = 5;
-        assert_eq!(decide(&policy(3_000), &s), Decision::Counter { amount: 6_000, is_final: false });
+        assert_eq!(decide(&policy(3_000), &s), Decision::Counter { amount: 8_165, is_final: false });
+        // Over 7 rounds, a buyer bound for 8000 (+2000 every third of its clock: 2000, 4000,
+        // 6000), at round 6, t = 6/7: the hold, 4400 + 5600·(1 − (6/7)⁵) = 7409.1, is below the
+        // curve's end, which is asked.
+        let mut far = state(10_000, &[2_000, 9_999, 4_000, 9_998, 6_000]);
+        far.max_rounds = 7;
+        assert_eq!(decide(&policy(3_000), &far), Decision::Counter { amount: 8_000, is_final: false });
         // The buyer's final bid is taken within the floor, refused below it.
         let mut fin = state(10_000, &[2_000, 9_999, 4_000, 6_000, 3_500]);
         fin.max_rounds = 5;
