@@ -84,8 +84,9 @@ pub(super) fn propose(state: &NegotiationState, turn: Turn, floor: i64) -> Propo
     let opening = points.first().map_or(turn.pending as f64, |p| p.1);
     let latest = turn.pending as f64;
     let close = (s + CLOSE_OVER_FLOOR * (ask - s)).max(opening + CLOSE_OVER_OPENING * (ask - opening)).min(ask);
-    // With an odd `max_rounds` the buyer's final bid ends the listing, after the seller's last counter.
-    let buyer_ends = n % 2 == 1;
+    // When the seller's last counter is not the listing's last round (an odd `max_rounds`), the
+    // buyer's final bid ends the listing after it.
+    let buyer_ends = last_counter(n) < n;
     let last = last_counter(n).max(2);
     let at_last = turn.round >= last;
     let is_final = turn.round >= n;

@@ -294,8 +294,9 @@ pub struct TakenTask {
 
 /// Takes the oldest due task, skipping those other executors hold, and marks it done in the
 /// caller's transaction, which keeps it locked (if the transaction does not commit, the task
-/// waits for the next executor); with its context read in the same statement (unlocked: the move that follows locks what it
-/// changes, in the order a move locks, and checks what it writes).
+/// waits for the next executor); with its context read in the same statement (unlocked: the
+/// move that follows locks what it changes, in the order a move locks, and checks what it
+/// writes).
 pub async fn take_task(conn: &mut PgConnection) -> Result<Option<TakenTask>, sqlx::Error> {
     // Built at run time: it splices a task context's columns (`task_context_columns`), which
     // `task_context` and `record_and_take_next` read too.
