@@ -216,6 +216,21 @@ async fn two_policies_exchange_moves_in_one_transaction_up_to_the_chains_length(
     assert!(transactions.len() > chain, "the negotiation was longer than a chain: {done}");
     assert!(transactions[..chain].iter().all(|x| *x == transactions[0]), "{transactions:?}");
     assert_ne!(transactions[chain], transactions[0], "{transactions:?}");
+    // A chained counter is one statement, which records its decision and takes the other side's
+    // task as well: each decision of the chain was written by the command that marked the bid it
+    // answered COUNTERED (a row's `cmin`), up to the chain's last move, which leaves its task for
+    // another transaction and records its decision after it.
+    let same_command: Vec<bool> = sqlx::query_scalar(
+        "SELECT d.cmin::text = b.cmin::text FROM auto_decisions d JOIN bids b ON b.id = d.bid_id
+             WHERE d.action = 'counter' AND d.xmin = (SELECT xmin FROM auto_decisions ORDER BY decided_at LIMIT 1)
+             ORDER BY b.round",
+    )
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(same_command.len(), chain, "{same_command:?}");
+    assert!(same_command[..chain - 1].iter().all(|same| *same), "a statement a chained counter: {same_command:?}");
+    assert!(!same_command[chain - 1], "the chain's last counter records its decision apart: {same_command:?}");
     // A counter for every bid after the opening, and the acceptance of the last.
     assert_eq!(
         transactions.len(),

@@ -14,9 +14,10 @@
 //! statement that makes it, and the same transaction takes that task and decides it at once, up
 //! to `HAGGLE_AUTO_CHAIN` moves ([`DEFAULT_CHAIN`]): the policies' exchange commits once rather
 //! than once a move, each move still made through the state machine under the thread's lock. A
-//! chained move costs two statements: its own, and one that records its decision, takes the task
-//! it queued and reads what the next decision and move need (the thread's lock is the
-//! transaction's already). A task being retried after a failure is decided alone.
+//! chained counter is one statement, which also records its decision, queues the other side's
+//! task taken and reads what the next decision needs; the next move is made on the rows it
+//! returned, the thread's lock being the transaction's already. A task being retried after a
+//! failure is decided alone.
 
 mod schedule;
 
@@ -26,6 +27,7 @@ use serde_json::json;
 use sqlx::PgConnection;
 use sqlx::types::Json;
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
 use crate::db;
 use crate::db::agents::Caller;
@@ -311,22 +313,42 @@ async fn act(
     {
         return no_counter(outcome);
     }
+    let rationale = public_rationale(decision_action(&decision));
     let (action, reason, done) = match decision {
         Decision::Counter { amount, is_final } => {
             let offer = Proposal { terms: terms.map(Some), ..Proposal::of(amount).finally(is_final) };
-            let countered = match &held {
-                Some(bid) => negotiation::counter_locked(conn, events, caller, bid, &offer, rules).await,
-                None => negotiation::counter(conn, events, Access::Locked, caller, task.bid_id, &offer, rules).await,
+            let countered = if chaining {
+                // The counter's statement records the decision and takes the other side's task.
+                let decided = Decided { action: "counter", reason: "strategy", rationale, counter_bid_id: None };
+                negotiation::counter_chaining(conn, events, caller, held.as_ref(), task.bid_id, &offer, rules, decided)
+                    .await
+                    .map(|(bid, thread, next)| PolicyMade {
+                        counter_bid_id: Some(bid.id),
+                        recorded: true,
+                        next: next.map(|next| Box::new(Chained::after(&context, bid, thread, next))),
+                    })
+            } else {
+                match &held {
+                    Some(bid) => negotiation::counter_locked(conn, events, caller, bid, &offer, rules).await,
+                    None => {
+                        negotiation::counter(conn, events, Access::Locked, caller, task.bid_id, &offer, rules).await
+                    }
+                }
+                .map(|(bid, _)| PolicyMade::unrecorded(Some(bid.id)))
             };
-            ("counter", "strategy", countered.map(|(bid, _)| Some(bid.id)))
+            ("counter", "strategy", countered)
         }
         Decision::Accept { rationale } => {
-            let accepted = negotiation::answer(conn, events, Access::Locked, caller, task.bid_id, Answer::Accept).await;
-            ("accept", rationale.as_str(), accepted.map(|_| None))
+            let accepted = match &held {
+                // The thread is this transaction's since the counter before.
+                Some(_) => negotiation::accept_on_locked_thread(conn, events, caller, task.bid_id).await,
+                None => negotiation::answer(conn, events, Access::Locked, caller, task.bid_id, Answer::Accept).await,
+            };
+            ("accept", rationale.as_str(), accepted.map(|_| PolicyMade::unrecorded(None)))
         }
         Decision::Reject { rationale } => {
             let rejected = negotiation::answer(conn, events, Access::Locked, caller, task.bid_id, Answer::Reject).await;
-            ("reject", rationale.as_str(), rejected.map(|_| None))
+            ("reject", rationale.as_str(), rejected.map(|_| PolicyMade::unrecorded(None)))
         }
         Decision::Stop { rationale } => {
             let suggestion = suggest(&policy, &state);
@@ -335,17 +357,12 @@ async fn act(
         }
     };
     match PolicyMove::of(done)? {
-        PolicyMove::Made(counter_bid_id) => {
-            let rationale = public_rationale(action);
-            let decided = Decided { action, reason, rationale, counter_bid_id };
-            let next = match counter_bid_id {
-                Some(_) if chaining => db::tasks::record_and_take_next(conn, task, decided).await?.map(Box::new),
-                _ => {
-                    db::tasks::record_decision(conn, task, decided).await?;
-                    None
-                }
-            };
-            Ok((task, Outcome::Acted(action), next))
+        PolicyMove::Made(made) => {
+            if !made.recorded {
+                let decided = Decided { action, reason, rationale, counter_bid_id: made.counter_bid_id };
+                db::tasks::record_decision(conn, task, decided).await?;
+            }
+            Ok((task, Outcome::Acted(action), made.next))
         }
         PolicyMove::Overtaken => no_counter(Outcome::Dropped),
         PolicyMove::Refused(rejection) => {
@@ -355,6 +372,31 @@ async fn act(
             stop(conn, events, task, &context, "refused", &detail, Some(decision)).await?;
             no_counter(Outcome::Stopped("refused"))
         }
+    }
+}
+
+/// A policy's move made: the counter it made, if any; whether its statement recorded the
+/// decision; and the other side's task, taken by a counter's statement when the executor chains.
+struct PolicyMade {
+    counter_bid_id: Option<Uuid>,
+    recorded: bool,
+    next: Option<Box<Chained>>,
+}
+
+impl PolicyMade {
+    /// A move whose decision is recorded after it, with nothing taken.
+    fn unrecorded(counter_bid_id: Option<Uuid>) -> PolicyMade {
+        PolicyMade { counter_bid_id, recorded: false, next: None }
+    }
+}
+
+/// The action a decision names, as the decision records it.
+fn decision_action(decision: &Decision) -> &'static str {
+    match decision {
+        Decision::Counter { .. } => "counter",
+        Decision::Accept { .. } => "accept",
+        Decision::Reject { .. } => "reject",
+        Decision::Stop { .. } => "stop",
     }
 }
 

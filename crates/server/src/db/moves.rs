@@ -22,13 +22,14 @@ use uuid::Uuid;
 
 use super::events::{self, EVENT_ROWS, EventArrays, NewEvent};
 use super::idempotency::{AnswerArrays, MoveAnswer, answer_rows};
+use super::policies::policy_in_thread;
 use super::rows::{BidContext, BidDeadline, bid_context_columns};
-use super::tasks::{self, Requeue};
+use super::tasks::{self, Decided, NextRead, Requeue};
 use super::text::Text;
 use super::{Bid, Listing, Order, Thread};
 use haggle_api::{self as api, OrderStatus};
 use haggle_domain::bid::{ConcessionRule, Transition};
-use haggle_domain::{BidStatus, Party, Reason, ThreadStatus};
+use haggle_domain::{BidStatus, Party, Reason, ThreadStatus, Tier};
 
 /// The read a move decides on, of a bid the agent `$2` is party to.
 macro_rules! bid_context_query {
@@ -54,7 +55,7 @@ pub async fn lock_bid_context(
     agent_id: Uuid,
 ) -> Result<Option<BidContext>, sqlx::Error> {
     // Built at run time: it splices a bid context's columns (`rows::bid_context_columns`), which
-    // `tasks::record_and_take_next` reads too.
+    // `read_bid_context` reads too.
     sqlx::query_as(bid_context_query!(" FOR UPDATE OF t")).bind(bid_id).bind(agent_id).fetch_optional(conn).await
 }
 
@@ -67,6 +68,18 @@ pub async fn read_bid_context(
 ) -> Result<Option<BidContext>, sqlx::Error> {
     // Built at run time, as `lock_bid_context` is.
     sqlx::query_as(bid_context_query!("")).bind(bid_id).bind(agent_id).fetch_optional(conn).await
+}
+
+/// Locks the listing of a bid the agent is party to and reads what an action on the bid needs,
+/// in one statement, for a caller whose transaction holds the bid's thread already (the
+/// executor, accepting after a counter it made): the listing is the one lock it takes.
+pub async fn lock_listing_reading_bid(
+    conn: &mut PgConnection,
+    bid_id: Uuid,
+    agent_id: Uuid,
+) -> Result<Option<BidContext>, sqlx::Error> {
+    // Built at run time, as `lock_bid_context` is.
+    sqlx::query_as(bid_context_query!(" FOR UPDATE OF l")).bind(bid_id).bind(agent_id).fetch_optional(conn).await
 }
 
 /// Locks the listing of a bid the agent is party to; taken before the thread when an action
@@ -122,9 +135,14 @@ pub async fn stored_status(conn: &mut PgConnection, bid_id: Uuid) -> Result<BidD
 /// pending bids (the CTE `new_pending`) for their responders' policies ([`tasks::queue_tasks`]).
 /// The statement's SELECT must read `announced`, and reads `deliveries`.
 fn move_events(made: &str) -> String {
+    move_events_with(made, &tasks::queue_tasks("new_pending", Requeue::Never))
+}
+
+/// [`move_events`], with the tasks queued by `queue` (the CTEs `queued` and `announced`).
+fn move_events_with(made: &str, queue: &str) -> String {
     let rows =
         format!("(SELECT e.* FROM (SELECT e.*, ($10::int[])[e.n::int] AS move FROM {EVENT_ROWS}) e WHERE {made}) e");
-    format!("{}, {}", events::write_events(&rows), tasks::queue_tasks("new_pending", Requeue::Never))
+    format!("{}, {}", events::write_events(&rows), queue)
 }
 
 /// An event of the move at `index` in a statement's batch.
@@ -389,7 +407,25 @@ pub async fn counter(
     // Built at run time: it splices the rule that queues tasks (`move_events`).
     static STATEMENT: LazyLock<String> = LazyLock::new(|| {
         [
-            "WITH input AS (
+            COUNTER_MOVES,
+            &answer_rows(34, "a.move IN (SELECT index FROM answered)"),
+            &move_events("e.move IN (SELECT index FROM answered)"),
+            "
+         SELECT a.index, row_to_json(bid) AS bid, row_to_json(thread) AS thread,
+                EXISTS (SELECT 1 FROM queued q WHERE q.bid_id = bid.id) AS queued,
+                (SELECT count(*) FROM announced) AS announced,
+                (SELECT count(*) FROM deliveries) > 0 AS delivering
+         FROM answered a JOIN bid ON bid.parent_bid_id = a.id JOIN thread ON thread.id = bid.thread_id",
+        ]
+        .concat()
+    });
+    let rows: Vec<MadeRow> = bind_counters(sqlx::query_as(STATEMENT.as_str()), moves, events).fetch_all(conn).await?;
+    Ok(by_move(moves.len(), rows.into_iter().map(MadeRow::made)))
+}
+
+/// The CTEs of a counters' statement up to the rows of the new pending bids (`new_pending`),
+/// each move's fields bound as an array, `$11` to `$33` ([`bind_counters`]).
+const COUNTER_MOVES: &str = "WITH input AS (
              SELECT (i.n - 1)::int AS index, i.*
              FROM unnest($11::uuid[], $12::uuid[], $13::timestamptz[], $14::text[], $15::text[], $16::jsonb[],
                          $17::timestamptz[], $18::int[], $19::int[], $20::bigint[], $21::uuid[], $22::text[],
@@ -442,19 +478,16 @@ pub async fn counter(
                     CASE bid.author WHEN 'buyer' THEN thread.seller_id ELSE thread.buyer_id END AS agent_id,
                     CASE bid.author WHEN 'buyer' THEN 'seller' ELSE 'buyer' END AS role
              FROM bid JOIN thread ON thread.id = bid.thread_id
-         ), ",
-            &answer_rows(34, "a.move IN (SELECT index FROM answered)"),
-            &move_events("e.move IN (SELECT index FROM answered)"),
-            "
-         SELECT a.index, row_to_json(bid) AS bid, row_to_json(thread) AS thread,
-                EXISTS (SELECT 1 FROM queued q WHERE q.bid_id = bid.id) AS queued,
-                (SELECT count(*) FROM announced) AS announced,
-                (SELECT count(*) FROM deliveries) > 0 AS delivering
-         FROM answered a JOIN bid ON bid.parent_bid_id = a.id JOIN thread ON thread.id = bid.thread_id",
-        ]
-        .concat()
-    });
-    let query = bind_events(sqlx::query_as(STATEMENT.as_str()), events)
+         ), ";
+
+/// Binds a counters' statement's parameters: its events (`$1` to `$10`), its moves (`$11` to
+/// `$33`) and their keyed answers (`$34` to `$39`).
+fn bind_counters<'a, O>(
+    query: QueryAs<'a, Postgres, O, PgArguments>,
+    moves: &'a [CounterMove],
+    events: &'a [MoveEvent<'a>],
+) -> QueryAs<'a, Postgres, O, PgArguments> {
+    let query = bind_events(query, events)
         .bind(column(moves, |m| m.thread_id))
         .bind(column(moves, |m| m.bid_id))
         .bind(column(moves, |m| m.now))
@@ -478,9 +511,100 @@ pub async fn counter(
         .bind(column(moves, |m| m.counter.expires_at))
         .bind(column(moves, |m| m.decided_on.map(|on| on.concession_rule.as_str())))
         .bind(column(moves, |m| m.mediation.as_ref().map(|mediation| Json(&mediation.agreed))));
-    let query = moves.iter().map(|m| m.answer.as_ref()).collect::<AnswerArrays>().bind(query);
-    let rows: Vec<MadeRow> = query.fetch_all(conn).await?;
-    Ok(by_move(moves.len(), rows.into_iter().map(MadeRow::made)))
+    moves.iter().map(|m| m.answer.as_ref()).collect::<AnswerArrays>().bind(query)
+}
+
+/// What [`counter_chained`] gives back: the counter made, and if the other side's policy
+/// covers it, what the decision on it reads.
+#[derive(Debug, FromRow)]
+struct ChainedRow {
+    bid: Json<Bid>,
+    thread: Json<Thread>,
+    delivering: bool,
+    next_agent_id: Option<Uuid>,
+    agent_tier: Option<String>,
+    agent_suspended: bool,
+    agent_approval_rules: Option<bool>,
+    buyer_tier: String,
+    auto_counters: i64,
+    policy: Option<Json<serde_json::Value>>,
+    listing: Json<Listing>,
+    answered_amount: i64,
+    db_now: DateTime<Utc>,
+}
+
+/// Makes one counter decided by a policy under locks, as [`counter`] does, and in the same
+/// statement records the decision that made it (`decided`, by the policy of the counter's
+/// author) and, if the other side has a policy too, queues its task taken (by the caller's
+/// transaction, which decides it next) and reads what that decision reads ([`NextRead`]): a
+/// chained move of the executor in one statement. `None` if the counter's compare-and-set
+/// failed; then nothing is written, the decision neither. The read is what a statement after
+/// this one would read (the caller holds the thread's lock, and the rows the counter writes
+/// come back from it), except the count of the other side's decisions, which this statement's
+/// decision, its author's, does not change.
+pub async fn counter_chained(
+    conn: &mut PgConnection,
+    counter: &CounterMove,
+    decided: Decided<'_>,
+) -> Result<Option<(Made<(Bid, Thread)>, Option<NextRead>)>, sqlx::Error> {
+    // Built at run time: it splices a counters' statement (`COUNTER_MOVES`, `answer_rows`,
+    // `move_events_with`), which `counter` makes too, and the columns of a policy
+    // (`policies::policy_in_thread`).
+    static STATEMENT: LazyLock<String> = LazyLock::new(|| {
+        [
+            COUNTER_MOVES,
+            &answer_rows(34, "a.move IN (SELECT index FROM answered)"),
+            &move_events_with("e.move IN (SELECT index FROM answered)", &tasks::take_queued_tasks("new_pending")),
+            ", decided AS (
+             INSERT INTO auto_decisions (bid_id, thread_id, agent_id, action, reason, rationale, counter_bid_id)
+             SELECT bid.parent_bid_id, bid.thread_id, bid.author_id, $40, $41, $42, bid.id FROM bid
+         )
+         SELECT row_to_json(bid) AS bid, row_to_json(t) AS thread,
+                (SELECT count(*) FROM announced) AS announced,
+                (SELECT count(*) FROM deliveries) > 0 AS delivering,
+                q.agent_id AS next_agent_id, me.tier AS agent_tier, me.suspended_at IS NOT NULL AS agent_suspended,
+                me.approval_rules AS agent_approval_rules, buyer.tier AS buyer_tier, row_to_json(l) AS listing,
+                (SELECT amount FROM bids WHERE id = bid.parent_bid_id) AS answered_amount,
+                clock_timestamp() AS db_now, ",
+            policy_in_thread!("q.agent_id", "CASE WHEN t.seller_id = q.agent_id THEN 'seller' ELSE 'buyer' END"),
+            "
+         FROM answered a JOIN bid ON bid.parent_bid_id = a.id JOIN thread t ON t.id = bid.thread_id
+         JOIN listings l ON l.id = t.listing_id
+         JOIN agents buyer ON buyer.id = t.buyer_id
+         LEFT JOIN queued q ON q.bid_id = bid.id
+         LEFT JOIN agents me ON me.id = q.agent_id",
+        ]
+        .concat()
+    });
+    let moves = std::slice::from_ref(counter);
+    let row: Option<ChainedRow> = bind_counters(sqlx::query_as(STATEMENT.as_str()), moves, &[])
+        .bind(decided.action)
+        .bind(decided.reason)
+        .bind(decided.rationale)
+        .fetch_optional(conn)
+        .await?;
+    let Some(row) = row else { return Ok(None) };
+    let tier = |name: &str, tier: String| {
+        Tier::try_from(tier).map_err(|error| sqlx::Error::ColumnDecode { index: name.to_owned(), source: error.into() })
+    };
+    let next = match (row.next_agent_id, row.agent_tier) {
+        (Some(agent_id), Some(agent_tier)) => Some(NextRead {
+            agent_id,
+            agent_tier: tier("agent_tier", agent_tier)?,
+            agent_suspended: row.agent_suspended,
+            agent_approval_rules: row.agent_approval_rules.unwrap_or(false),
+            buyer_tier: tier("buyer_tier", row.buyer_tier)?,
+            auto_counters: row.auto_counters,
+            policy: row.policy,
+            listing: row.listing.0,
+            answered_amount: row.answered_amount,
+            db_now: row.db_now,
+        }),
+        _ => None,
+    };
+    // The task taken is the transaction's own: nobody needs waking for it.
+    let made = Made { rows: (row.bid.0, row.thread.0), queued: false, delivering: row.delivering };
+    Ok(Some((made, next)))
 }
 
 /// An acceptance to make: the pending bid, its thread and listing, what accepting does to them

@@ -11,7 +11,8 @@ use haggle_domain::issues::Issues;
 use haggle_domain::{BidStatus, Party, ThreadKind, ThreadStatus, Tier};
 
 use super::policies::{Scope, policy_in_thread};
-use super::rows::{BidContext, bid_context_columns};
+use super::rows::BidContext;
+use super::{Bid, Listing, Thread};
 
 /// The NOTIFY channel that tells auto-negotiation executors that bids wait for a policy.
 pub const AUTO_CHANNEL: &str = "haggle_auto";
@@ -38,15 +39,33 @@ pub fn queue_tasks(pending: &str, requeue: Requeue) -> String {
             "DO UPDATE SET done_at = NULL, due_at = now(), attempts = 0 WHERE auto_tasks.done_at IS NOT NULL"
         }
     };
+    queue(
+        pending,
+        "NULL::timestamptz",
+        conflict,
+        &format!("SELECT pg_notify('{AUTO_CHANNEL}', count(*)::text) FROM queued HAVING count(*) > 0"),
+    )
+}
+
+/// The rule of [`queue_tasks`] for the transaction that takes the tasks it queues at once (the
+/// executor's, answering one policy's counter with the other's): each task is queued done, as a
+/// task taken is, and nobody is told. `queued` gives each task's `bid_id` and `agent_id`.
+pub fn take_queued_tasks(pending: &str) -> String {
+    queue(pending, "now()", "DO NOTHING", "SELECT NULL WHERE false")
+}
+
+/// The rule's CTEs: tasks queued with `done_at`, a conflict resolved by `conflict`, and the CTE
+/// `announced` being `announce`.
+fn queue(pending: &str, done_at: &str, conflict: &str, announce: &str) -> String {
     format!(
         "queued AS (
-             INSERT INTO auto_tasks (bid_id, thread_id, agent_id)
-             SELECT n.bid_id, n.thread_id, n.agent_id FROM {pending} n
+             INSERT INTO auto_tasks (bid_id, thread_id, agent_id, done_at)
+             SELECT n.bid_id, n.thread_id, n.agent_id, {done_at} FROM {pending} n
              WHERE EXISTS (SELECT 1 FROM covering_policies(n.agent_id, n.role, n.listing_id, n.thread_id))
              ON CONFLICT (bid_id) {conflict}
-             RETURNING bid_id
+             RETURNING bid_id, agent_id
          ), announced AS (
-             SELECT pg_notify('{AUTO_CHANNEL}', count(*)::text) FROM queued HAVING count(*) > 0
+             {announce}
          )"
     )
 }
@@ -264,7 +283,7 @@ macro_rules! task_context_columns {
 
 pub async fn task_context(conn: &mut PgConnection, task: Task) -> Result<Option<TaskContext>, sqlx::Error> {
     // Built at run time: it splices a task context's columns (`task_context_columns`, with
-    // `policies::policy_in_thread`), which `record_and_take_next` reads too.
+    // `policies::policy_in_thread`), which `take_task` reads too.
     sqlx::query_as(concat!(
         "SELECT ",
         task_context_columns!("$2"),
@@ -299,7 +318,7 @@ pub struct TakenTask {
 /// writes).
 pub async fn take_task(conn: &mut PgConnection) -> Result<Option<TakenTask>, sqlx::Error> {
     // Built at run time: it splices a task context's columns (`task_context_columns`), which
-    // `task_context` and `record_and_take_next` read too.
+    // `task_context` reads too.
     let row = sqlx::query(concat!(
         "WITH taken AS (
              UPDATE auto_tasks SET done_at = now()
@@ -340,68 +359,88 @@ pub async fn take_task(conn: &mut PgConnection) -> Result<Option<TakenTask>, sql
 
 /// A task taken by the move that queued it, with what its decision and its move read: the
 /// executor's next move on a thread both of whose sides have policies.
-#[derive(Debug, FromRow)]
+#[derive(Debug)]
 pub struct Chained {
-    #[sqlx(flatten)]
     pub task: Task,
-    #[sqlx(flatten)]
     pub context: TaskContext,
     /// The bid, its thread and listing as a move on it reads them, the thread locked.
-    #[sqlx(flatten)]
     pub bid: BidContext,
 }
 
-/// Records the decision that made a counter (its `counter_bid_id`), and takes that counter's
-/// task if it is queued and due (the other side has a policy), with everything the next
-/// decision and move read: one statement instead of four. Nobody else can see the task yet, since the transaction
-/// whose counter queued it has not committed, and the thread's lock is this transaction's
-/// since that counter; the read is current all the same (a statement of its own, after the
-/// counter's).
-///
-/// The next decision's count of its agent's automatic counters does not see the decision
-/// recorded here (a statement sees the rows as they were before it), and does not need to: the
-/// decision is the other side's.
-pub async fn record_and_take_next(
-    conn: &mut PgConnection,
-    task: Task,
-    decided: Decided<'_>,
-) -> Result<Option<Chained>, sqlx::Error> {
-    // Built at run time: it splices the columns of a task's context and of a bid's
-    // (`task_context_columns`, `rows::bid_context_columns`), each read by another statement too.
-    sqlx::query_as(concat!(
-        "WITH decided AS (
-             INSERT INTO auto_decisions (bid_id, thread_id, agent_id, action, reason, rationale, counter_bid_id)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)
-         ), taken AS (
-             UPDATE auto_tasks SET done_at = now()
-             WHERE bid_id = $7 AND done_at IS NULL AND due_at <= now()
-             RETURNING bid_id, thread_id, agent_id, attempts,
-                       EXTRACT(EPOCH FROM clock_timestamp() - due_at)::float8 AS waited
-         )
-         SELECT taken.bid_id, taken.thread_id, taken.agent_id, taken.attempts, taken.waited, ",
-        task_context_columns!("taken.agent_id"),
-        ", ",
-        bid_context_columns!(),
-        "
-         FROM taken
-         JOIN bids b ON b.id = taken.bid_id
-         JOIN threads t ON t.id = b.thread_id
-         JOIN listings l ON l.id = t.listing_id
-         JOIN agents buyer ON buyer.id = t.buyer_id
-         JOIN agents me ON me.id = taken.agent_id
-         LEFT JOIN bids p ON p.id = b.parent_bid_id
-         WHERE taken.agent_id IN (t.buyer_id, t.seller_id)
-         FOR UPDATE OF t"
-    ))
-    .bind(task.bid_id)
-    .bind(task.thread_id)
-    .bind(task.agent_id)
-    .bind(decided.action)
-    .bind(decided.reason)
-    .bind(decided.rationale)
-    .bind(decided.counter_bid_id)
-    .fetch_optional(conn)
-    .await
+impl Chained {
+    /// The task that the counter `bid` (which made `thread`) took for the other side, as the
+    /// decision on it and its move read it: from `answered`, the context of the decision that
+    /// made the counter, with the counter added, and what the counter's statement read
+    /// (`next`). The same as a read after the counter would give: the thread is this
+    /// transaction's, and the listing, the other side and its policy were read by the counter's
+    /// statement.
+    pub fn after(answered: &TaskContext, bid: Bid, thread: Thread, next: NextRead) -> Chained {
+        let NextRead {
+            agent_id,
+            agent_tier,
+            agent_suspended,
+            agent_approval_rules,
+            buyer_tier,
+            auto_counters,
+            policy,
+            listing,
+            answered_amount,
+            db_now,
+        } = next;
+        let task = Task { bid_id: bid.id, thread_id: thread.id, agent_id, attempts: 0, waited: 0.0 };
+        let mut amounts = answered.amounts.clone();
+        amounts.push(bid.amount);
+        let mut terms = answered.terms.0.clone();
+        terms.push(bid.terms.clone());
+        let context = TaskContext {
+            bid_status: bid.status,
+            bid_final: bid.is_final,
+            thread_status: thread.status,
+            last_bid_id: thread.last_bid_id,
+            listing_id: thread.listing_id,
+            role: if agent_id == thread.seller_id { Party::Seller } else { Party::Buyer },
+            agent_tier,
+            buyer_tier,
+            ask_amount: listing.ask_amount,
+            max_rounds: listing.max_rounds,
+            amounts,
+            terms: Json(terms),
+            issues: answered.issues.clone(),
+            auto_counters,
+            policy,
+            agent_suspended,
+            agent_approval_rules,
+        };
+        let bid = BidContext {
+            bid: Json(bid),
+            thread: Json(thread),
+            listing: Json(listing),
+            parent_amount: Some(answered_amount),
+            db_now,
+        };
+        Chained { task, context, bid }
+    }
+}
+
+/// What the decision on the task a counter took for the other side reads that its executor does
+/// not know already, read by the counter's statement ([`crate::db::moves::counter_chained`]):
+/// who answers, that agent's standing and policy, the listing, the amount answered, and the
+/// clock of the read.
+#[derive(Debug)]
+pub struct NextRead {
+    pub agent_id: Uuid,
+    pub agent_tier: Tier,
+    pub agent_suspended: bool,
+    pub agent_approval_rules: bool,
+    pub buyer_tier: Tier,
+    /// Counters the agent's policy has made in the thread.
+    pub auto_counters: i64,
+    /// The most specific policy of the agent for this thread, if any.
+    pub policy: Option<Json<serde_json::Value>>,
+    pub listing: Listing,
+    /// The amount of the bid the counter answered.
+    pub answered_amount: i64,
+    pub db_now: DateTime<Utc>,
 }
 
 /// A decision as it is recorded: the action, its reason code (the owner's), the sentence the

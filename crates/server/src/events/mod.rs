@@ -29,6 +29,9 @@ pub use hub::{Crowded, DEFAULT_MAX_WAITERS, Hub, MARKET, MAX_WAITERS_PER_AGENT, 
 pub struct Outbox {
     events: Vec<NewEvent>,
     written: Written,
+    /// The transaction runs its statements on their generic plans already
+    /// ([`needs_generic_plans`](Outbox::needs_generic_plans)).
+    generic_plans: bool,
 }
 
 impl Outbox {
@@ -54,6 +57,14 @@ impl Outbox {
     /// Records what a statement did besides writing events (tasks it queued).
     pub fn add(&mut self, written: Written) {
         self.written.add(written);
+    }
+
+    /// Whether the transaction needs switching to generic plans before a move's statement
+    /// (`crate::db::moves::plan_generically`): `true` the first time it is asked, when the
+    /// caller switches it, and `false` after, since the setting lasts until the transaction
+    /// ends. An outbox lives exactly as long as its transaction.
+    pub fn needs_generic_plans(&mut self) -> bool {
+        !std::mem::replace(&mut self.generic_plans, true)
     }
 
     /// Everything written so far, by [`flush`](Outbox::flush) and by moves.

@@ -14,6 +14,7 @@ use crate::db::agents::Caller;
 use crate::db::listings::BuyerThreads;
 use crate::db::moves::{AcceptMove, CounterMove, DecidedOn, Made, Mediation, PlaceMove};
 use crate::db::rows::{BidContext, NewBid};
+use crate::db::tasks::{Decided, NextRead};
 use crate::db::{self, Bid, Listing, Order, Thread};
 use crate::events::{EventType, NewEvent, Outbox, Written};
 use crate::metrics::{self, MoveOutcome};
@@ -362,7 +363,8 @@ pub async fn counter(
 ) -> Result<(Bid, Thread)> {
     let checked = Checked::counter(input, rules)?;
     let (context, _, remembered) = read_context(conn, &access, caller, bid_id, CounterMove::KIND).await?;
-    again_if_remembered(remembered, counter_on(conn, events, access, caller, &context, checked, rules).await)
+    let countered = counter_on(conn, events, access, caller, &context, checked, rules, None).await;
+    again_if_remembered(remembered, countered.map(|(bid, thread, _)| (bid, thread)))
 }
 
 /// Counters the bid of `context`, read with its thread locked in the caller's transaction (by
@@ -376,7 +378,35 @@ pub async fn counter_locked(
     rules: Rules,
 ) -> Result<(Bid, Thread)> {
     let checked = Checked::counter(input, rules)?;
-    counter_on(conn, events, Access::Locked, caller, context, checked, rules).await
+    let (bid, thread, _) = counter_on(conn, events, Access::Locked, caller, context, checked, rules, None).await?;
+    Ok((bid, thread))
+}
+
+/// A policy's counter, under locks, whose statement also records the policy's decision
+/// (`decided`) and takes the task it queues for the other side's policy, if any, with what the
+/// decision on it reads: the executor's move when it chains. On `held`, the bid read with its
+/// thread locked in the caller's transaction, or else on `bid_id`, read and locked here.
+#[allow(clippy::too_many_arguments)]
+pub async fn counter_chaining(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    caller: Caller,
+    held: Option<&BidContext>,
+    bid_id: Uuid,
+    input: &Proposal,
+    rules: Rules,
+    decided: Decided<'_>,
+) -> Result<(Bid, Thread, Option<NextRead>)> {
+    let checked = Checked::counter(input, rules)?;
+    let read;
+    let context = match held {
+        Some(context) => context,
+        None => {
+            read = read_context(conn, &Access::Locked, caller, bid_id, CounterMove::KIND).await?.0;
+            &read
+        }
+    };
+    counter_on(conn, events, Access::Locked, caller, context, checked, rules, Some(decided)).await
 }
 
 /// A counter whose fields have been checked, with its amount validated if it names one.
@@ -401,7 +431,10 @@ impl<'a> Checked<'a> {
     }
 }
 
-/// Counters the bid of `context` for the caller, a party to it.
+/// Counters the bid of `context` for the caller, a party to it; under locks, with the policy's
+/// decision `chain` recorded by the counter's statement, which then reads the other side's
+/// next decision ([`counter_chaining`]).
+#[allow(clippy::too_many_arguments)]
 async fn counter_on(
     conn: &mut PgConnection,
     events: &mut Outbox,
@@ -410,7 +443,8 @@ async fn counter_on(
     context: &BidContext,
     Checked { amount, input }: Checked<'_>,
     rules: Rules,
-) -> Result<(Bid, Thread)> {
+    chain: Option<Decided<'_>>,
+) -> Result<(Bid, Thread, Option<NextRead>)> {
     let bid_id = context.bid.id;
     let party = context.party_of(caller.id).ok_or_else(not_found)?;
     if context.thread.kind != ThreadKind::Price {
@@ -422,7 +456,7 @@ async fn counter_on(
         return match order_negotiations::counter(conn, events, caller, context, party, transition, input, amount)
             .await?
         {
-            Some(made) => Ok(made),
+            Some((bid, thread)) => Ok((bid, thread, None)),
             None => Err(lost_race(conn, events, bid_id).await),
         };
     }
@@ -478,14 +512,41 @@ async fn counter_on(
         decided_on: (!access.is_locked()).then(|| DecidedOn::of(context)),
         answer: keyed_answer(&access, &bid, &thread, None),
     };
-    let Some(made) = make(conn, events, &access, counter, made_events).await? else {
+    let made = match chain {
+        Some(decided) => make_chained(conn, events, counter, made_events, decided).await?,
+        None => make(conn, events, &access, counter, made_events).await?.map(|made| (made, None)),
+    };
+    let Some((made, next)) = made else {
         return Err(lost_race(conn, events, bid_id).await);
     };
     if let Some(batcher) = access.batcher() {
         let (bid, thread) = &made.rows;
         batcher.live().made_pending(bid, thread, &context.listing, Some(context.bid.amount));
     }
-    Ok(made.rows)
+    let (bid, thread) = made.rows;
+    Ok((bid, thread, next))
+}
+
+/// Makes a policy's counter under locks as [`make`] does, its statement recording the decision
+/// and taking the other side's task ([`db::moves::counter_chained`]).
+async fn make_chained(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    counter: CounterMove,
+    made_events: Vec<NewEvent>,
+    decided: Decided<'_>,
+) -> Result<Option<(Made<(Bid, Thread)>, Option<NextRead>)>> {
+    if events.needs_generic_plans() {
+        db::moves::plan_generically(conn).await?;
+    }
+    let made = db::moves::counter_chained(conn, &counter, decided).await?;
+    metrics::move_made(CounterMove::KIND, if made.is_some() { MoveOutcome::Made } else { MoveOutcome::Lost });
+    if made.is_some() {
+        for event in made_events {
+            events.push(event);
+        }
+    }
+    Ok(made)
 }
 
 /// A keyed request's answer to the move that writes `bid` and `thread`, for its statement to
@@ -538,7 +599,9 @@ async fn make<M: Move>(
             Ok(Some(made))
         }
         Access::Locked => {
-            db::moves::plan_generically(conn).await?;
+            if events.needs_generic_plans() {
+                db::moves::plan_generically(conn).await?;
+            }
             let made = M::make(conn, std::slice::from_ref(&what), &[]).await?.pop().flatten();
             metrics::move_made(M::KIND, if made.is_some() { MoveOutcome::Made } else { MoveOutcome::Lost });
             if let Some(made) = &made {
@@ -591,6 +654,39 @@ pub async fn answer_with_terms(
         (Access::Unlocked(_), Answer::Reject | Answer::Withdraw) => return Err(Error::NeedsLocks),
     }
     let (context, party, remembered) = read_context(conn, &access, caller, bid_id, answer.kind()).await?;
+    answer_on(conn, events, access, answer, acceptance, &context, party, remembered).await
+}
+
+/// Accepts the pending bid on a thread the caller's transaction has locked already (the
+/// executor's, which made the counter before on it), as [`answer`] would under locks: the
+/// listing is locked and the bid read again in one statement. The listing is locked after the
+/// thread here, the one exception to the order of locks: a deadlock it meets with a move that
+/// holds the listing is PostgreSQL's to detect, and the executor's task is tried again.
+pub async fn accept_on_locked_thread(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    caller: Caller,
+    bid_id: Uuid,
+) -> Result<Answered> {
+    let context = db::moves::lock_listing_reading_bid(conn, bid_id, caller.id).await?.ok_or_else(not_found)?;
+    let party = context.party_of(caller.id).ok_or_else(not_found)?;
+    answer_on(conn, events, Access::Locked, Answer::Accept, None, &context, party, false).await
+}
+
+/// Answers the bid of `context`, read for `answer` (with what this instance remembered if
+/// `remembered`), for the party `party`.
+#[allow(clippy::too_many_arguments)]
+async fn answer_on(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    access: Access,
+    answer: Answer,
+    acceptance: Option<&serde_json::Value>,
+    context: &BidContext,
+    party: Party,
+    remembered: bool,
+) -> Result<Answered> {
+    let bid_id = context.bid.id;
     let on_order = context.thread.kind != ThreadKind::Price;
     if acceptance.is_some() && (answer != Answer::Accept || context.thread.kind != ThreadKind::Schedule) {
         return Err(Rejection::invalid("terms", "only the acceptance of a schedule carries terms (`chosen`)").into());
@@ -600,15 +696,15 @@ pub async fn answer_with_terms(
         return Err(Error::NeedsLocks);
     }
     let transition =
-        again_if_remembered(remembered, decide(conn, events, &access, &context, answer.action(), party).await)?;
+        again_if_remembered(remembered, decide(conn, events, &access, context, answer.action(), party).await)?;
     match transition {
         Transition::Accept if on_order => {
-            match order_negotiations::accept(conn, events, &context, party, transition, acceptance).await? {
+            match order_negotiations::accept(conn, events, context, party, transition, acceptance).await? {
                 Some((bid, thread, order)) => Ok(Answered { bid, thread, order: Some(order) }),
                 None => Err(lost_race(conn, events, bid_id).await),
             }
         }
-        Transition::Accept => again_if_remembered(remembered, accept(conn, events, access, &context, transition).await),
+        Transition::Accept => again_if_remembered(remembered, accept(conn, events, access, context, transition).await),
         Transition::Reject(_) | Transition::Expire => {
             let ended = db::sweeps::end_with_bid(conn, bid_id, transition).await?;
             metrics::move_made(answer.kind(), if ended.is_some() { MoveOutcome::Made } else { MoveOutcome::Lost });
