@@ -38,8 +38,10 @@ pub(super) struct Mark {
 /// The mark `counter` (about to be made on the thread of `context`) writes: a new one if it
 /// deadlocks an unmarked thread, a renewed suggestion on a marked thread; `None` otherwise, or
 /// when no legal counter is left between the new positions (the previous suggestion then stays,
-/// stale: settling at it is refused). With detection off (`rules.deadlock`), neither: the
-/// mediator is off.
+/// stale: settling at it is refused). The counter rules keep that from happening: a counter never
+/// reaches the other side's pending amount, and the side answering it may always repeat its own
+/// previous one, so the branch guards the domain's answer rather than a case a counter can make.
+/// With detection off (`rules.deadlock`), neither: the mediator is off.
 pub(super) async fn mark(
     conn: &mut PgConnection,
     context: &BidContext,
