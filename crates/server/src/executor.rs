@@ -313,12 +313,12 @@ async fn act(
     {
         return no_counter(outcome);
     }
-    let rationale = public_rationale(decision_action(&decision));
     let (action, reason, done) = match decision {
         Decision::Counter { amount, is_final } => {
             let offer = Proposal { terms: terms.map(Some), ..Proposal::of(amount).finally(is_final) };
             let countered = if chaining {
                 // The counter's statement records the decision and takes the other side's task.
+                let rationale = public_rationale("counter");
                 let decided = Decided { action: "counter", reason: "strategy", rationale, counter_bid_id: None };
                 negotiation::counter_chaining(conn, events, caller, held.as_ref(), task.bid_id, &offer, rules, decided)
                     .await
@@ -359,6 +359,7 @@ async fn act(
     match PolicyMove::of(done)? {
         PolicyMove::Made(made) => {
             if !made.recorded {
+                let rationale = public_rationale(action);
                 let decided = Decided { action, reason, rationale, counter_bid_id: made.counter_bid_id };
                 db::tasks::record_decision(conn, task, decided).await?;
             }
@@ -387,16 +388,6 @@ impl PolicyMade {
     /// A move whose decision is recorded after it, with nothing taken.
     fn unrecorded(counter_bid_id: Option<Uuid>) -> PolicyMade {
         PolicyMade { counter_bid_id, recorded: false, next: None }
-    }
-}
-
-/// The action a decision names, as the decision records it.
-fn decision_action(decision: &Decision) -> &'static str {
-    match decision {
-        Decision::Counter { .. } => "counter",
-        Decision::Accept { .. } => "accept",
-        Decision::Reject { .. } => "reject",
-        Decision::Stop { .. } => "stop",
     }
 }
 

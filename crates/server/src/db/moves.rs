@@ -522,14 +522,13 @@ struct ChainedRow {
     thread: Json<Thread>,
     delivering: bool,
     next_agent_id: Option<Uuid>,
-    agent_tier: Option<String>,
+    agent_tier: Option<Text<Tier>>,
     agent_suspended: bool,
     agent_approval_rules: Option<bool>,
-    buyer_tier: String,
+    buyer_tier: Text<Tier>,
     auto_counters: i64,
     policy: Option<Json<serde_json::Value>>,
     listing: Json<Listing>,
-    answered_amount: i64,
     db_now: DateTime<Utc>,
 }
 
@@ -564,7 +563,6 @@ pub async fn counter_chained(
                 (SELECT count(*) FROM deliveries) > 0 AS delivering,
                 q.agent_id AS next_agent_id, me.tier AS agent_tier, me.suspended_at IS NOT NULL AS agent_suspended,
                 me.approval_rules AS agent_approval_rules, buyer.tier AS buyer_tier, row_to_json(l) AS listing,
-                (SELECT amount FROM bids WHERE id = bid.parent_bid_id) AS answered_amount,
                 clock_timestamp() AS db_now, ",
             policy_in_thread!("q.agent_id", "CASE WHEN t.seller_id = q.agent_id THEN 'seller' ELSE 'buyer' END"),
             "
@@ -584,20 +582,16 @@ pub async fn counter_chained(
         .fetch_optional(conn)
         .await?;
     let Some(row) = row else { return Ok(None) };
-    let tier = |name: &str, tier: String| {
-        Tier::try_from(tier).map_err(|error| sqlx::Error::ColumnDecode { index: name.to_owned(), source: error.into() })
-    };
     let next = match (row.next_agent_id, row.agent_tier) {
-        (Some(agent_id), Some(agent_tier)) => Some(NextRead {
+        (Some(agent_id), Some(Text(agent_tier))) => Some(NextRead {
             agent_id,
-            agent_tier: tier("agent_tier", agent_tier)?,
+            agent_tier,
             agent_suspended: row.agent_suspended,
             agent_approval_rules: row.agent_approval_rules.unwrap_or(false),
-            buyer_tier: tier("buyer_tier", row.buyer_tier)?,
+            buyer_tier: row.buyer_tier.0,
             auto_counters: row.auto_counters,
             policy: row.policy,
             listing: row.listing.0,
-            answered_amount: row.answered_amount,
             db_now: row.db_now,
         }),
         _ => None,

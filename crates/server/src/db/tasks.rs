@@ -384,7 +384,6 @@ impl Chained {
             auto_counters,
             policy,
             listing,
-            answered_amount,
             db_now,
         } = next;
         let task = Task { bid_id: bid.id, thread_id: thread.id, agent_id, attempts: 0, waited: 0.0 };
@@ -411,21 +410,17 @@ impl Chained {
             agent_suspended,
             agent_approval_rules,
         };
-        let bid = BidContext {
-            bid: Json(bid),
-            thread: Json(thread),
-            listing: Json(listing),
-            parent_amount: Some(answered_amount),
-            db_now,
-        };
+        // The answered bid is the thread's last in `answered` (a decision is made only on the
+        // thread's last bid), and a bid's amount never changes.
+        let parent_amount = answered.amounts.last().copied();
+        let bid = BidContext { bid: Json(bid), thread: Json(thread), listing: Json(listing), parent_amount, db_now };
         Chained { task, context, bid }
     }
 }
 
 /// What the decision on the task a counter took for the other side reads that its executor does
 /// not know already, read by the counter's statement ([`crate::db::moves::counter_chained`]):
-/// who answers, that agent's standing and policy, the listing, the amount answered, and the
-/// clock of the read.
+/// who answers, that agent's standing and policy, the listing, and the clock of the read.
 #[derive(Debug)]
 pub struct NextRead {
     pub agent_id: Uuid,
@@ -438,8 +433,6 @@ pub struct NextRead {
     /// The most specific policy of the agent for this thread, if any.
     pub policy: Option<Json<serde_json::Value>>,
     pub listing: Listing,
-    /// The amount of the bid the counter answered.
-    pub answered_amount: i64,
     pub db_now: DateTime<Utc>,
 }
 

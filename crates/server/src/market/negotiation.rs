@@ -536,9 +536,7 @@ async fn make_chained(
     made_events: Vec<NewEvent>,
     decided: Decided<'_>,
 ) -> Result<Option<(Made<(Bid, Thread)>, Option<NextRead>)>> {
-    if events.needs_generic_plans() {
-        db::moves::plan_generically(conn).await?;
-    }
+    plan_generically(conn, events).await?;
     let made = db::moves::counter_chained(conn, &counter, decided).await?;
     metrics::move_made(CounterMove::KIND, if made.is_some() { MoveOutcome::Made } else { MoveOutcome::Lost });
     if made.is_some() {
@@ -599,9 +597,7 @@ async fn make<M: Move>(
             Ok(Some(made))
         }
         Access::Locked => {
-            if events.needs_generic_plans() {
-                db::moves::plan_generically(conn).await?;
-            }
+            plan_generically(conn, events).await?;
             let made = M::make(conn, std::slice::from_ref(&what), &[]).await?.pop().flatten();
             metrics::move_made(M::KIND, if made.is_some() { MoveOutcome::Made } else { MoveOutcome::Lost });
             if let Some(made) = &made {
@@ -613,6 +609,15 @@ async fn make<M: Move>(
             Ok(made)
         }
     }
+}
+
+/// Has the rest of the transaction of `events` run a move's statements on their generic plans
+/// ([`db::moves::plan_generically`]), switching it the first time only.
+async fn plan_generically(conn: &mut PgConnection, events: &mut Outbox) -> Result<()> {
+    if events.needs_generic_plans() {
+        db::moves::plan_generically(conn).await?;
+    }
+    Ok(())
 }
 
 /// Accepts, rejects or withdraws the pending bid, which ends its thread. Accepting creates the
