@@ -186,7 +186,8 @@ async fn a_suspended_agents_policies_stop_acting() {
     let outcome =
         haggle_server::executor::run_once(&app.market(), Default::default(), haggle_server::executor::DEFAULT_CHAIN)
             .await
-            .unwrap();
+            .unwrap()
+            .map(|round| round.outcome);
     assert_eq!(outcome, Some(haggle_server::executor::Outcome::Dropped));
     let status: String = sqlx::query_scalar("SELECT status FROM bids WHERE id = $1::uuid")
         .bind(&bid)
@@ -204,7 +205,8 @@ async fn a_suspended_agents_policies_stop_acting() {
     let outcome =
         haggle_server::executor::run_once(&app.market(), Default::default(), haggle_server::executor::DEFAULT_CHAIN)
             .await
-            .unwrap();
+            .unwrap()
+            .map(|round| round.outcome);
     assert_eq!(outcome, Some(haggle_server::executor::Outcome::Acted("accept")));
     let status: String = sqlx::query_scalar("SELECT status FROM bids WHERE id = $1::uuid")
         .bind(&next)

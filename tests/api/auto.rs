@@ -723,6 +723,64 @@ async fn committed_work_is_announced_to_every_instance() {
     assert_eq!(heard, [("haggle_auto".to_owned(), "1".to_owned()), ("haggle_deliveries".to_owned(), "1".to_owned())]);
 }
 
+#[tokio::test]
+async fn a_task_on_its_listings_only_live_thread_is_taken_with_the_threads_lock() {
+    // No executor of the instance's own: the test takes the tasks as an executor would.
+    let app = TestApp::spawn_with(|config| config.auto_workers = 0).await;
+    let deal = Deal::new(&app, json!({})).await;
+    let policy = json!({ "limit": 80000, "counter": { "strategy": "split" } });
+    app.put(format!("/v1/listings/{}/policy", deal.listing), &deal.seller.key, policy).await.expect(200);
+    let (bid_id, thread_id) = open(&app, &deal.buyer, &deal.listing, 60000).await;
+    let (bid_id, thread_id): (uuid::Uuid, uuid::Uuid) = (bid_id.parse().unwrap(), thread_id.parse().unwrap());
+    // Whether another transaction holds the thread's lock.
+    let locked = |thread_id: uuid::Uuid| {
+        let pool = app.pool.clone();
+        async move {
+            match sqlx::query("SELECT 1 FROM threads WHERE id = $1 FOR UPDATE NOWAIT")
+                .bind(thread_id)
+                .execute(&pool)
+                .await
+            {
+                Ok(_) => false,
+                Err(sqlx::Error::Database(error)) if error.code().as_deref() == Some("55P03") => true,
+                Err(error) => panic!("{error}"),
+            }
+        }
+    };
+
+    // The listing's only live thread: the statement that takes the task locks it and reads the
+    // bid as the move reads it, and the rest of the transaction runs on generic plans.
+    let mut tx = app.pool.begin().await.unwrap();
+    let taken = haggle_server::db::tasks::take_task(&mut tx).await.unwrap().expect("the opening's task");
+    assert_eq!(taken.task.bid_id, bid_id);
+    let held = taken.held.as_ref().expect("the bid read under the thread's lock");
+    assert_eq!((held.bid.id, held.thread.id, held.thread.last_bid_id), (bid_id, thread_id, bid_id));
+    assert!(taken.context.is_some());
+    assert!(!taken.more, "no other task was due");
+    assert!(locked(thread_id).await, "the task's statement locked the thread");
+    assert_eq!(plan_cache_mode(&mut tx).await, "force_generic_plan");
+    tx.rollback().await.unwrap();
+    assert!(!locked(thread_id).await);
+
+    // With another live thread on the listing, the task is taken without the thread's lock: an
+    // acceptance there locks the listing first, as every move does.
+    let other = app.buyer("another buyer").await;
+    open(&app, &other, &deal.listing, 65000).await;
+    let mut tx = app.pool.begin().await.unwrap();
+    let taken = haggle_server::db::tasks::take_task(&mut tx).await.unwrap().expect("the opening's task");
+    assert_eq!(taken.task.bid_id, bid_id, "the older task first");
+    assert!(taken.held.is_none() && taken.context.is_some());
+    assert!(taken.more, "the other buyer's task was due too: the worker passes the signal on");
+    assert!(!locked(thread_id).await, "the thread was left unlocked");
+    assert_eq!(plan_cache_mode(&mut tx).await, "auto");
+    tx.rollback().await.unwrap();
+}
+
+/// The transaction's `plan_cache_mode`.
+async fn plan_cache_mode(conn: &mut sqlx::PgConnection) -> String {
+    sqlx::query_scalar("SELECT current_setting('plan_cache_mode')").fetch_one(conn).await.unwrap()
+}
+
 /// Replays every bid of an ended thread after the opening through the domain's `decide` with
 /// the policy of the side that made it: the executor played exactly the policy.
 fn assert_played_by(done: &Value, ask: i64, max_rounds: i32, seller: &Policy, buyer: &Policy) {

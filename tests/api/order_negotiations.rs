@@ -443,6 +443,7 @@ async fn run_executor(app: &TestApp) -> Option<haggle_server::executor::Outcome>
     haggle_server::executor::run_once(&app.market(), Default::default(), haggle_server::executor::DEFAULT_CHAIN)
         .await
         .unwrap()
+        .map(|round| round.outcome)
 }
 
 #[tokio::test]

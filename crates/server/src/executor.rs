@@ -94,8 +94,9 @@ impl From<schedule::Handled> for Outcome {
 }
 
 /// Runs `workers` executor loops until cancelled. `wake` is signalled when tasks are queued on
-/// this instance; each worker that finds a task passes the signal on, so that a backlog is
-/// worked on in parallel.
+/// this instance; a worker that finds a task while others are due passes the signal on and
+/// looks again at once, so that a backlog is worked on in parallel, and otherwise waits for the
+/// next signal (or [`TICK`]): an idle worker does not look for work that nobody announced.
 pub async fn run(market: Market, rules: Rules, workers: usize, chain: usize, shutdown: CancellationToken) {
     tracing::info!(workers, chain, "auto-negotiation executor started");
     let mut set = tokio::task::JoinSet::new();
@@ -112,11 +113,11 @@ async fn work(market: Market, rules: Rules, chain: usize, shutdown: Cancellation
     loop {
         let mut pause = TICK;
         match run_once(&market, rules, chain).await {
-            Ok(Some(_)) => {
+            Ok(Some(Round { more: true, .. })) => {
                 wake.notify();
                 continue;
             }
-            Ok(None) => {}
+            Ok(Some(Round { more: false, .. }) | None) => {}
             Err(error) => {
                 tracing::warn!(%error, "auto-negotiation: reading the task queue failed; retrying");
                 pause = Duration::from_millis(200);
@@ -153,16 +154,23 @@ async fn catch_raced(market: Market, shutdown: CancellationToken) {
     }
 }
 
+/// What a worker's round did: the first task's outcome, and whether other tasks were due when
+/// it took its task (or may be: after a failure, it cannot tell).
+#[derive(Debug, Clone, Copy)]
+pub struct Round {
+    pub outcome: Outcome,
+    pub more: bool,
+}
+
 /// Takes one due task and decides it, with the tasks its moves queue for the other side's
-/// policy in the same transaction (at most `chain` in all). `None` when no task is due;
-/// otherwise the first task's outcome.
-pub async fn run_once(market: &Market, rules: Rules, chain: usize) -> Result<Option<Outcome>, sqlx::Error> {
+/// policy in the same transaction (at most `chain` in all). `None` when no task is due.
+pub async fn run_once(market: &Market, rules: Rules, chain: usize) -> Result<Option<Round>, sqlx::Error> {
     let pool = market.pool();
     let mut unit = market.begin().await?;
     let Some(taken) = db::tasks::take_task(unit.conn()).await? else {
         return Ok(None);
     };
-    let task = taken.task;
+    let (task, more) = (taken.task, taken.more);
     let taken_at = std::time::Instant::now();
     let decided = async {
         let (conn, events) = unit.parts();
@@ -188,18 +196,18 @@ pub async fn run_once(market: &Market, rules: Rules, chain: usize) -> Result<Opt
                 metrics::executor_decided(outcome.label(), task.waited, *started);
                 tracing::debug!(bid_id = %task.bid_id, ?outcome, "auto-negotiation decided");
             }
-            Ok(decided.first().map(|(_, outcome, _)| *outcome))
+            Ok(decided.first().map(|(_, outcome, _)| Round { outcome: *outcome, more }))
         }
         Err(error) if task.attempts + 1 >= MAX_ATTEMPTS => {
             tracing::error!(bid_id = %task.bid_id, %error, "auto-negotiation gave up on a bid after repeated failures");
             give_up(market, task).await?;
-            Ok(Some(Outcome::Stopped("failed")))
+            Ok(Some(Round { outcome: Outcome::Stopped("failed"), more: true }))
         }
         Err(error) => {
             tracing::warn!(bid_id = %task.bid_id, %error, "auto-negotiation failed; retrying");
             let delay = 100i64 << task.attempts.clamp(0, 10);
             db::tasks::retry_task(pool, task, delay).await?;
-            Ok(Some(Outcome::Dropped))
+            Ok(Some(Round { outcome: Outcome::Dropped, more: true }))
         }
     }
 }
@@ -247,15 +255,19 @@ async fn act(
 ) -> Result<(Task, Outcome, Option<Box<Chained>>), sqlx::Error> {
     let (task, context, held) = match taken {
         Taken::Alone(taken) => {
-            let TakenTask { task, kind, context } = *taken;
+            let TakenTask { task, kind, context, held, .. } = *taken;
             // A schedule negotiation on an order is answered by the policy's availability.
             if kind == Some(ThreadKind::Schedule)
                 && let Some(handled) = schedule::act(conn, events, task).await?
             {
                 return Ok((task, handled.into(), None));
             }
+            if held.is_some() {
+                // The statement that took the task switched the transaction to generic plans.
+                events.planned_generically();
+            }
             match context {
-                Some(context) => (task, context, None),
+                Some(context) => (task, context, held),
                 None => return Ok((task, Outcome::Dropped, None)),
             }
         }
@@ -340,7 +352,8 @@ async fn act(
         }
         Decision::Accept { rationale } => {
             let accepted = match &held {
-                // The thread is this transaction's since the counter before.
+                // The thread is this transaction's since the task was taken, or since the counter
+                // before.
                 Some(_) => negotiation::accept_on_locked_thread(conn, events, caller, task.bid_id).await,
                 None => negotiation::answer(conn, events, Access::Locked, caller, task.bid_id, Answer::Accept).await,
             };

@@ -11,7 +11,7 @@ use haggle_domain::issues::Issues;
 use haggle_domain::{BidStatus, Party, ThreadKind, ThreadStatus, Tier};
 
 use super::policies::{Scope, policy_in_thread};
-use super::rows::BidContext;
+use super::rows::{BidContext, bid_context_columns};
 use super::{Bid, Listing, Thread};
 
 /// The NOTIFY channel that tells auto-negotiation executors that bids wait for a policy.
@@ -302,23 +302,37 @@ pub async fn task_context(conn: &mut PgConnection, task: Task) -> Result<Option<
 }
 
 /// A task taken with what its decision reads, in one statement: the thread's kind (a schedule
-/// is answered by the policy's availability, which reads its own), and the task's context
-/// (`None` on a schedule, if the bid is gone, or if the agent is no party to it).
+/// is answered by the policy's availability, which reads its own), the task's context (`None` on
+/// a schedule, if the bid is gone, or if the agent is no party to it), and, when the statement
+/// took the thread's lock as well, the bid as a move on it reads it ([`take_task`]).
 #[derive(Debug)]
 pub struct TakenTask {
     pub task: Task,
     pub kind: Option<ThreadKind>,
     pub context: Option<TaskContext>,
+    /// The bid, its thread and listing as a move on it reads them, the thread locked by the
+    /// statement that took the task; the transaction runs on generic plans from then on
+    /// (`crate::db::moves::plan_generically`).
+    pub held: Option<BidContext>,
+    /// Other tasks were due as this one was taken (some perhaps held by other executors).
+    pub more: bool,
 }
 
 /// Takes the oldest due task, skipping those other executors hold, and marks it done in the
 /// caller's transaction, which keeps it locked (if the transaction does not commit, the task
-/// waits for the next executor); with its context read in the same statement (unlocked: the
-/// move that follows locks what it changes, in the order a move locks, and checks what it
-/// writes).
+/// waits for the next executor); with its context read in the same statement, unlocked.
+///
+/// On a first try at a price thread that is its listing's only live one, the same statement
+/// locks the thread and reads the bid as a move on it does (`held`): the move then takes no lock
+/// and reads nothing more before its own statement. An acceptance then locks the listing after
+/// the thread, the exception to the order of locks that a chained acceptance makes too; with no
+/// other live thread on the listing, nothing else waits for the listing while it wants this
+/// thread (a move that ends the listing's other threads, a closing listing) unless it began in
+/// the instant since, and PostgreSQL's deadlock detection and the task's retry, which locks
+/// nothing here, settle that. Elsewhere the move locks as any move does, listing first.
 pub async fn take_task(conn: &mut PgConnection) -> Result<Option<TakenTask>, sqlx::Error> {
     // Built at run time: it splices a task context's columns (`task_context_columns`), which
-    // `task_context` reads too.
+    // `task_context` reads too, and a bid context's (`rows::bid_context_columns`).
     let row = sqlx::query(concat!(
         "WITH taken AS (
              UPDATE auto_tasks SET done_at = now()
@@ -328,15 +342,33 @@ pub async fn take_task(conn: &mut PgConnection) -> Result<Option<TakenTask>, sql
                        EXTRACT(EPOCH FROM clock_timestamp() - due_at)::float8 AS waited
          )
          SELECT taken.bid_id, taken.thread_id, taken.agent_id, taken.attempts, taken.waited,
-                t.kind AS thread_kind, me.id IS NOT NULL AS found, ",
+                t.kind AS thread_kind, me.id IS NOT NULL AS found,
+                EXISTS (SELECT 1 FROM auto_tasks a
+                        WHERE a.done_at IS NULL AND a.due_at <= now() AND a.bid_id <> taken.bid_id) AS more, ",
         task_context_columns!("taken.agent_id"),
         "
+         , held.bid, held.thread, held.listing, held.parent_amount, held.db_now
          FROM taken
          LEFT JOIN bids b ON b.id = taken.bid_id
          LEFT JOIN threads t ON t.id = b.thread_id
          LEFT JOIN listings l ON l.id = t.listing_id
          LEFT JOIN agents buyer ON buyer.id = t.buyer_id
-         LEFT JOIN agents me ON me.id = taken.agent_id AND taken.agent_id IN (t.buyer_id, t.seller_id)"
+         LEFT JOIN agents me ON me.id = taken.agent_id AND taken.agent_id IN (t.buyer_id, t.seller_id)
+         LEFT JOIN LATERAL (
+             SELECT ",
+        bid_context_columns!(),
+        ", set_config('plan_cache_mode', 'force_generic_plan', true) AS generic_plans
+             FROM bids b
+             JOIN threads t ON t.id = b.thread_id
+             JOIN listings l ON l.id = t.listing_id
+             LEFT JOIN bids p ON p.id = b.parent_bid_id
+             WHERE b.id = taken.bid_id AND taken.agent_id IN (t.buyer_id, t.seller_id)
+               AND taken.attempts = 0 AND t.kind = 'price'
+               AND NOT EXISTS (SELECT 1 FROM threads o
+                               WHERE o.listing_id = t.listing_id AND o.status = 'ACTIVE' AND o.kind = 'price'
+                                 AND o.id <> t.id)
+             FOR UPDATE OF t
+         ) held ON true"
     ))
     .fetch_optional(conn)
     .await?;
@@ -354,7 +386,12 @@ pub async fn take_task(conn: &mut PgConnection) -> Result<Option<TakenTask>, sql
         _ if found => Some(TaskContext::from_row(&row)?),
         _ => None,
     };
-    Ok(Some(TakenTask { task, kind, context }))
+    let held = match row.try_get::<Option<Json<Bid>>, _>("bid")? {
+        Some(_) => Some(BidContext::from_row(&row)?),
+        None => None,
+    };
+    let more: bool = row.try_get("more")?;
+    Ok(Some(TakenTask { task, kind, context, held, more }))
 }
 
 /// A task taken by the move that queued it, with what its decision and its move read: the

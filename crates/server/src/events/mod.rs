@@ -67,6 +67,12 @@ impl Outbox {
         !std::mem::replace(&mut self.generic_plans, true)
     }
 
+    /// Records that a statement of the transaction switched it to generic plans itself (the
+    /// executor's, taking a task with its thread's lock).
+    pub fn planned_generically(&mut self) {
+        self.generic_plans = true;
+    }
+
     /// Everything written so far, by [`flush`](Outbox::flush) and by moves.
     pub fn written(&self) -> &Written {
         &self.written

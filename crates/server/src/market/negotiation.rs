@@ -663,7 +663,8 @@ pub async fn answer_with_terms(
 }
 
 /// Accepts the pending bid on a thread the caller's transaction has locked already (the
-/// executor's, which made the counter before on it), as [`answer`] would under locks: the
+/// executor's, which took the task with the thread's lock or made the counter before on it), as
+/// [`answer`] would under locks: the
 /// listing is locked and the bid read again in one statement. The listing is locked after the
 /// thread here, the one exception to the order of locks: a deadlock it meets with a move that
 /// holds the listing is PostgreSQL's to detect, and the executor's task is tried again.
