@@ -23,7 +23,7 @@ use uuid::Uuid;
 use super::events::{self, EVENT_ROWS, EventArrays, NewEvent};
 use super::idempotency::{AnswerArrays, MoveAnswer, answer_rows};
 use super::policies::policy_in_thread;
-use super::rows::{BidContext, BidDeadline, bid_context_columns};
+use super::rows::{BidContext, BidDeadline, bid_context_columns, bid_context_tables};
 use super::tasks::{self, Decided, NextRead, Requeue};
 use super::text::Text;
 use super::{Bid, Listing, Order, Thread};
@@ -37,12 +37,9 @@ macro_rules! bid_context_query {
         concat!(
             "SELECT ",
             bid_context_columns!(),
-            "
-             FROM bids b
-             JOIN threads t ON t.id = b.thread_id
-             JOIN listings l ON l.id = t.listing_id
-             LEFT JOIN bids p ON p.id = b.parent_bid_id
-             WHERE b.id = $1 AND $2 IN (t.buyer_id, t.seller_id)",
+            " ",
+            bid_context_tables!(),
+            " WHERE b.id = $1 AND $2 IN (t.buyer_id, t.seller_id)",
             $lock
         )
     };

@@ -182,6 +182,19 @@ macro_rules! bid_context_columns {
 
 pub(crate) use bid_context_columns;
 
+/// The rows [`bid_context_columns`] reads: the bid `b`, its thread `t` and listing `l`, and the
+/// bid it answered, `p`.
+macro_rules! bid_context_tables {
+    () => {
+        "FROM bids b
+         JOIN threads t ON t.id = b.thread_id
+         JOIN listings l ON l.id = t.listing_id
+         LEFT JOIN bids p ON p.id = b.parent_bid_id"
+    };
+}
+
+pub(crate) use bid_context_tables;
+
 /// A bid's status as stored, with its deadline and the database's clock as it was read: what
 /// the domain decides an expiry on.
 #[derive(Debug, FromRow)]

@@ -4,14 +4,14 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
-use sqlx::{FromRow, PgConnection, PgExecutor, Row};
+use sqlx::{FromRow, PgConnection, PgExecutor, Row, ValueRef};
 use uuid::Uuid;
 
 use haggle_domain::issues::Issues;
 use haggle_domain::{BidStatus, Party, ThreadKind, ThreadStatus, Tier};
 
 use super::policies::{Scope, policy_in_thread};
-use super::rows::{BidContext, bid_context_columns};
+use super::rows::{BidContext, bid_context_columns, bid_context_tables};
 use super::{Bid, Listing, Thread};
 
 /// The NOTIFY channel that tells auto-negotiation executors that bids wait for a policy.
@@ -332,7 +332,8 @@ pub struct TakenTask {
 /// nothing here, settle that. Elsewhere the move locks as any move does, listing first.
 pub async fn take_task(conn: &mut PgConnection) -> Result<Option<TakenTask>, sqlx::Error> {
     // Built at run time: it splices a task context's columns (`task_context_columns`), which
-    // `task_context` reads too, and a bid context's (`rows::bid_context_columns`).
+    // `task_context` reads too, and a bid context's (`rows::bid_context_columns` over
+    // `rows::bid_context_tables`).
     let row = sqlx::query(concat!(
         "WITH taken AS (
              UPDATE auto_tasks SET done_at = now()
@@ -357,11 +358,9 @@ pub async fn take_task(conn: &mut PgConnection) -> Result<Option<TakenTask>, sql
          LEFT JOIN LATERAL (
              SELECT ",
         bid_context_columns!(),
-        ", set_config('plan_cache_mode', 'force_generic_plan', true) AS generic_plans
-             FROM bids b
-             JOIN threads t ON t.id = b.thread_id
-             JOIN listings l ON l.id = t.listing_id
-             LEFT JOIN bids p ON p.id = b.parent_bid_id
+        ", set_config('plan_cache_mode', 'force_generic_plan', true) AS generic_plans ",
+        bid_context_tables!(),
+        "
              WHERE b.id = taken.bid_id AND taken.agent_id IN (t.buyer_id, t.seller_id)
                AND taken.attempts = 0 AND t.kind = 'price'
                AND NOT EXISTS (SELECT 1 FROM threads o
@@ -386,10 +385,8 @@ pub async fn take_task(conn: &mut PgConnection) -> Result<Option<TakenTask>, sql
         _ if found => Some(TaskContext::from_row(&row)?),
         _ => None,
     };
-    let held = match row.try_get::<Option<Json<Bid>>, _>("bid")? {
-        Some(_) => Some(BidContext::from_row(&row)?),
-        None => None,
-    };
+    // Without the thread's lock, the bid context's columns are NULL.
+    let held = if row.try_get_raw("bid")?.is_null() { None } else { Some(BidContext::from_row(&row)?) };
     let more: bool = row.try_get("more")?;
     Ok(Some(TakenTask { task, kind, context, held, more }))
 }
