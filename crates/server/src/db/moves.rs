@@ -23,7 +23,7 @@ use uuid::Uuid;
 use super::events::{self, EVENT_ROWS, EventArrays, NewEvent};
 use super::idempotency::{AnswerArrays, MoveAnswer, answer_rows};
 use super::policies::policy_in_thread;
-use super::rows::{BidContext, BidDeadline, bid_context_columns, bid_context_tables};
+use super::rows::{BidContext, BidDeadline, bid_context_columns, bid_context_tables, party_of_thread};
 use super::tasks::{self, Decided, NextRead, Requeue};
 use super::text::Text;
 use super::{Bid, Listing, Order, Thread};
@@ -39,7 +39,8 @@ macro_rules! bid_context_query {
             bid_context_columns!(),
             " ",
             bid_context_tables!(),
-            " WHERE b.id = $1 AND $2 IN (t.buyer_id, t.seller_id)",
+            " WHERE b.id = $1 AND ",
+            party_of_thread!("$2"),
             $lock
         )
     };

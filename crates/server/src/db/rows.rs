@@ -195,6 +195,21 @@ macro_rules! bid_context_tables {
 
 pub(crate) use bid_context_tables;
 
+/// Whether the agent `$agent` is the thread `t`'s buyer or seller, as a read that finds the
+/// thread through its bid says it. Written as a `CASE`, not `$agent IN (t.buyer_id,
+/// t.seller_id)`: PostgreSQL estimates that `OR` of two equalities as selective enough to scan
+/// `threads` in full rather than look the thread up by its key, whenever it plans on a table it
+/// has no statistics for, and a plan made on an empty table stays cached on the connection as
+/// the table grows (with autovacuum off, every W3 negotiation took longer than the one before:
+/// BENCHMARKS.md, "Statements that scanned threads"). The `CASE` leaves it nothing to estimate.
+macro_rules! party_of_thread {
+    ($agent:literal) => {
+        concat!("CASE WHEN t.buyer_id = ", $agent, " THEN true ELSE t.seller_id = ", $agent, " END")
+    };
+}
+
+pub(crate) use party_of_thread;
+
 /// A bid's status as stored, with its deadline and the database's clock as it was read: what
 /// the domain decides an expiry on.
 #[derive(Debug, FromRow)]

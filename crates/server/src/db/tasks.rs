@@ -11,7 +11,7 @@ use haggle_domain::issues::Issues;
 use haggle_domain::{BidStatus, Party, ThreadKind, ThreadStatus, Tier};
 
 use super::policies::{Scope, policy_in_thread};
-use super::rows::{BidContext, bid_context_columns, bid_context_tables};
+use super::rows::{BidContext, bid_context_columns, bid_context_tables, party_of_thread};
 use super::{Bid, Listing, Thread};
 
 /// The NOTIFY channel that tells auto-negotiation executors that bids wait for a policy.
@@ -293,7 +293,8 @@ pub async fn task_context(conn: &mut PgConnection, task: Task) -> Result<Option<
          JOIN listings l ON l.id = t.listing_id
          JOIN agents buyer ON buyer.id = t.buyer_id
          JOIN agents me ON me.id = $2
-         WHERE b.id = $1 AND $2 IN (t.buyer_id, t.seller_id)"
+         WHERE b.id = $1 AND ",
+        party_of_thread!("$2"),
     ))
     .bind(task.bid_id)
     .bind(task.agent_id)
@@ -360,8 +361,12 @@ pub async fn take_task(conn: &mut PgConnection) -> Result<Option<TakenTask>, sql
         bid_context_columns!(),
         ", set_config('plan_cache_mode', 'force_generic_plan', true) AS generic_plans ",
         bid_context_tables!(),
+        // The thread is named by the task's own `thread_id` too, so that it is looked up by its
+        // key in any plan (`rows::party_of_thread` tells why a plan may otherwise scan threads).
         "
-             WHERE b.id = taken.bid_id AND taken.agent_id IN (t.buyer_id, t.seller_id)
+             WHERE b.id = taken.bid_id AND t.id = taken.thread_id AND ",
+        party_of_thread!("taken.agent_id"),
+        "
                AND taken.attempts = 0 AND t.kind = 'price'
                AND NOT EXISTS (SELECT 1 FROM threads o
                                WHERE o.listing_id = t.listing_id AND o.status = 'ACTIVE' AND o.kind = 'price'
