@@ -246,6 +246,22 @@ async fn the_reads_that_grow_with_history_use_their_indexes() {
     }
 }
 
+/// The reads a move and the executor decide on look the thread up by its key in the plans made
+/// on empty tables, which a connection keeps as the tables grow while no statistics are gathered
+/// (autovacuum off): never a scan of every thread for each move.
+#[tokio::test]
+async fn the_reads_moves_decide_on_find_the_thread_by_its_key_from_an_empty_table_on() {
+    let app = TestApp::spawn().await;
+    let mut conn = app.pool.acquire().await.unwrap();
+    let mut plans = haggle_server::db::moves::plans_of_bid_context_reads(&mut conn).await.unwrap();
+    plans.push(haggle_server::db::tasks::plan_of_take_task(&mut *conn).await.unwrap());
+    assert_eq!(plans.len(), 4);
+    for plan in plans {
+        assert!(plan.contains("Index Scan using threads_pkey on threads t"), "{plan}");
+        assert!(!plan.contains("Seq Scan on threads t"), "{plan}");
+    }
+}
+
 /// The preload only adds: a database in use keeps its rows and its event numbering.
 #[tokio::test]
 async fn a_preload_adds_to_a_database_in_use() {

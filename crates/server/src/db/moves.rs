@@ -68,6 +68,32 @@ pub async fn read_bid_context(
     sqlx::query_as(bid_context_query!("")).bind(bid_id).bind(agent_id).fetch_optional(conn).await
 }
 
+/// The generic plans PostgreSQL makes for the reads a move decides on (unlocked, locking the
+/// thread, locking the listing), as the move worker's connections run them (`EXPLAIN`'s text,
+/// one plan each), for a test that checks they find the thread by its key.
+pub async fn plans_of_bid_context_reads(conn: &mut PgConnection) -> Result<Vec<String>, sqlx::Error> {
+    let mut plans = Vec::new();
+    for statement in
+        [bid_context_query!(""), bid_context_query!(" FOR UPDATE OF t"), bid_context_query!(" FOR UPDATE OF l")]
+    {
+        // Built at run time: a statement with parameters is planned generically only when
+        // prepared by name, which the simple protocol does.
+        sqlx::raw_sql(&format!(
+            "SET plan_cache_mode = force_generic_plan; PREPARE haggle_plan_probe(uuid, uuid) AS {statement}"
+        ))
+        .execute(&mut *conn)
+        .await?;
+        let lines: Vec<String> =
+            sqlx::query_scalar("EXPLAIN EXECUTE haggle_plan_probe(gen_random_uuid(), gen_random_uuid())")
+                .persistent(false)
+                .fetch_all(&mut *conn)
+                .await?;
+        sqlx::raw_sql("DEALLOCATE haggle_plan_probe; RESET plan_cache_mode").execute(&mut *conn).await?;
+        plans.push(lines.join("\n"));
+    }
+    Ok(plans)
+}
+
 /// Locks the listing of a bid the agent is party to and reads what an action on the bid needs,
 /// in one statement, for a caller whose transaction holds the bid's thread already (the
 /// executor, accepting after a counter it made): the listing is the one lock it takes.

@@ -319,6 +319,58 @@ pub struct TakenTask {
     pub more: bool,
 }
 
+/// The statement [`take_task`] runs. Built at run time: it splices a task context's columns
+/// (`task_context_columns`), which `task_context` reads too, and a bid context's
+/// (`rows::bid_context_columns` over `rows::bid_context_tables`); it is shared with its own
+/// `EXPLAIN` ([`plan_of_take_task`]).
+const TAKE_TASK: &str = concat!(
+    "WITH taken AS (
+         UPDATE auto_tasks SET done_at = now()
+         WHERE bid_id = (SELECT bid_id FROM auto_tasks WHERE done_at IS NULL AND due_at <= now()
+                         ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+         RETURNING bid_id, thread_id, agent_id, attempts,
+                   EXTRACT(EPOCH FROM clock_timestamp() - due_at)::float8 AS waited
+     )
+     SELECT taken.bid_id, taken.thread_id, taken.agent_id, taken.attempts, taken.waited,
+            t.kind AS thread_kind, me.id IS NOT NULL AS found,
+            EXISTS (SELECT 1 FROM auto_tasks a
+                    WHERE a.done_at IS NULL AND a.due_at <= now() AND a.bid_id <> taken.bid_id) AS more, ",
+    task_context_columns!("taken.agent_id"),
+    "
+     , held.bid, held.thread, held.listing, held.parent_amount, held.db_now
+     FROM taken
+     LEFT JOIN bids b ON b.id = taken.bid_id
+     LEFT JOIN threads t ON t.id = b.thread_id
+     LEFT JOIN listings l ON l.id = t.listing_id
+     LEFT JOIN agents buyer ON buyer.id = t.buyer_id
+     LEFT JOIN agents me ON me.id = taken.agent_id AND taken.agent_id IN (t.buyer_id, t.seller_id)
+     LEFT JOIN LATERAL (
+         SELECT ",
+    bid_context_columns!(),
+    ", set_config('plan_cache_mode', 'force_generic_plan', true) AS generic_plans ",
+    bid_context_tables!(),
+    // The thread is named by the task's own `thread_id` too, so that it is looked up by its
+    // key in any plan (`rows::party_of_thread` tells why a plan may otherwise scan threads).
+    "
+         WHERE b.id = taken.bid_id AND t.id = taken.thread_id AND ",
+    party_of_thread!("taken.agent_id"),
+    "
+           AND taken.attempts = 0 AND t.kind = 'price'
+           AND NOT EXISTS (SELECT 1 FROM threads o
+                           WHERE o.listing_id = t.listing_id AND o.status = 'ACTIVE' AND o.kind = 'price'
+                             AND o.id <> t.id)
+         FOR UPDATE OF t
+     ) held ON true"
+);
+
+/// The plan PostgreSQL makes for [`take_task`]'s statement (`EXPLAIN`'s text), for a test that
+/// checks it finds the task's thread by its key.
+pub async fn plan_of_take_task(executor: impl PgExecutor<'_>) -> Result<String, sqlx::Error> {
+    let lines: Vec<String> =
+        sqlx::query_scalar(&format!("EXPLAIN {TAKE_TASK}")).persistent(false).fetch_all(executor).await?;
+    Ok(lines.join("\n"))
+}
+
 /// Takes the oldest due task, skipping those other executors hold, and marks it done in the
 /// caller's transaction, which keeps it locked (if the transaction does not commit, the task
 /// waits for the next executor); with its context read in the same statement, unlocked.
@@ -332,50 +384,7 @@ pub struct TakenTask {
 /// the instant since, and PostgreSQL's deadlock detection and the task's retry, which locks
 /// nothing here, settle that. Elsewhere the move locks as any move does, listing first.
 pub async fn take_task(conn: &mut PgConnection) -> Result<Option<TakenTask>, sqlx::Error> {
-    // Built at run time: it splices a task context's columns (`task_context_columns`), which
-    // `task_context` reads too, and a bid context's (`rows::bid_context_columns` over
-    // `rows::bid_context_tables`).
-    let row = sqlx::query(concat!(
-        "WITH taken AS (
-             UPDATE auto_tasks SET done_at = now()
-             WHERE bid_id = (SELECT bid_id FROM auto_tasks WHERE done_at IS NULL AND due_at <= now()
-                             ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-             RETURNING bid_id, thread_id, agent_id, attempts,
-                       EXTRACT(EPOCH FROM clock_timestamp() - due_at)::float8 AS waited
-         )
-         SELECT taken.bid_id, taken.thread_id, taken.agent_id, taken.attempts, taken.waited,
-                t.kind AS thread_kind, me.id IS NOT NULL AS found,
-                EXISTS (SELECT 1 FROM auto_tasks a
-                        WHERE a.done_at IS NULL AND a.due_at <= now() AND a.bid_id <> taken.bid_id) AS more, ",
-        task_context_columns!("taken.agent_id"),
-        "
-         , held.bid, held.thread, held.listing, held.parent_amount, held.db_now
-         FROM taken
-         LEFT JOIN bids b ON b.id = taken.bid_id
-         LEFT JOIN threads t ON t.id = b.thread_id
-         LEFT JOIN listings l ON l.id = t.listing_id
-         LEFT JOIN agents buyer ON buyer.id = t.buyer_id
-         LEFT JOIN agents me ON me.id = taken.agent_id AND taken.agent_id IN (t.buyer_id, t.seller_id)
-         LEFT JOIN LATERAL (
-             SELECT ",
-        bid_context_columns!(),
-        ", set_config('plan_cache_mode', 'force_generic_plan', true) AS generic_plans ",
-        bid_context_tables!(),
-        // The thread is named by the task's own `thread_id` too, so that it is looked up by its
-        // key in any plan (`rows::party_of_thread` tells why a plan may otherwise scan threads).
-        "
-             WHERE b.id = taken.bid_id AND t.id = taken.thread_id AND ",
-        party_of_thread!("taken.agent_id"),
-        "
-               AND taken.attempts = 0 AND t.kind = 'price'
-               AND NOT EXISTS (SELECT 1 FROM threads o
-                               WHERE o.listing_id = t.listing_id AND o.status = 'ACTIVE' AND o.kind = 'price'
-                                 AND o.id <> t.id)
-             FOR UPDATE OF t
-         ) held ON true"
-    ))
-    .fetch_optional(conn)
-    .await?;
+    let row = sqlx::query(TAKE_TASK).fetch_optional(conn).await?;
     let Some(row) = row else { return Ok(None) };
     let task = Task::from_row(&row)?;
     let kind: Option<String> = row.try_get("thread_kind")?;
