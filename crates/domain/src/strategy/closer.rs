@@ -27,7 +27,12 @@
 //!   give away what the buyer bids anyway. When the last round is the seller's, its counter
 //!   is final, take-it-or-leave-it: the seller accepts a pending bid of at least F, and otherwise
 //!   offers halfway from the buyer's bid to its next bid on the fitted curve, between F and C
-//!   (F without a curve).
+//!   (F when the curve ends below F).
+//! - **A buyer who has not moved is held near the ask.** Until the buyer bids above its opening,
+//!   the seller stays near the ask, 0.4 % of it lower each round, its final counter included. Many
+//!   such buyers take whatever stands at their deadline, and coming down to the closing price
+//!   only sells to them cheaply; the others give no more for it. A buyer who starts conceding
+//!   is followed from there, as above.
 //! - **Acceptance.** A bid at least as good as the next counter is accepted (AC_next, in
 //!   [`super::settle`]); a final bid is accepted within the floor.
 //!
@@ -49,6 +54,10 @@ const HOLD_E: f64 = 0.2;
 const APPROACH_ROUNDS: f64 = 20.0;
 /// The final counter's share of the way from the buyer's bid to its predicted next bid.
 const FINAL_SHARE: f64 = 0.5;
+/// Against a buyer who has not moved, each counter's step down, as a share of the ask: small,
+/// but a visible concession on any reasonable price grid (a buyer may walk away from a seller
+/// who stands still).
+const HOLD_STEP: f64 = 0.004;
 
 /// The seller's last counter: the listing's last round if it is the seller's, else the one before.
 fn last_counter(max_rounds: i32) -> i32 {
@@ -93,7 +102,13 @@ pub(super) fn propose(state: &NegotiationState, turn: Turn, floor: i64) -> Propo
     let t = (f64::from(turn.round) / f64::from(if buyer_ends { n } else { last })).clamp(0.0, 1.0);
     let hold = if at_last && !buyer_ends { close } else { close + (ask - close) * (1.0 - t.powf(1.0 / HOLD_E)) };
     let mut target = hold;
-    if let Some((gap, slope)) = fitted_tactic(opening, &points) {
+    let fitted = fitted_tactic(opening, &points);
+    // A buyer that has not bid above its opening is not met: coming down to the closing price
+    // only sells cheaply to the many such buyers who take whatever stands at their deadline, and
+    // the others give no more for it. The seller stays near the ask, HOLD_STEP of it lower each
+    // round, its final counter included.
+    let stubborn = fitted.is_none();
+    if let Some((gap, slope)) = fitted {
         let ceiling = opening + gap;
         if ceiling > close {
             let left = f64::from(last.saturating_sub(turn.round).max(0));
@@ -108,11 +123,14 @@ pub(super) fn propose(state: &NegotiationState, turn: Turn, floor: i64) -> Propo
             }
         }
     }
-    if is_final && latest >= close && turn.pending >= floor {
+    if stubborn {
+        target = ask;
+    } else if is_final && latest >= close && turn.pending >= floor {
         // A refused final counter ends the thread: a bid at the closing price is taken.
         return Proposal::Accept(Rationale::AsGoodAsCounter);
     }
-    let amount = round_price(Party::Seller, target.max(s)).min(turn.own_previous.saturating_sub(1));
+    let step = if stubborn { ((ask * HOLD_STEP).ceil() as i64).max(1) } else { 1 };
+    let amount = round_price(Party::Seller, target.max(s)).min(turn.own_previous.saturating_sub(step));
     Proposal::Counter { amount, is_final: false }
 }
 
@@ -149,22 +167,28 @@ mod tests {
     }
 
     #[test]
-    fn it_holds_against_a_buyer_who_does_not_move_and_closes_at_the_closing_price() {
+    fn it_stays_near_the_ask_against_a_buyer_who_does_not_move() {
         // Ask 10000, floor 4000, 10 rounds; the buyer sits at its opening 1000.
-        // The closing price: max(4000 + 0.15·6000, 1000 + 0.3·9000) = max(4900, 3700) = 4900.
         let mut s = state(10_000, &[1_000]);
         s.max_rounds = 10;
-        // Round 2, t = 0.2: 4900 + 5100·(1 − 0.2⁵) = 9998.37 → 9999, one unit below the ask.
-        assert_eq!(counter_of(decide(&policy(4_000), &s)), 9_999);
-        // Round 8, t = 0.8: 4900 + 5100·(1 − 0.8⁵) = 8328.8 → 8329.
-        let mut late = state(10_000, &[1_000, 9_999, 1_000, 9_900, 1_000, 9_700, 1_000]);
+        // Round 2: 0.4 % of the ask (40) below it.
+        assert_eq!(counter_of(decide(&policy(4_000), &s)), 9_960);
+        // Round 8: 40 below its previous counter, not down its hold (8329 at t = 0.8).
+        let mut late = state(10_000, &[1_000, 9_960, 1_000, 9_920, 1_000, 9_880, 1_000]);
         late.max_rounds = 10;
-        assert_eq!(counter_of(decide(&policy(4_000), &late)), 8_329);
-        // Round 10, the seller's final counter: the closing price, take-it-or-leave-it.
-        let mut last = state(10_000, &[1_000, 9_999, 1_000, 9_900, 1_000, 9_700, 1_000, 8_329, 1_000]);
+        assert_eq!(counter_of(decide(&policy(4_000), &late)), 9_840);
+        // Round 10, the seller's final counter: still near the ask, take-it-or-leave-it.
+        let mut last = state(10_000, &[1_000, 9_960, 1_000, 9_920, 1_000, 9_880, 1_000, 9_840, 1_000]);
         last.max_rounds = 10;
-        assert_eq!(decide(&policy(4_000), &last), Decision::Counter { amount: 4_900, is_final: true });
-        // A bid at the closing price is taken rather than risked on the final counter.
+        assert_eq!(decide(&policy(4_000), &last), Decision::Counter { amount: 9_800, is_final: true });
+        // A buyer creeping up, 1000 to 1400 by round 9, has a curve (ending at 1450, below the
+        // closing price max(4000 + 0.15·6000, 1000 + 0.3·9000) = 4900): the final counter is
+        // the closing price, as the hold ends there.
+        let mut creeping = last.clone();
+        creeping.bids = vec![1_000, 9_960, 1_100, 9_920, 1_200, 9_880, 1_300, 9_840, 1_400];
+        assert_eq!(decide(&policy(4_000), &creeping), Decision::Counter { amount: 4_900, is_final: true });
+        // A buyer who jumps to the closing price is followed, and its bid there is taken rather
+        // than risked on the final counter.
         last.bids[8] = 4_900;
         assert!(matches!(decide(&policy(4_000), &last), Decision::Accept { .. }));
     }

@@ -58,8 +58,8 @@ pub enum Strategy {
         e: f64,
     },
     /// Haggle's seller for negotiations decided at the deadline (see `closer`): a Boulware hold,
-    /// the buyer's concession curve met late, and a closing price for the last counter.
-    /// Sellers only.
+    /// the buyer's concession curve met late, and a closing price for the last counter; a buyer
+    /// who has not bid above its opening is held near the ask. Sellers only.
     Closer {},
     /// A buyer shopping elsewhere too (the library's `Competitive` as a policy): it steps `step`
     /// minor units a counter, never offers or accepts more than `best_elsewhere` (a standing
