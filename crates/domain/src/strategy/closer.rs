@@ -42,7 +42,7 @@
 
 use super::super::bid::Party;
 use super::model::{self, buyer_time};
-use super::{NegotiationState, Proposal, Rationale, Turn, round_price};
+use super::{NegotiationState, Proposal, Rationale, Turn, round_price, step_of_ask};
 
 /// The closing price's least share of the way from the floor to the ask.
 const CLOSE_OVER_FLOOR: f64 = 0.15;
@@ -129,7 +129,7 @@ pub(super) fn propose(state: &NegotiationState, turn: Turn, floor: i64) -> Propo
         // A refused final counter ends the thread: a bid at the closing price is taken.
         return Proposal::Accept(Rationale::AsGoodAsCounter);
     }
-    let step = if stubborn { ((ask * HOLD_STEP).ceil() as i64).max(1) } else { 1 };
+    let step = if stubborn { step_of_ask(state.ask, HOLD_STEP) } else { 1 };
     let amount = round_price(Party::Seller, target.max(s)).min(turn.own_previous.saturating_sub(step));
     Proposal::Counter { amount, is_final: false }
 }

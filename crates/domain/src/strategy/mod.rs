@@ -304,6 +304,11 @@ pub(crate) fn round_price(mover: Party, price: f64) -> i64 {
     }
 }
 
+/// The least step a counter makes when it is `share` of the ask, rounded up: at least one unit.
+pub(crate) fn step_of_ask(ask: i64, share: f64) -> i64 {
+    ((ask as f64 * share).ceil() as i64).max(1)
+}
+
 /// A concession computed in floating point, rounded down: the mover gives no more than the rule.
 pub(crate) fn round_concession(concession: f64) -> i64 {
     ((concession + FLOAT_SLACK).floor() as i64).max(0)

@@ -47,7 +47,7 @@
 use super::super::bid::Party;
 use super::super::issues::Prices;
 pub use super::buyer::BayesBuyer;
-use super::{NegotiationState, Proposal, Rationale, Turn, round_price};
+use super::{NegotiationState, Proposal, Rationale, Turn, round_price, step_of_ask};
 
 /// The buyer's opening bid, as a share of the ask.
 pub const BAYES_OPENING: f64 = 0.35;
@@ -327,7 +327,7 @@ fn propose_seller(state: &NegotiationState, turn: Turn, floor: i64) -> Proposal 
     if turn.pending >= floor && (turn.pending as f64 - floor as f64) >= expected {
         return Proposal::Accept(Rationale::AsGoodAsCounter);
     }
-    let least_step = ((state.ask as f64 * MIN_STEP).ceil() as i64).max(1);
+    let least_step = step_of_ask(state.ask, MIN_STEP);
     let amount = round_price(Party::Seller, price).min(turn.own_previous.saturating_sub(least_step));
     Proposal::Counter { amount, is_final: false }
 }
