@@ -535,12 +535,32 @@ async fn nothing_the_counterparty_reads_carries_a_private_value() {
             seen.push_str(&app.get(&path, &reader.key).await.expect(200).body.to_string());
         }
         for secret in secrets {
-            assert!(!seen.contains(secret), "{secret} leaked to the counterparty");
+            assert!(!contains_number(&seen, secret), "{secret} leaked to the counterparty");
         }
         for word in ["accept_at", "reject_beyond", "max_auto_rounds", "strategy", "\"limit\""] {
             assert!(!seen.contains(word), "{word} leaked");
         }
     }
+}
+
+/// Whether `text` holds `number` as a number of its own: not inside a longer run of letters and
+/// digits, where a private value's digits can turn up by chance (a UUID's hex, a timestamp's
+/// fraction of a second).
+fn contains_number(text: &str, number: &str) -> bool {
+    text.match_indices(number).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + number.len()..].chars().next();
+        ![before, after].into_iter().flatten().any(|c| c.is_ascii_alphanumeric())
+    })
+}
+
+#[test]
+fn a_number_is_found_on_its_own_not_inside_an_id_or_a_time() {
+    assert!(contains_number(r#"{"amount":71717}"#, "71717"));
+    assert!(contains_number("my limit is 71717.", "71717"));
+    assert!(!contains_number("0190a1b2-7171-7d71-a717-171717ab9c3e", "71717"));
+    assert!(!contains_number("2026-11-28T13:48:24.717171Z", "71717"));
+    assert!(!contains_number(r#"{"amount":717170}"#, "71717"));
 }
 
 /// An anonymous client of a server process. It sends each request once, as a plain HTTP
