@@ -262,6 +262,23 @@ async fn the_reads_moves_decide_on_find_the_thread_by_its_key_from_an_empty_tabl
     }
 }
 
+/// A placement counts the buyer's threads on the listing through the index on both keys, in
+/// the statements that read them and in the placement's own, as their generic plans on a fresh
+/// database have it (no statistics): never through the buyer's index, which would read the
+/// buyer's whole history for every placement.
+#[tokio::test]
+async fn a_placement_counts_the_buyers_threads_on_the_listing_by_both_keys_from_an_empty_table_on() {
+    let app = TestApp::spawn().await;
+    let mut conn = app.pool.acquire().await.unwrap();
+    let mut plans = haggle_server::db::listings::plans_of_buyer_threads(&mut conn).await.unwrap();
+    plans.push(haggle_server::db::moves::plan_of_place(&mut conn).await.unwrap());
+    assert_eq!(plans.len(), 3);
+    for plan in plans {
+        assert!(plan.contains("using threads_listing_buyer_idx on threads t"), "{plan}");
+        assert!(!plan.contains("threads_buyer_id_idx"), "{plan}");
+    }
+}
+
 /// The preload only adds: a database in use keeps its rows and its event numbering.
 #[tokio::test]
 async fn a_preload_adds_to_a_database_in_use() {

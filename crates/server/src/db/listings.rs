@@ -6,6 +6,7 @@ use sqlx::{FromRow, PgConnection, PgExecutor, Postgres, QueryBuilder};
 use uuid::Uuid;
 
 use super::Page;
+use super::plans::generic_plan;
 use haggle_domain::bid::{ConcessionRule, CounterTerms};
 use haggle_domain::issues::Issues;
 use haggle_domain::listing::ListingTerms;
@@ -184,43 +185,94 @@ pub struct PlacementContext {
     pub mine: BuyerThreads,
 }
 
+/// The buyer `$buyer`'s price threads `t` on the listing `$listing`, as a condition. The row
+/// comparisons name the pair `(listing_id, buyer_id)` only `threads_listing_buyer_idx` orders,
+/// so that every plan counts the pair's entries there: without them PostgreSQL, planning on a
+/// table it has no statistics for (and keeping that plan on the connection as the table grows),
+/// looks the buyer up in `threads_buyer_id_idx` and filters by listing, reading the buyer's
+/// whole history for each placement.
+macro_rules! buyer_price_threads {
+    ($listing:literal, $buyer:literal) => {
+        concat!(
+            "t.listing_id = ",
+            $listing,
+            " AND (t.listing_id, t.buyer_id) >= (",
+            $listing,
+            ", ",
+            $buyer,
+            ")",
+            " AND (t.listing_id, t.buyer_id) <= (",
+            $listing,
+            ", ",
+            $buyer,
+            ")",
+            " AND t.kind = 'price'"
+        )
+    };
+}
+
+pub(crate) use buyer_price_threads;
+
+/// What [`BuyerThreads`] reads of the threads `t` that a condition chooses.
+macro_rules! buyer_threads_columns {
+    () => {
+        "count(*) AS thread_count,
+         (array_agg(t.id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_thread_id,
+         max(t.expires_at) FILTER (WHERE t.status = 'ACTIVE') AS active_expires_at,
+         (array_agg(t.last_bid_id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_last_bid_id"
+    };
+}
+
+/// The statement of [`read_for_placement`].
+const READ_FOR_PLACEMENT: &str = concat!(
+    "SELECT row_to_json(l) AS listing, now() AS db_now, m.*
+     FROM listings l
+     CROSS JOIN LATERAL (SELECT ",
+    buyer_threads_columns!(),
+    " FROM threads t WHERE ",
+    buyer_price_threads!("l.id", "$2"),
+    ") m WHERE l.id = $1"
+);
+
+/// The statement of [`buyer_threads`].
+const BUYER_THREADS: &str =
+    concat!("SELECT ", buyer_threads_columns!(), " FROM threads t WHERE ", buyer_price_threads!("$1", "$2"));
+
+/// A listing read with the buyer's threads on it.
+#[derive(FromRow)]
+struct PlacementRow {
+    listing: Json<Listing>,
+    db_now: DateTime<Utc>,
+    #[sqlx(flatten)]
+    mine: BuyerThreads,
+}
+
 /// Reads the buyer's threads as [`buyer_threads`] does, in the same statement as the listing.
 pub async fn read_for_placement(
     conn: &mut PgConnection,
     listing_id: Uuid,
     buyer_id: Uuid,
 ) -> Result<Option<PlacementContext>, sqlx::Error> {
-    let row = sqlx::query!(
-        r#"SELECT row_to_json(l) AS "listing!: Json<Listing>", now() AS "db_now!", m.thread_count AS "thread_count!",
-                  m.active_thread_id, m.active_expires_at, m.active_last_bid_id
-           FROM listings l
-           CROSS JOIN LATERAL (
-               SELECT count(*) AS thread_count,
-                      (array_agg(t.id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_thread_id,
-                      max(t.expires_at) FILTER (WHERE t.status = 'ACTIVE') AS active_expires_at,
-                      (array_agg(t.last_bid_id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_last_bid_id
-               FROM threads t WHERE t.listing_id = l.id AND t.buyer_id = $2 AND t.kind = 'price'
-           ) m
-           WHERE l.id = $1"#,
-        listing_id,
-        buyer_id,
-    )
-    .fetch_optional(conn)
-    .await?;
-    Ok(row.map(|row| PlacementContext {
-        listing: row.listing.0,
-        db_now: row.db_now,
-        mine: BuyerThreads {
-            thread_count: row.thread_count,
-            active_thread_id: row.active_thread_id,
-            active_expires_at: row.active_expires_at,
-            active_last_bid_id: row.active_last_bid_id,
-        },
-    }))
+    // Built at run time: it splices the buyer's threads (`buyer_price_threads`), which
+    // `buyer_threads` and the placement's statement read too.
+    let row: Option<PlacementRow> =
+        sqlx::query_as(READ_FOR_PLACEMENT).bind(listing_id).bind(buyer_id).fetch_optional(conn).await?;
+    Ok(row.map(|row| PlacementContext { listing: row.listing.0, db_now: row.db_now, mine: row.mine }))
+}
+
+/// The generic plans PostgreSQL makes for [`read_for_placement`] and [`buyer_threads`] (`EXPLAIN`'s
+/// text, one plan each), for a test that checks they count the buyer's threads on the listing
+/// through `threads_listing_buyer_idx`.
+pub async fn plans_of_buyer_threads(conn: &mut PgConnection) -> Result<Vec<String>, sqlx::Error> {
+    let mut plans = Vec::new();
+    for statement in [READ_FOR_PLACEMENT, BUYER_THREADS] {
+        plans.push(generic_plan(&mut *conn, statement).await?);
+    }
+    Ok(plans)
 }
 
 /// The buyer's threads on a listing, as placing a bid must know them.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, FromRow)]
 pub struct BuyerThreads {
     /// Threads this buyer has had on the listing, whatever their status.
     pub thread_count: i64,
@@ -237,18 +289,8 @@ pub async fn buyer_threads(
     listing_id: Uuid,
     buyer_id: Uuid,
 ) -> Result<BuyerThreads, sqlx::Error> {
-    sqlx::query_as!(
-        BuyerThreads,
-        r#"SELECT count(*) AS "thread_count!",
-                  (array_agg(t.id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_thread_id,
-                  max(t.expires_at) FILTER (WHERE t.status = 'ACTIVE') AS active_expires_at,
-                  (array_agg(t.last_bid_id) FILTER (WHERE t.status = 'ACTIVE'))[1] AS active_last_bid_id
-           FROM threads t WHERE t.listing_id = $1 AND t.buyer_id = $2 AND t.kind = 'price'"#,
-        listing_id,
-        buyer_id,
-    )
-    .fetch_one(conn)
-    .await
+    // Built at run time, as `read_for_placement` is.
+    sqlx::query_as(BUYER_THREADS).bind(listing_id).bind(buyer_id).fetch_one(conn).await
 }
 
 pub async fn update_terms(conn: &mut PgConnection, id: Uuid, terms: &ListingTerms) -> Result<Listing, sqlx::Error> {

@@ -25,6 +25,7 @@ pub mod mediation;
 pub mod moves;
 pub mod negotiations;
 pub mod orders;
+pub mod plans;
 pub mod policies;
 pub mod primary;
 pub mod quotes;

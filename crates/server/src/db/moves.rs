@@ -22,6 +22,8 @@ use uuid::Uuid;
 
 use super::events::{self, EVENT_ROWS, EventArrays, NewEvent};
 use super::idempotency::{AnswerArrays, MoveAnswer, answer_rows};
+use super::listings::buyer_price_threads;
+use super::plans::generic_plan;
 use super::policies::policy_in_thread;
 use super::rows::{BidContext, BidDeadline, bid_context_columns, bid_context_tables, party_of_thread};
 use super::tasks::{self, Decided, NextRead, Requeue};
@@ -76,20 +78,7 @@ pub async fn plans_of_bid_context_reads(conn: &mut PgConnection) -> Result<Vec<S
     for statement in
         [bid_context_query!(""), bid_context_query!(" FOR UPDATE OF t"), bid_context_query!(" FOR UPDATE OF l")]
     {
-        // Built at run time: a statement with parameters is planned generically only when
-        // prepared by name, which the simple protocol does.
-        sqlx::raw_sql(&format!(
-            "SET plan_cache_mode = force_generic_plan; PREPARE haggle_plan_probe(uuid, uuid) AS {statement}"
-        ))
-        .execute(&mut *conn)
-        .await?;
-        let lines: Vec<String> =
-            sqlx::query_scalar("EXPLAIN EXECUTE haggle_plan_probe(gen_random_uuid(), gen_random_uuid())")
-                .persistent(false)
-                .fetch_all(&mut *conn)
-                .await?;
-        sqlx::raw_sql("DEALLOCATE haggle_plan_probe; RESET plan_cache_mode").execute(&mut *conn).await?;
-        plans.push(lines.join("\n"));
+        plans.push(generic_plan(&mut *conn, statement).await?);
     }
     Ok(plans)
 }
@@ -311,6 +300,66 @@ pub struct PlaceMove {
     pub answer: Option<MoveAnswer>,
 }
 
+/// The statement of [`place`]. Built at run time: it splices the rule that queues tasks
+/// (`move_events`) and the buyer's threads on a listing (`listings::buyer_price_threads`).
+static PLACE: LazyLock<String> = LazyLock::new(|| {
+    [
+        "WITH input AS (
+         SELECT (i.n - 1)::int AS index, i.*
+         FROM unnest($11::uuid[], $12::timestamptz[], $13::uuid[], $14::int[], $15::timestamptz[], $16::text[],
+                     $17::uuid[], $18::uuid[], $19::text[], $20::uuid[], $21::bigint[], $22::text[], $23::text[],
+                     $24::jsonb[], $25::boolean[], $26::text[], $27::int[], $28::timestamptz[])
+              WITH ORDINALITY AS i(listing_id, listing_updated_at, seller_id, max_threads_per_buyer, now,
+                                   thread_status, id, thread_id, author, author_id, amount, currency, message,
+                                   terms, final, status, round, expires_at, n)
+     ), locked_listing AS (
+         SELECT i.index FROM (SELECT index, listing_id, listing_updated_at FROM input ORDER BY listing_id) i
+         CROSS JOIN LATERAL (
+             SELECT id FROM listings
+             WHERE id = i.listing_id AND status = 'ACTIVE' AND updated_at = i.listing_updated_at
+             FOR SHARE) l
+     ), allowed AS (
+         SELECT i.* FROM input i
+         WHERE i.index IN (SELECT index FROM locked_listing)
+           AND (SELECT count(*) FROM threads t WHERE ",
+        buyer_price_threads!("i.listing_id", "i.author_id"),
+        ") < i.max_threads_per_buyer
+     ), thread AS (
+         INSERT INTO threads (id, listing_id, buyer_id, seller_id, status, rounds, last_bid_id, expires_at,
+                              created_at, updated_at)
+         SELECT thread_id, listing_id, author_id, seller_id, thread_status, round, id, expires_at, now, now
+         FROM allowed
+         ON CONFLICT (listing_id, buyer_id) WHERE status = 'ACTIVE' AND kind = 'price' DO NOTHING
+         RETURNING *
+     ), bid AS (
+         INSERT INTO bids (id, thread_id, author, author_id, amount, currency, message, terms, final, status, round,
+                           expires_at, created_at, updated_at)
+         SELECT i.id, thread.id, i.author, i.author_id, i.amount, i.currency, i.message, i.terms, i.final, i.status,
+                i.round, i.expires_at, i.now, i.now
+         FROM thread JOIN input i ON i.thread_id = thread.id
+         RETURNING *
+     ), new_pending AS (
+         SELECT bid.id AS bid_id, bid.thread_id, thread.listing_id, thread.seller_id AS agent_id, 'seller' AS role
+         FROM bid JOIN thread ON thread.id = bid.thread_id
+     ), ",
+        &answer_rows(29, "a.move IN (SELECT i.index FROM thread JOIN input i ON i.thread_id = thread.id)"),
+        &move_events("e.move IN (SELECT i.index FROM thread JOIN input i ON i.thread_id = thread.id)"),
+        "
+     SELECT i.index, row_to_json(bid) AS bid, row_to_json(thread) AS thread,
+            EXISTS (SELECT 1 FROM queued q WHERE q.bid_id = bid.id) AS queued,
+            (SELECT count(*) FROM announced) AS announced,
+            (SELECT count(*) FROM deliveries) > 0 AS delivering
+     FROM bid JOIN thread ON thread.id = bid.thread_id JOIN input i ON i.thread_id = thread.id",
+    ]
+    .concat()
+});
+
+/// The generic plan PostgreSQL makes for [`place`] (`EXPLAIN`'s text), for a test that checks
+/// it counts a buyer's threads on a listing through `threads_listing_buyer_idx`.
+pub async fn plan_of_place(conn: &mut PgConnection) -> Result<String, sqlx::Error> {
+    generic_plan(conn, &PLACE).await
+}
+
 /// Opens threads with their buyers' first bids in one statement, each for its own buyer and
 /// listing: locks the listings in share mode (each still ACTIVE and unchanged since the move
 /// was decided), checks each buyer's count of threads on the listing against its limit, inserts
@@ -323,59 +372,7 @@ pub async fn place(
     moves: &[PlaceMove],
     events: &[MoveEvent<'_>],
 ) -> Result<Vec<Option<Made<(Bid, Thread)>>>, sqlx::Error> {
-    // Built at run time: it splices the rule that queues tasks (`move_events`).
-    static STATEMENT: LazyLock<String> = LazyLock::new(|| {
-        [
-            "WITH input AS (
-             SELECT (i.n - 1)::int AS index, i.*
-             FROM unnest($11::uuid[], $12::timestamptz[], $13::uuid[], $14::int[], $15::timestamptz[], $16::text[],
-                         $17::uuid[], $18::uuid[], $19::text[], $20::uuid[], $21::bigint[], $22::text[], $23::text[],
-                         $24::jsonb[], $25::boolean[], $26::text[], $27::int[], $28::timestamptz[])
-                  WITH ORDINALITY AS i(listing_id, listing_updated_at, seller_id, max_threads_per_buyer, now,
-                                       thread_status, id, thread_id, author, author_id, amount, currency, message,
-                                       terms, final, status, round, expires_at, n)
-         ), locked_listing AS (
-             SELECT i.index FROM (SELECT index, listing_id, listing_updated_at FROM input ORDER BY listing_id) i
-             CROSS JOIN LATERAL (
-                 SELECT id FROM listings
-                 WHERE id = i.listing_id AND status = 'ACTIVE' AND updated_at = i.listing_updated_at
-                 FOR SHARE) l
-         ), allowed AS (
-             SELECT i.* FROM input i
-             WHERE i.index IN (SELECT index FROM locked_listing)
-               AND (SELECT count(*) FROM threads t
-                    WHERE t.listing_id = i.listing_id AND t.buyer_id = i.author_id AND t.kind = 'price')
-                   < i.max_threads_per_buyer
-         ), thread AS (
-             INSERT INTO threads (id, listing_id, buyer_id, seller_id, status, rounds, last_bid_id, expires_at,
-                                  created_at, updated_at)
-             SELECT thread_id, listing_id, author_id, seller_id, thread_status, round, id, expires_at, now, now
-             FROM allowed
-             ON CONFLICT (listing_id, buyer_id) WHERE status = 'ACTIVE' AND kind = 'price' DO NOTHING
-             RETURNING *
-         ), bid AS (
-             INSERT INTO bids (id, thread_id, author, author_id, amount, currency, message, terms, final, status, round,
-                               expires_at, created_at, updated_at)
-             SELECT i.id, thread.id, i.author, i.author_id, i.amount, i.currency, i.message, i.terms, i.final, i.status,
-                    i.round, i.expires_at, i.now, i.now
-             FROM thread JOIN input i ON i.thread_id = thread.id
-             RETURNING *
-         ), new_pending AS (
-             SELECT bid.id AS bid_id, bid.thread_id, thread.listing_id, thread.seller_id AS agent_id, 'seller' AS role
-             FROM bid JOIN thread ON thread.id = bid.thread_id
-         ), ",
-            &answer_rows(29, "a.move IN (SELECT i.index FROM thread JOIN input i ON i.thread_id = thread.id)"),
-            &move_events("e.move IN (SELECT i.index FROM thread JOIN input i ON i.thread_id = thread.id)"),
-            "
-         SELECT i.index, row_to_json(bid) AS bid, row_to_json(thread) AS thread,
-                EXISTS (SELECT 1 FROM queued q WHERE q.bid_id = bid.id) AS queued,
-                (SELECT count(*) FROM announced) AS announced,
-                (SELECT count(*) FROM deliveries) > 0 AS delivering
-         FROM bid JOIN thread ON thread.id = bid.thread_id JOIN input i ON i.thread_id = thread.id",
-        ]
-        .concat()
-    });
-    let query = bind_events(sqlx::query_as(STATEMENT.as_str()), events)
+    let query = bind_events(sqlx::query_as(PLACE.as_str()), events)
         .bind(column(moves, |m| m.listing_id))
         .bind(column(moves, |m| m.listing_updated_at))
         .bind(column(moves, |m| m.seller_id))
