@@ -300,6 +300,13 @@ pub struct PlaceMove {
     pub answer: Option<MoveAnswer>,
 }
 
+/// What a statement that made moves of a bid and its thread gives back of each ([`MadeRow`]),
+/// from its CTEs `bid`, `thread`, `queued`, `announced` and `deliveries`.
+const MADE_COLUMNS: &str = "row_to_json(bid) AS bid, row_to_json(thread) AS thread,
+            EXISTS (SELECT 1 FROM queued q WHERE q.bid_id = bid.id) AS queued,
+            (SELECT count(*) FROM announced) AS announced,
+            (SELECT count(*) FROM deliveries) > 0 AS delivering";
+
 /// The statement of [`place`]. Built at run time: it splices the rule that queues tasks
 /// (`move_events`) and the buyer's threads on a listing (`listings::buyer_price_threads`).
 static PLACE: LazyLock<String> = LazyLock::new(|| {
@@ -345,11 +352,9 @@ static PLACE: LazyLock<String> = LazyLock::new(|| {
         &answer_rows(29, "a.move IN (SELECT i.index FROM thread JOIN input i ON i.thread_id = thread.id)"),
         &move_events("e.move IN (SELECT i.index FROM thread JOIN input i ON i.thread_id = thread.id)"),
         "
-     SELECT i.index, row_to_json(bid) AS bid, row_to_json(thread) AS thread,
-            EXISTS (SELECT 1 FROM queued q WHERE q.bid_id = bid.id) AS queued,
-            (SELECT count(*) FROM announced) AS announced,
-            (SELECT count(*) FROM deliveries) > 0 AS delivering
-     FROM bid JOIN thread ON thread.id = bid.thread_id JOIN input i ON i.thread_id = thread.id",
+     SELECT i.index, ",
+        MADE_COLUMNS,
+        " FROM bid JOIN thread ON thread.id = bid.thread_id JOIN input i ON i.thread_id = thread.id",
     ]
     .concat()
 });
@@ -432,11 +437,9 @@ pub async fn counter(
             &answer_rows(34, "a.move IN (SELECT index FROM answered)"),
             &move_events("e.move IN (SELECT index FROM answered)"),
             "
-         SELECT a.index, row_to_json(bid) AS bid, row_to_json(thread) AS thread,
-                EXISTS (SELECT 1 FROM queued q WHERE q.bid_id = bid.id) AS queued,
-                (SELECT count(*) FROM announced) AS announced,
-                (SELECT count(*) FROM deliveries) > 0 AS delivering
-         FROM answered a JOIN bid ON bid.parent_bid_id = a.id JOIN thread ON thread.id = bid.thread_id",
+         SELECT a.index, ",
+            MADE_COLUMNS,
+            " FROM answered a JOIN bid ON bid.parent_bid_id = a.id JOIN thread ON thread.id = bid.thread_id",
         ]
         .concat()
     });
