@@ -740,7 +740,12 @@ async fn committed_work_is_announced_to_every_instance() {
         heard.push((notification.channel().to_owned(), notification.payload().to_owned()));
     }
     heard.sort();
-    assert_eq!(heard, [("haggle_auto".to_owned(), "1".to_owned()), ("haggle_deliveries".to_owned(), "1".to_owned())]);
+    // The tasks' announcement names the pool that queued them: the instance's own listener
+    // passes over it (its commit woke its executor), the others' do not.
+    let origin: String =
+        sqlx::query_scalar("SELECT current_setting('haggle.origin')").fetch_one(&app.pool).await.unwrap();
+    assert_eq!(origin.len(), 32, "every pool has an origin of its own: {origin:?}");
+    assert_eq!(heard, [("haggle_auto".to_owned(), origin), ("haggle_deliveries".to_owned(), "1".to_owned())]);
 }
 
 #[tokio::test]

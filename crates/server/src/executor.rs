@@ -3,7 +3,8 @@
 //! A bid that waits for the answer of an agent with a policy is queued as a task in the
 //! transaction that makes it, with its event (`Outbox::flush`), so the executor only ever sees
 //! committed bids; the request that made it wakes this instance's executor after its commit,
-//! and a NOTIFY wakes the others. A counter the executor makes queues the other side's task the
+//! and a NOTIFY wakes the others (this instance's listener passes over its own, named by its
+//! pool's origin). A counter the executor makes queues the other side's task the
 //! same way. Each task is decided and acted on in one transaction that also takes the task off
 //! the queue: a crash before the commit leaves the task for the next executor (on this instance
 //! after a restart, or on another), and the bid state machine's compare-and-set lets at most one

@@ -131,12 +131,21 @@ where
     }
 }
 
-/// Session settings for every connection: Haggle's statements are short and planned often, so
-/// PostgreSQL's JIT compiler only ever costs time (hundreds of milliseconds on a statement whose
-/// CTEs it overestimates).
+/// Session settings for every connection of a pool: Haggle's statements are short and planned
+/// often, so PostgreSQL's JIT compiler only ever costs time (hundreds of milliseconds on a
+/// statement whose CTEs it overestimates); and the pool's own origin ([`ORIGIN_SETTING`]), which
+/// its announcements of queued tasks name.
 pub fn session_settings(options: PgConnectOptions) -> PgConnectOptions {
-    options.options([("jit", "off")])
+    let origin = uuid::Uuid::new_v4().simple().to_string();
+    options.options([("jit", "off"), (ORIGIN_SETTING, origin.as_str())])
 }
+
+/// The session setting that names the pool a connection belongs to, the same on every connection
+/// of the pool (the listener's and the move worker's included, made from its options). A
+/// statement that queues tasks for policies announces them with it ([`tasks::queue_tasks`]):
+/// the instance that queued them wakes its own executor after the commit, so its listener
+/// leaves its own announcements to the other instances.
+pub const ORIGIN_SETTING: &str = "haggle.origin";
 
 pub async fn connect(options: PgConnectOptions, max_connections: u32) -> Result<PgPool, sqlx::Error> {
     pool_options(max_connections).connect_with(session_settings(options)).await

@@ -30,8 +30,10 @@ pub enum Requeue {
 /// The one rule that queues bids for policies, as the CTEs `queued` and `announced` of the
 /// statement that uses it: every bid of the relation `pending` (columns `bid_id`, `thread_id`,
 /// `listing_id`, and `agent_id` and `role`, who must answer it) that a policy of that agent
-/// covers (`covering_policies`, the schema's rule) gets a task, and the count is announced on
-/// `haggle_auto` when the transaction commits. The statement's SELECT must read `announced`.
+/// covers (`covering_policies`, the schema's rule) gets a task, and the tasks are announced on
+/// `haggle_auto` when the transaction commits, the payload naming the connection's pool
+/// ([`super::ORIGIN_SETTING`]; empty on a connection without one). The statement's SELECT must
+/// read `announced`.
 pub fn queue_tasks(pending: &str, requeue: Requeue) -> String {
     let conflict = match requeue {
         Requeue::Never => "DO NOTHING",
@@ -43,7 +45,11 @@ pub fn queue_tasks(pending: &str, requeue: Requeue) -> String {
         pending,
         "NULL::timestamptz",
         conflict,
-        &format!("SELECT pg_notify('{AUTO_CHANNEL}', count(*)::text) FROM queued HAVING count(*) > 0"),
+        &format!(
+            "SELECT pg_notify('{AUTO_CHANNEL}', coalesce(current_setting('{}', true), '')) FROM queued
+             HAVING count(*) > 0",
+            super::ORIGIN_SETTING
+        ),
     )
 }
 

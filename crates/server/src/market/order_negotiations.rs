@@ -17,7 +17,7 @@ use crate::db::agents::Caller;
 use crate::db::negotiations;
 use crate::db::rows::BidContext;
 use crate::db::{self, Bid, Order, Thread};
-use crate::events::{EventType, NewEvent, Outbox};
+use crate::events::{EventType, NewEvent, Outbox, Written};
 use haggle_api::{DisputeDecision, OpenNegotiation};
 use haggle_domain::bid::{self, Positions, Transition};
 use haggle_domain::money::Amount;
@@ -134,11 +134,8 @@ pub async fn open(
     };
     let thread = Thread::opened_with(&bid, order.listing_id, order.buyer_id, order.seller_id, Some(order.id));
     let (bid, thread) = negotiations::open(conn, &thread, &bid).await?;
-    if kind == ThreadKind::Schedule {
-        db::schedule_tasks::queue(conn, bid.id).await?;
-    }
     events.push(NewEvent::bid(&bid, &thread));
-    queue_for_refund_policy(conn, &bid).await?;
+    queue_for_policy(conn, events, &bid).await?;
     Ok((bid, thread))
 }
 
@@ -217,20 +214,23 @@ pub(super) async fn counter(
     let Some((bid, thread)) = negotiations::counter(conn, context.bid.id, transition.into(), &counter).await? else {
         return Ok(None);
     };
-    if kind == ThreadKind::Schedule {
-        db::schedule_tasks::queue(conn, bid.id).await?;
-    }
     events.push(NewEvent::bid(&bid, &thread));
-    queue_for_refund_policy(conn, &bid).await?;
+    queue_for_policy(conn, events, &bid).await?;
     Ok(Some((bid, thread)))
 }
 
-/// A buyer's refund bid waits for the seller: queued for the seller's refund policy, if one
-/// covers the thread (SPEC §8).
-async fn queue_for_refund_policy(conn: &mut PgConnection, bid: &Bid) -> Result<()> {
-    if bid.kind == ThreadKind::Refund && bid.author == Party::Buyer {
-        db::refund_tasks::queue_refund_answer(conn, bid.id).await?;
-    }
+/// Queues an order negotiation's new pending bid for the policy that answers it, if one covers
+/// the thread: on a schedule negotiation, the responder's schedule policy; a buyer's refund bid,
+/// the seller's refund policy (SPEC §8). The commit wakes this instance's executor for it.
+async fn queue_for_policy(conn: &mut PgConnection, events: &mut Outbox, bid: &Bid) -> Result<()> {
+    let queued = match bid.kind {
+        ThreadKind::Schedule => db::schedule_tasks::queue(&mut *conn, bid.id).await? as i64,
+        ThreadKind::Refund if bid.author == Party::Buyer => {
+            i64::from(db::refund_tasks::queue_refund_answer(&mut *conn, bid.id).await?)
+        }
+        _ => 0,
+    };
+    events.add(Written { tasks: queued, ..Written::default() });
     Ok(())
 }
 
