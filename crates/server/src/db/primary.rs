@@ -79,6 +79,10 @@ impl DatabaseUrl {
         };
         let first = match hosts.first() {
             Some(host) => format!("{scheme}://{userinfo}{host}{tail}"),
+            // A socket directory in the query after no host (`postgres://u@/haggle?host=/dir`, as
+            // libpq reads it): the URL's parser wants a host beside a user, so one stands in
+            // until the query's `host` takes its place.
+            None if !userinfo.is_empty() && names_socket(&tail) => format!("{scheme}://{userinfo}localhost{tail}"),
             None => format!("{scheme}://{userinfo}{tail}"),
         };
         let options = PgConnectOptions::from_str(&first).map_err(|error| error.to_string())?;
@@ -107,6 +111,16 @@ fn take_session_attrs(tail: &str) -> (String, Option<String>) {
         })
         .collect();
     if kept.is_empty() { (path.to_owned(), found) } else { (format!("{path}?{}", kept.join("&")), found) }
+}
+
+/// Whether the URL's query names a socket directory as its host (`host=/dir`, or `%2F` encoded).
+fn names_socket(tail: &str) -> bool {
+    tail.split_once('?').is_some_and(|(_, query)| {
+        query.split('&').any(|pair| {
+            pair.strip_prefix("host=")
+                .is_some_and(|dir| dir.starts_with('/') || dir.to_ascii_lowercase().starts_with("%2f"))
+        })
+    })
 }
 
 fn parse_host(text: &str) -> Result<Host, String> {
@@ -382,6 +396,22 @@ mod tests {
         assert!(url.hosts.is_empty());
         assert_eq!((url.options.get_host(), url.options.get_port()), ("db.example", 6543));
         assert_eq!(url.options.get_database(), Some("haggle"));
+    }
+
+    #[test]
+    fn a_socket_directory_is_connected_to_as_libpq_reads_it() {
+        for url in [
+            "postgres://haggle:secret@/haggle?host=/var/run/postgresql",
+            "postgresql://haggle@/haggle?sslmode=disable&host=%2Fvar%2Frun%2Fpostgresql",
+            "postgres://haggle@%2Fvar%2Frun%2Fpostgresql/haggle",
+            "postgres:///haggle?host=/var/run/postgresql&user=haggle",
+        ] {
+            let parsed = DatabaseUrl::parse(url).unwrap_or_else(|error| panic!("{url}: {error}"));
+            assert!(parsed.hosts.is_empty(), "{url}");
+            let socket = parsed.options.get_socket().map(|dir| dir.display().to_string());
+            assert_eq!(socket.as_deref(), Some("/var/run/postgresql"), "{url}");
+            assert_eq!((parsed.options.get_username(), parsed.options.get_database()), ("haggle", Some("haggle")));
+        }
     }
 
     #[test]
