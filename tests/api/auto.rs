@@ -245,6 +245,139 @@ async fn two_policies_exchange_moves_in_one_transaction_up_to_the_chains_length(
 }
 
 #[tokio::test]
+async fn an_exchange_decided_in_memory_is_written_by_one_statement_and_told_in_order() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({ "ask_amount": 100000, "max_rounds": 10 })).await;
+    let step = |limit| json!({ "limit": limit, "counter": { "strategy": "step", "amount": 8000 } });
+    app.put(format!("/v1/listings/{}/policy", deal.listing), &deal.seller.key, step(75000)).await.expect(200);
+    app.put("/v1/agents/me/policies/buyer", &deal.buyer.key, step(85000)).await.expect(200);
+    let (opening, thread_id) = open(&app, &deal.buyer, &deal.listing, 60000).await;
+    let done = ended(&app, &deal.buyer, &thread_id).await;
+    assert_eq!(done["status"], "ACCEPTED", "{done}");
+    let bids = done["bids"].as_array().unwrap();
+    // The opening, counters from both sides (the deadlock window's six bids not reached: no
+    // mediator to ask), and the acceptance of the last.
+    assert!((4..6).contains(&bids.len()), "{done}");
+
+    // Every counter and its decision were written by one command of one transaction (a row's
+    // `xmin` and `cmin`): the bids the counters answered (the opening, and all but the last
+    // counter, which the acceptance changed after), the decisions and the tasks taken.
+    let commands: Vec<(String, String)> = sqlx::query_as(
+        "SELECT DISTINCT b.xmin::text, b.cmin::text FROM auto_decisions d JOIN bids b ON b.id = d.bid_id
+               WHERE d.action = 'counter'
+         UNION SELECT DISTINCT d.xmin::text, d.cmin::text FROM auto_decisions d WHERE d.action = 'counter'
+         UNION SELECT DISTINCT a.xmin::text, a.cmin::text FROM auto_tasks a JOIN bids b ON b.id = a.bid_id
+               WHERE b.status = 'COUNTERED' AND b.round > 1",
+    )
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(commands.len(), 1, "{commands:?}");
+    assert_eq!(app.count("SELECT count(*) FROM auto_decisions WHERE action = 'counter'").await, bids.len() as i64 - 1);
+    assert_eq!(app.count("SELECT count(*) FROM auto_tasks WHERE done_at IS NULL").await, 0);
+
+    // Stored as the state machine makes them one statement a move: each bid answered when the
+    // next was made, the thread on its last bid, and the policies' moves played exactly.
+    for pair in bids.windows(2) {
+        assert_eq!(pair[0]["status"], "COUNTERED", "{done}");
+        assert_eq!(pair[1]["parent_bid_id"], pair[0]["id"], "{done}");
+        assert!(pair[1]["created_at"].as_str() > pair[0]["created_at"].as_str(), "{done}");
+    }
+    let stored: Vec<(i32, String, Option<String>, bool, bool)> = sqlx::query_as(
+        "SELECT round, status, reason, responded_at IS NOT DISTINCT FROM updated_at,
+                responded_at IS NULL OR responded_at > created_at
+         FROM bids WHERE thread_id = $1::uuid ORDER BY round",
+    )
+    .bind(&thread_id)
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    let last = stored.len() - 1;
+    for (round, status, reason, answered_when_updated, answered_after_made) in &stored[..last] {
+        assert_eq!((status.as_str(), reason.as_deref()), ("COUNTERED", Some("countered")), "round {round}");
+        assert!(*answered_when_updated && *answered_after_made, "round {round}: {stored:?}");
+    }
+    assert_eq!(stored[last].1, "ACCEPTED");
+    let (rounds, last_bid): (i32, String) =
+        sqlx::query_as("SELECT rounds, last_bid_id::text FROM threads WHERE id = $1::uuid")
+            .bind(&thread_id)
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+    assert_eq!((rounds as usize, last_bid.as_str()), (bids.len(), bids[last]["id"].as_str().unwrap()));
+    let policy = |limit| serde_json::from_value::<Policy>(step(limit)).unwrap();
+    assert_played_by(&done, 100000, 10, &policy(75000), &policy(85000));
+
+    // Each side is told of every move, in the order of the moves.
+    for agent in [&deal.buyer, &deal.seller] {
+        let events = events_of(&app, agent, "bid.accepted", 1).await;
+        assert_eq!(events.len(), 1);
+        let page = app.get("/v1/events?limit=200", &agent.key).await.expect(200).body;
+        let told: Vec<&str> = page["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["thread_id"] == thread_id.as_str() && e["type"].as_str().unwrap().starts_with("bid."))
+            .map(|e| e["bid_id"].as_str().unwrap())
+            .collect();
+        let made: Vec<&str> = bids.iter().map(|b| b["id"].as_str().unwrap()).collect();
+        assert_eq!(told[0], opening);
+        assert_eq!(told.len(), made.len() + 1, "each bid once, the accepted one twice: {told:?}");
+        assert_eq!(&told[..made.len()], &made[..], "{told:?}");
+    }
+}
+
+#[tokio::test]
+async fn an_exchange_decided_in_memory_is_marked_deadlocked_where_the_mediator_marks_it() {
+    let app = TestApp::spawn().await;
+    let deal = Deal::new(&app, json!({ "ask_amount": 100000, "max_rounds": 40 })).await;
+    // Steps of 1.00 on a gap of 400.00: the gap has hardly narrowed by the sixth bid, the first
+    // at which the deadlock window (four bids back, and the two before) can tell.
+    let step =
+        |limit| json!({ "limit": limit, "max_auto_rounds": 4, "counter": { "strategy": "step", "amount": 100 } });
+    app.put(format!("/v1/listings/{}/policy", deal.listing), &deal.seller.key, step(50000)).await.expect(200);
+    app.put("/v1/agents/me/policies/buyer", &deal.buyer.key, step(95000)).await.expect(200);
+    let (_, thread_id) = open(&app, &deal.buyer, &deal.listing, 60000).await;
+    let stop = events_of(&app, &deal.seller, "negotiation.action_required", 1).await.remove(0);
+    assert_eq!(stop["data"]["reason"], "max_auto_rounds", "{stop}");
+    settled(&app).await;
+
+    // The counters of rounds 2 to 5 were decided in memory and written by one command (with the
+    // opening they answered, and each one after them answered); the sixth, which deadlocks the
+    // thread, was made with the mediator's read by a command of its own, which answered the
+    // fifth, and marked the thread.
+    let commands: Vec<(i32, String)> =
+        sqlx::query_as("SELECT round, cmin::text FROM bids WHERE thread_id = $1::uuid AND round <= 5 ORDER BY round")
+            .bind(&thread_id)
+            .fetch_all(&app.pool)
+            .await
+            .unwrap();
+    assert_eq!(commands.len(), 5, "{commands:?}");
+    assert!(commands[..4].iter().all(|(_, cmin)| *cmin == commands[0].1), "{commands:?}");
+    assert_ne!(commands[4].1, commands[0].1, "{commands:?}");
+    let marked_with_sixth: bool = sqlx::query_scalar(
+        "SELECT t.deadlock_at = b.created_at AND t.mediation IS NOT NULL
+         FROM threads t JOIN bids b ON b.thread_id = t.id AND b.round = 6 WHERE t.id = $1::uuid",
+    )
+    .bind(&thread_id)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    assert!(marked_with_sixth, "the thread was marked by the sixth bid");
+    let marks = events_of(&app, &deal.buyer, "negotiation.deadlock", 1).await;
+    let sixth: String = sqlx::query_scalar("SELECT id::text FROM bids WHERE thread_id = $1::uuid AND round = 6")
+        .bind(&thread_id)
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(marks[0]["bid_id"], sixth.as_str(), "{marks:?}");
+    let read = thread(&app, &deal.buyer, &thread_id).await;
+    assert_eq!(read["status"], "ACTIVE", "{read}");
+    assert_eq!(amounts_by(&read, "seller"), [99900, 99800, 99700, 99600], "{read}");
+    assert_eq!(amounts_by(&read, "buyer"), [60000, 60100, 60200, 60300, 60400], "{read}");
+}
+
+#[tokio::test]
 async fn chained_policies_keep_their_round_budgets() {
     let app = TestApp::spawn().await;
     let deal = Deal::new(&app, json!({ "ask_amount": 100000, "max_rounds": 40 })).await;
@@ -781,6 +914,10 @@ async fn a_task_on_its_listings_only_live_thread_is_taken_with_the_threads_lock(
     let held = taken.held.as_ref().expect("the bid read under the thread's lock");
     assert_eq!((held.bid.id, held.thread.id, held.thread.last_bid_id), (bid_id, thread_id, bid_id));
     assert!(taken.context.is_some());
+    // With the lock, the other side as a counter's decision would read it: the buyer, no policy.
+    let side = taken.other.as_ref().expect("the thread's other side");
+    assert_eq!(side.agent_id.to_string(), deal.buyer.id);
+    assert!(side.policy.is_none() && !side.suspended && side.auto_counters == 0, "{side:?}");
     assert!(!taken.more, "no other task was due");
     assert!(locked(thread_id).await, "the task's statement locked the thread");
     assert_eq!(plan_cache_mode(&mut tx).await, "force_generic_plan");
@@ -794,7 +931,7 @@ async fn a_task_on_its_listings_only_live_thread_is_taken_with_the_threads_lock(
     let mut tx = app.pool.begin().await.unwrap();
     let taken = haggle_server::db::tasks::take_task(&mut tx).await.unwrap().expect("the opening's task");
     assert_eq!(taken.task.bid_id, bid_id, "the older task first");
-    assert!(taken.held.is_none() && taken.context.is_some());
+    assert!(taken.held.is_none() && taken.other.is_none() && taken.context.is_some());
     assert!(taken.more, "the other buyer's task was due too: the worker passes the signal on");
     assert!(!locked(thread_id).await, "the thread was left unlocked");
     assert_eq!(plan_cache_mode(&mut tx).await, "auto");

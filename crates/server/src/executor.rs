@@ -14,11 +14,15 @@
 //! When both sides of a thread have policies, a counter queues the other side's task in the
 //! statement that makes it, and the same transaction takes that task and decides it at once, up
 //! to `HAGGLE_AUTO_CHAIN` moves ([`DEFAULT_CHAIN`]): the policies' exchange commits once rather
-//! than once a move, each move still made through the state machine under the thread's lock. A
-//! chained counter is one statement, which also records its decision, queues the other side's
-//! task taken and reads what the next decision needs; the next move is made on the rows it
-//! returned, the thread's lock being the transaction's already. A task being retried after a
-//! failure is decided alone.
+//! than once a move, each move still made through the state machine under the thread's lock.
+//! When what each side's decision reads is known already (the other side's was read with the
+//! task, or with a counter before), a counter that reads nothing more is decided in memory and
+//! its rows worked out by the same rules, the next decision made on them, and such counters
+//! are written together in one statement before anything else the transaction does
+//! ([`Exchange`]). Otherwise a chained counter is one statement, which also records its
+//! decision, queues the other side's task taken and reads what the next decision needs; the
+//! next move is made on the rows it returned, the thread's lock being the transaction's
+//! already. A task being retried after a failure is decided alone.
 
 mod schedule;
 
@@ -32,7 +36,8 @@ use uuid::Uuid;
 
 use crate::db;
 use crate::db::agents::Caller;
-use crate::db::tasks::{Chained, Decided, TakenTask, Task, TaskContext};
+use crate::db::rows::BidContext;
+use crate::db::tasks::{Chained, Decided, NextRead, OtherSide, TakenTask, Task, TaskContext};
 use crate::events::{EventType, NewEvent, Outbox};
 use crate::market::approvals::{self, Intent};
 use crate::market::mediation;
@@ -176,16 +181,18 @@ pub async fn run_once(market: &Market, rules: Rules, chain: usize) -> Result<Opt
     let decided = async {
         let (conn, events) = unit.parts();
         let mut decided = Vec::with_capacity(1);
+        let mut exchange = Exchange::default();
         let (mut current, mut started) = (Taken::Alone(Box::new(taken)), taken_at);
         loop {
             // A first try chains; a retried task is decided alone, so that a failure further on
             // cannot keep it from being answered.
             let chaining = task.attempts == 0 && decided.len() + 1 < chain;
-            let (acted, outcome, next) = act(&mut *conn, &mut *events, current, rules, chaining).await?;
+            let (acted, outcome, next) = act(&mut *conn, &mut *events, &mut exchange, current, rules, chaining).await?;
             decided.push((acted, outcome, started));
             let Some(next) = next else { break };
             (current, started) = (Taken::Chained(next), std::time::Instant::now());
         }
+        exchange.write(&mut *conn, &mut *events).await?;
         unit.commit().await?;
         Ok::<_, sqlx::Error>(decided)
     }
@@ -250,13 +257,17 @@ enum Taken {
 async fn act(
     conn: &mut PgConnection,
     events: &mut Outbox,
+    exchange: &mut Exchange,
     taken: Taken,
     rules: Rules,
     chaining: bool,
 ) -> Result<(Task, Outcome, Option<Box<Chained>>), sqlx::Error> {
     let (task, context, held) = match taken {
         Taken::Alone(taken) => {
-            let TakenTask { task, kind, context, held, .. } = *taken;
+            let TakenTask { task, kind, context, held, other, .. } = *taken;
+            if let Some(other) = other {
+                exchange.meet(other);
+            }
             // A schedule negotiation on an order is answered by the policy's availability.
             if kind == Some(ThreadKind::Schedule)
                 && let Some(handled) = schedule::act(conn, events, task).await?
@@ -277,6 +288,20 @@ async fn act(
             (task, context, Some(bid))
         }
     };
+    // The acceptance's read, when the statement that writes the planned counters made it.
+    let mut accepting = None;
+    if let Some(held) = held.as_ref() {
+        exchange.clock = Some((held.db_now, std::time::Instant::now()));
+        if chaining {
+            match exchange.defer(task, &context, held, rules) {
+                Plan::Countered(deferred) => return Ok(deferred),
+                Plan::Accept => accepting = exchange.write_for_acceptance(&mut *conn, &mut *events, held).await?,
+                Plan::Other => {}
+            }
+        }
+    }
+    // Whatever else the decision does reads or writes the database: the counters before it first.
+    exchange.write(&mut *conn, &mut *events).await?;
     let no_counter = |outcome| Ok((task, outcome, None));
     if context.bid_status != BidStatus::Pending
         || context.thread_status != ThreadStatus::Active
@@ -352,11 +377,15 @@ async fn act(
             ("counter", "strategy", countered)
         }
         Decision::Accept { rationale } => {
-            let accepted = match &held {
+            let accepted = match (&held, accepting) {
+                // Read, the listing locked, by the statement that wrote the counters before.
+                (Some(_), Some(read)) => negotiation::accept_read(conn, events, caller, &read).await,
                 // The thread is this transaction's since the task was taken, or since the counter
                 // before.
-                Some(_) => negotiation::accept_on_locked_thread(conn, events, caller, task.bid_id).await,
-                None => negotiation::answer(conn, events, Access::Locked, caller, task.bid_id, Answer::Accept).await,
+                (Some(_), None) => negotiation::accept_on_locked_thread(conn, events, caller, task.bid_id).await,
+                (None, _) => {
+                    negotiation::answer(conn, events, Access::Locked, caller, task.bid_id, Answer::Accept).await
+                }
             };
             ("accept", rationale.as_str(), accepted.map(|_| PolicyMade::unrecorded(None)))
         }
@@ -372,6 +401,9 @@ async fn act(
     };
     match PolicyMove::of(done)? {
         PolicyMove::Made(made) => {
+            if made.counter_bid_id.is_some() {
+                exchange.countered(task.agent_id, &context);
+            }
             if !made.recorded {
                 let rationale = public_rationale(action);
                 let decided = Decided { action, reason, rationale, counter_bid_id: made.counter_bid_id };
@@ -386,6 +418,205 @@ async fn act(
             tracing::info!(bid_id = %task.bid_id, action, "auto-negotiation: the action was refused; asking the owner");
             stop(conn, events, task, &context, "refused", &detail, Some(decision)).await?;
             no_counter(Outcome::Stopped("refused"))
+        }
+    }
+}
+
+/// The counters of one executor transaction's exchange that are decided but not written yet,
+/// and what it knows of each side. When both sides of a thread have policies and a side has
+/// countered in the transaction already, the next counter to it is decided in memory, on the
+/// rows of the counter before, with what that side's decision read (its policy, standing and
+/// count of counters); such counters are written together in one statement
+/// ([`negotiation::write_chain`]) before anything else the transaction does, and at its end.
+/// Under the thread's lock, nobody else can move on the thread meanwhile.
+#[derive(Default)]
+struct Exchange {
+    planned: Vec<negotiation::PlannedCounter>,
+    /// For each planned counter, the agent whose policy answers it.
+    answerers: Vec<Uuid>,
+    /// Each side's decision as last read, with the counters its policy has made since counted.
+    sides: Vec<(Uuid, Side)>,
+    /// The database's clock at the last read, and the instant here it was read at.
+    clock: Option<(chrono::DateTime<chrono::Utc>, std::time::Instant)>,
+}
+
+/// What [`Exchange::defer`] made of a decision.
+enum Plan {
+    /// A counter, planned: the task, its outcome and the other side's task taken.
+    Countered((Task, Outcome, Option<Box<Chained>>)),
+    /// An acceptance, which reads nothing more than the counters written before it do.
+    Accept,
+    /// Anything else, decided and made as usual.
+    Other,
+}
+
+/// What a side's next decision reads besides the thread, as its last one in the transaction
+/// read it.
+#[derive(Clone)]
+struct Side {
+    tier: haggle_domain::Tier,
+    suspended: bool,
+    approval_rules: bool,
+    auto_counters: i64,
+    policy: Option<Json<serde_json::Value>>,
+}
+
+impl Exchange {
+    /// The thread's other side, as the task was taken: what its decision on a counter reads.
+    fn meet(&mut self, other: OtherSide) {
+        let side = Side {
+            tier: other.tier,
+            suspended: other.suspended,
+            approval_rules: other.approval_rules,
+            auto_counters: other.auto_counters,
+            policy: other.policy.map(Json),
+        };
+        self.sides.push((other.agent_id, side));
+    }
+
+    /// The agent of `context` countered with its policy: its next decision reads one counter more.
+    fn countered(&mut self, agent_id: Uuid, context: &TaskContext) {
+        let side = Side {
+            tier: context.agent_tier,
+            suspended: context.agent_suspended,
+            approval_rules: context.agent_approval_rules,
+            auto_counters: context.auto_counters + 1,
+            policy: context.policy.clone(),
+        };
+        self.sides.retain(|(agent, _)| *agent != agent_id);
+        self.sides.push((agent_id, side));
+    }
+
+    /// Decides the task in memory and plans its counter, when that decision reads nothing more
+    /// from the database and is a counter the other side's policy (known from its own counter
+    /// in this transaction) answers next; with the task the counter takes for it. `None` for
+    /// every other decision, made as usual.
+    fn defer(&mut self, task: Task, context: &TaskContext, held: &BidContext, rules: Rules) -> Plan {
+        if context.bid_status != BidStatus::Pending
+            || context.thread_status != ThreadStatus::Active
+            || context.last_bid_id != task.bid_id
+            || context.agent_suspended
+        {
+            return Plan::Other;
+        }
+        let Some((policy, state, caller)) =
+            context.policy.clone().and_then(|Json(stored)| prepare(context, stored, task))
+        else {
+            return Plan::Other;
+        };
+        // Approvals, the mediator, refunds and several issues each read the database.
+        let issues = context.issues.as_ref().map(|Json(issues)| issues.clone()).unwrap_or_default();
+        if caller.approval_rules
+            || policy.accept_mediation
+            || (policy.refund.is_some() && context.role == Party::Seller)
+            || policy.multi_issue(context.role, &issues, context.ask_amount).is_some()
+        {
+            return Plan::Other;
+        }
+        match strategy::decide(&policy, &state) {
+            Decision::Counter { amount, is_final } => {
+                let offer = Proposal::of(amount).finally(is_final);
+                self.counter(task, context, held, caller, &offer, rules).map_or(Plan::Other, Plan::Countered)
+            }
+            Decision::Accept { .. } => Plan::Accept,
+            Decision::Reject { .. } | Decision::Stop { .. } => Plan::Other,
+        }
+    }
+
+    /// Plans the policy's counter `offer` on the held bid, if the other side's policy answers
+    /// it next and nothing about it reads the database.
+    fn counter(
+        &mut self,
+        task: Task,
+        context: &TaskContext,
+        held: &BidContext,
+        caller: Caller,
+        offer: &Proposal,
+        rules: Rules,
+    ) -> Option<(Task, Outcome, Option<Box<Chained>>)> {
+        let other = if context.role == Party::Seller { held.thread.buyer_id } else { held.thread.seller_id };
+        let side = self.sides.iter().find(|(agent, _)| *agent == other).map(|(_, side)| side.clone())?;
+        if side.suspended || side.policy.is_none() {
+            return None;
+        }
+        let history: Vec<(i64, Option<serde_json::Value>)> =
+            context.amounts.iter().copied().zip(context.terms.0.iter().cloned()).collect();
+        let planned = negotiation::plan_counter(held, caller, offer, rules, &history)?;
+        self.countered(task.agent_id, context);
+        let next = NextRead {
+            agent_id: other,
+            agent_tier: side.tier,
+            agent_suspended: side.suspended,
+            agent_approval_rules: side.approval_rules,
+            buyer_tier: context.buyer_tier,
+            auto_counters: side.auto_counters,
+            policy: side.policy,
+            listing: held.listing.0.clone(),
+            db_now: self.now(planned.counter.now),
+        };
+        let chained = Chained::after(context, planned.bid.clone(), planned.thread.clone(), next);
+        self.planned.push(planned);
+        self.answerers.push(other);
+        Some((task, Outcome::Acted("counter"), Some(Box::new(chained))))
+    }
+
+    /// The database's clock now, as the last read's advanced by the time since here, in the
+    /// database's precision and after `after`, the move before.
+    fn now(&self, after: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
+        use chrono::SubsecRound;
+        let elapsed = |(read, at): (chrono::DateTime<chrono::Utc>, std::time::Instant)| {
+            read + chrono::Duration::from_std(at.elapsed()).unwrap_or_default()
+        };
+        let now = self.clock.map_or(after, elapsed).trunc_subsecs(6);
+        now.max(after + chrono::Duration::microseconds(1))
+    }
+
+    /// Writes the counters planned so far, in one statement. Their first answers a bid stored
+    /// since before the transaction's lock; if that bid ran out of time since (it had a second
+    /// left when planned), the whole transaction is given up, and the task is decided again alone.
+    async fn write(&mut self, conn: &mut PgConnection, events: &mut Outbox) -> Result<(), sqlx::Error> {
+        self.write_then(conn, events, None).await.map(drop)
+    }
+
+    /// [`write`](Self::write), for the acceptance of the last counter planned (`held`, as the
+    /// acceptance's decision read it): the same statement locks the listing and reads it, and
+    /// the acceptance's read is given back. `None` with nothing planned.
+    async fn write_for_acceptance(
+        &mut self,
+        conn: &mut PgConnection,
+        events: &mut Outbox,
+        held: &BidContext,
+    ) -> Result<Option<BidContext>, sqlx::Error> {
+        if self.planned.last().is_none_or(|planned| planned.bid.id != held.bid.id) {
+            return Ok(None);
+        }
+        let Some((listing, db_now)) = self.write_then(conn, events, Some(held.listing.id)).await? else {
+            return Ok(None);
+        };
+        Ok(Some(BidContext { listing: Json(listing), db_now, ..held.clone() }))
+    }
+
+    /// Writes the counters planned, and locks and reads `listing` in the same statement.
+    async fn write_then(
+        &mut self,
+        conn: &mut PgConnection,
+        events: &mut Outbox,
+        listing: Option<Uuid>,
+    ) -> Result<Option<(db::Listing, chrono::DateTime<chrono::Utc>)>, sqlx::Error> {
+        if self.planned.is_empty() {
+            return Ok(None);
+        }
+        let planned = std::mem::take(&mut self.planned);
+        let answerers = std::mem::take(&mut self.answerers);
+        let rationale = public_rationale("counter");
+        let decided = Decided { action: "counter", reason: "strategy", rationale, counter_bid_id: None };
+        match negotiation::write_chain(conn, events, planned, &answerers, decided, listing).await {
+            Ok(Some(read)) => Ok(read),
+            Ok(None) => Err(sqlx::Error::Protocol(
+                "the bid a policy's planned counter answered changed before it was written".to_owned(),
+            )),
+            Err(market::Error::Database(error)) => Err(error),
+            Err(error) => Err(sqlx::Error::Protocol(format!("a planned counter could not be written: {error}"))),
         }
     }
 }

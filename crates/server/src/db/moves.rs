@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use sqlx::postgres::PgArguments;
 use sqlx::query::QueryAs;
 use sqlx::types::Json;
-use sqlx::{FromRow, PgConnection, Postgres};
+use sqlx::{FromRow, PgConnection, Postgres, Row};
 use uuid::Uuid;
 
 use super::events::{self, EVENT_ROWS, EventArrays, NewEvent};
@@ -756,4 +756,131 @@ pub async fn accept(
             (row.index, Made { rows, queued: false, delivering: row.delivering })
         }),
     ))
+}
+
+/// The writes of [`counter_chain`]'s statement, as its CTEs: the moves' arrays `$1` to `$16`,
+/// the answer to the stored bid `$17` to `$21`, the thread as the last move leaves it `$22` to
+/// `$25`, the decision `$26` to `$28`. Every write depends on the compare-and-set (`answered`).
+macro_rules! counter_chain_writes {
+    () => {
+        "WITH input AS (
+         SELECT i.*
+         FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::bigint[], $5::text[], $6::text[], $7::jsonb[],
+                     $8::boolean[], $9::int[], $10::timestamptz[], $11::timestamptz[], $12::uuid[], $13::text[],
+                     $14::text[], $15::timestamptz[], $16::uuid[])
+              AS i(id, author, author_id, amount, currency, message, terms, final, round, expires_at, now,
+                   parent_bid_id, status, reason, responded_at, answerer)
+     ), answered AS (
+         UPDATE bids b SET status = $17, reason = $18, responded_at = $19, updated_at = $19
+         WHERE b.id = $20 AND b.thread_id = $21 AND b.status = 'PENDING' AND b.expires_at > clock_timestamp()
+           AND EXISTS (SELECT 1 FROM threads t WHERE t.id = $21 AND t.status = 'ACTIVE')
+         RETURNING b.id
+     ), bid AS (
+         INSERT INTO bids (id, thread_id, author, author_id, amount, currency, message, terms, final, status,
+                           reason, parent_bid_id, round, expires_at, responded_at, created_at, updated_at)
+         SELECT i.id, $21, i.author, i.author_id, i.amount, i.currency, i.message, i.terms, i.final, i.status,
+                i.reason, i.parent_bid_id, i.round, i.expires_at, i.responded_at, i.now,
+                COALESCE(i.responded_at, i.now)
+         FROM input i WHERE EXISTS (SELECT 1 FROM answered)
+         RETURNING id
+     ), thread AS (
+         UPDATE threads SET rounds = $22, last_bid_id = $23, expires_at = $24, updated_at = $25
+         WHERE id = $21 AND EXISTS (SELECT 1 FROM answered)
+         RETURNING id
+     ), taken AS (
+         INSERT INTO auto_tasks (bid_id, thread_id, agent_id, done_at)
+         SELECT i.id, $21, i.answerer, now() FROM input i WHERE EXISTS (SELECT 1 FROM answered)
+         ON CONFLICT (bid_id) DO NOTHING
+         RETURNING bid_id
+     ), decided AS (
+         INSERT INTO auto_decisions (bid_id, thread_id, agent_id, action, reason, rationale, counter_bid_id)
+         SELECT i.parent_bid_id, $21, i.author_id, $26, $27, $28, i.id FROM input i
+         WHERE EXISTS (SELECT 1 FROM answered)
+         RETURNING id
+     ), written AS (
+         -- Read after every write above: the clock of a read that follows them.
+         SELECT (SELECT count(*) FROM answered) AS made, clock_timestamp() AS db_now
+         FROM (SELECT (SELECT count(*) FROM bid) + (SELECT count(*) FROM thread) + (SELECT count(*) FROM taken)
+                      + (SELECT count(*) FROM decided) AS rows) w
+     )"
+    };
+}
+
+/// [`counter_chain`]'s statement: how many bids it answered, 1 or 0.
+const COUNTER_CHAIN: &str = concat!(counter_chain_writes!(), " SELECT made FROM written");
+
+/// [`counter_chain`]'s statement when it also locks and reads the listing `$29`.
+const COUNTER_CHAIN_LOCKING: &str = concat!(
+    counter_chain_writes!(),
+    " SELECT w.made, row_to_json(l) AS listing, w.db_now FROM written w, listings l WHERE l.id = $29 FOR UPDATE OF l"
+);
+
+/// Writes, in one statement, counters a policy and the other side's policy made on one thread
+/// in turn, each decided in memory on the rows of the one before, in the caller's transaction,
+/// which holds the thread's lock (the executor's exchange: `market::negotiation::plan_counter`).
+/// The first answers the thread's pending bid (a compare-and-set on its status and deadline),
+/// each other the counter before it, which is stored already answered; the thread moves on to
+/// the last, and each counter's decision is recorded (`decided`, the same for all, by its
+/// author's policy) with the task of the side that answers it, taken (`answerers`, in order:
+/// the transaction decides it next). With `listing`, the same statement locks that listing and
+/// reads it, with the clock, for an acceptance of the last counter (after the thread's lock, as
+/// the executor's acceptance on a held thread does). Nothing is written if the compare-and-set
+/// fails; `None` then. The moves' events are the caller's to write.
+pub async fn counter_chain(
+    conn: &mut PgConnection,
+    moves: &[CounterMove],
+    answerers: &[Uuid],
+    decided: Decided<'_>,
+    listing: Option<Uuid>,
+) -> Result<Option<Option<(Listing, DateTime<Utc>)>>, sqlx::Error> {
+    let (Some(first), Some(last)) = (moves.first(), moves.last()) else {
+        return Ok(Some(None));
+    };
+    // Each counter but the last is stored as the move after it left it.
+    let answered = |i: usize| moves.get(i + 1);
+    let statuses: Vec<&str> = (0..moves.len())
+        .map(|i| answered(i).map_or(BidStatus::Pending.as_str(), |next| next.effect.bid_status.as_str()))
+        .collect();
+    let reasons: Vec<Option<&str>> =
+        (0..moves.len()).map(|i| answered(i).map(|next| next.effect.reason.as_str())).collect();
+    let responded: Vec<Option<DateTime<Utc>>> = (0..moves.len()).map(|i| answered(i).map(|next| next.now)).collect();
+    let query = sqlx::query(if listing.is_some() { COUNTER_CHAIN_LOCKING } else { COUNTER_CHAIN })
+        .bind(column(moves, |m| m.counter.id))
+        .bind(column(moves, |m| m.counter.author.as_str()))
+        .bind(column(moves, |m| m.counter.author_id))
+        .bind(column(moves, |m| m.counter.amount))
+        .bind(column(moves, |m| m.counter.currency.as_str()))
+        .bind(column(moves, |m| m.counter.message.as_deref()))
+        .bind(column(moves, |m| terms(&m.counter)))
+        .bind(column(moves, |m| m.counter.is_final))
+        .bind(column(moves, |m| m.counter.round))
+        .bind(column(moves, |m| m.counter.expires_at))
+        .bind(column(moves, |m| m.now))
+        .bind(column(moves, |m| m.bid_id))
+        .bind(statuses)
+        .bind(reasons)
+        .bind(responded)
+        .bind(answerers)
+        .bind(first.effect.bid_status.as_str())
+        .bind(first.effect.reason.as_str())
+        .bind(first.now)
+        .bind(first.bid_id)
+        .bind(first.thread_id)
+        .bind(last.counter.round)
+        .bind(last.counter.id)
+        .bind(last.counter.expires_at)
+        .bind(last.now)
+        .bind(decided.action)
+        .bind(decided.reason)
+        .bind(decided.rationale);
+    let Some(listing) = listing else {
+        let made: i64 = query.fetch_one(conn).await?.try_get(0)?;
+        return Ok((made > 0).then_some(None));
+    };
+    let Some(row) = query.bind(listing).fetch_optional(conn).await? else {
+        return Ok(Some(None));
+    };
+    let made: i64 = row.try_get("made")?;
+    let Json(listing): Json<Listing> = row.try_get("listing")?;
+    Ok((made > 0).then_some(Some((listing, row.try_get("db_now")?))))
 }

@@ -3,6 +3,7 @@
 //! statements.
 
 use chrono::{DateTime, Utc};
+use serde::Deserialize;
 use sqlx::types::Json;
 use sqlx::{FromRow, PgConnection, PgExecutor, Row, ValueRef};
 use uuid::Uuid;
@@ -323,6 +324,20 @@ pub struct TakenTask {
     pub held: Option<BidContext>,
     /// Other tasks were due as this one was taken (some perhaps held by other executors).
     pub more: bool,
+    /// With `held`, the thread's other side as its decision on a counter to this bid would read it.
+    pub other: Option<OtherSide>,
+}
+
+/// The other side of a thread whose lock a task was taken with, as the decision on a counter to
+/// the task's bid would read it: its standing, its policy there and the counters it has made.
+#[derive(Debug, Deserialize)]
+pub struct OtherSide {
+    pub agent_id: Uuid,
+    pub tier: Tier,
+    pub suspended: bool,
+    pub approval_rules: bool,
+    pub auto_counters: i64,
+    pub policy: Option<serde_json::Value>,
 }
 
 /// The statement [`take_task`] runs. Built at run time: it splices a task context's columns
@@ -343,7 +358,7 @@ const TAKE_TASK: &str = concat!(
                     WHERE a.done_at IS NULL AND a.due_at <= now() AND a.bid_id <> taken.bid_id) AS more, ",
     task_context_columns!("taken.agent_id"),
     "
-     , held.bid, held.thread, held.listing, held.parent_amount, held.db_now
+     , held.bid, held.thread, held.listing, held.parent_amount, held.db_now, held.other_side
      FROM taken
      LEFT JOIN bids b ON b.id = taken.bid_id
      LEFT JOIN threads t ON t.id = b.thread_id
@@ -353,7 +368,14 @@ const TAKE_TASK: &str = concat!(
      LEFT JOIN LATERAL (
          SELECT ",
     bid_context_columns!(),
-    ", set_config('plan_cache_mode', 'force_generic_plan', true) AS generic_plans ",
+    ", set_config('plan_cache_mode', 'force_generic_plan', true) AS generic_plans,
+            (SELECT json_build_object('agent_id', o.id, 'tier', o.tier, 'suspended', o.suspended_at IS NOT NULL,
+                                      'approval_rules', o.approval_rules, 'auto_counters', s.auto_counters,
+                                      'policy', s.policy)
+             FROM agents o CROSS JOIN LATERAL (SELECT ",
+    policy_in_thread!("o.id", "CASE WHEN t.seller_id = o.id THEN 'seller' ELSE 'buyer' END"),
+    ") s
+             WHERE o.id = CASE WHEN t.seller_id = taken.agent_id THEN t.buyer_id ELSE t.seller_id END) AS other_side ",
     bid_context_tables!(),
     // The thread is named by the task's own `thread_id` too, so that it is looked up by its
     // key in any plan (`rows::party_of_thread` tells why a plan may otherwise scan threads).
@@ -407,8 +429,9 @@ pub async fn take_task(conn: &mut PgConnection) -> Result<Option<TakenTask>, sql
     };
     // Without the thread's lock, the bid context's columns are NULL.
     let held = if row.try_get_raw("bid")?.is_null() { None } else { Some(BidContext::from_row(&row)?) };
+    let other: Option<Json<OtherSide>> = row.try_get("other_side")?;
     let more: bool = row.try_get("more")?;
-    Ok(Some(TakenTask { task, kind, context, held, more }))
+    Ok(Some(TakenTask { task, kind, context, held, more, other: other.map(|Json(other)| other) }))
 }
 
 /// A task taken by the move that queued it, with what its decision and its move read: the

@@ -58,6 +58,43 @@ pub(super) async fn mark(
     }
 }
 
+/// Whether `counter` (about to be made on the thread of `context`) certainly leaves the thread
+/// unmarked, as [`mark`] would find, decided from the thread's bids before it (`history`,
+/// round 1 first) without the database. `false` also where only the database can tell: a
+/// marked thread's suggestion to renew, or a deadlock whose suggestion weighs the parties'
+/// valuations.
+pub(super) fn unmarked(
+    context: &BidContext,
+    issues: &Issues,
+    counter: &Bid,
+    rules: Rules,
+    history: &[(i64, Option<Value>)],
+) -> bool {
+    let Some(window) = rules.deadlock.window() else {
+        return true;
+    };
+    if context.thread.mediation.is_some() && context.thread.deadlock_at.is_some() {
+        return false;
+    }
+    let round = counter.round as usize;
+    if round < window {
+        return true;
+    }
+    // The bids of rounds `round - window + 1` to `round - 1`, then the counter: `detect`'s read.
+    let Some(before) = history.get(round - window..round - 1) else {
+        return false;
+    };
+    let offers: Option<Vec<Offer>> = before
+        .iter()
+        .map(|(amount, terms)| issues.offer(*amount, terms.as_ref()))
+        .chain([issues.offer(counter.amount, counter.terms.as_ref())])
+        .collect();
+    match offers {
+        Some(offers) => !deadlock::is_deadlocked(&offers, context.listing.ask_amount, issues, rules.deadlock),
+        None => true,
+    }
+}
+
 /// The suggestion for the thread of `context` if `counter` deadlocks it, over the last `window`
 /// offers; `None` otherwise.
 async fn detect(

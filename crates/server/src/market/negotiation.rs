@@ -462,37 +462,9 @@ async fn counter_on(
     }
     let amount = amount.ok_or_else(|| Rejection::invalid("amount", "is required"))?;
     let transition = decide(conn, events, &access, context, Action::Counter, party).await?;
-    // The responder's own previous position: the bid this one answered, or the ask for the
-    // seller's first counter.
-    let own_previous = context.parent_amount.unwrap_or(context.listing.ask_amount);
-    let positions = Positions { pending: context.bid.amount, own_previous };
-    bid::check_counter_on(party, amount.minor_units(), positions, context.listing.counter_terms())?;
-    let round = context.bid.round + 1;
-    let expires_in = bid::expires_in(input.expires_in, context.listing.bid_ttl_seconds)
-        .map_err(|m| Rejection::invalid("expires_in", m))?;
-    let terms = if input.carries_terms_over() { context.bid.terms.as_ref() } else { input.own_terms() };
+    let (bid, mut thread) = counter_rows(context, caller, party, amount, input)?;
     let issues = context.listing.issues();
-    issues.read_terms(terms)?;
-    let counter = NewBid {
-        id: Uuid::now_v7(),
-        author_id: caller.id,
-        amount,
-        currency: context.bid.currency,
-        message: input.message.as_deref(),
-        terms,
-        is_final: bid::is_final(round, context.listing.max_rounds, input.is_final),
-        expires_in,
-    };
-    // The rows the move writes, decided at `now`, and so its event.
     let now = context.db_now;
-    let bid = counter.row(context.thread.id, Some(bid_id), round, now);
-    let mut thread = Thread {
-        rounds: round,
-        last_bid_id: bid.id,
-        expires_at: Some(bid.expires_at),
-        updated_at: now,
-        ..context.thread.0.clone()
-    };
     let mark = deadlock::mark(conn, context, &issues, &bid, rules).await?;
     if let Some(mark) = &mark {
         thread.deadlock_at = Some(thread.deadlock_at.unwrap_or(now));
@@ -525,6 +497,138 @@ async fn counter_on(
     }
     let (bid, thread) = made.rows;
     Ok((bid, thread, next))
+}
+
+/// The rows a counter of `amount` by `caller` (the thread's `party`) on the bid of `context`
+/// writes, decided at the context's clock, before any mark of the mediator: the new pending bid
+/// and its thread moved on. Refused if the counter breaks the bid rules or the listing's terms.
+fn counter_rows(
+    context: &BidContext,
+    caller: Caller,
+    party: Party,
+    amount: Amount,
+    input: &Proposal,
+) -> Result<(Bid, Thread)> {
+    // The responder's own previous position: the bid this one answered, or the ask for the
+    // seller's first counter.
+    let own_previous = context.parent_amount.unwrap_or(context.listing.ask_amount);
+    let positions = Positions { pending: context.bid.amount, own_previous };
+    bid::check_counter_on(party, amount.minor_units(), positions, context.listing.counter_terms())?;
+    let round = context.bid.round + 1;
+    let expires_in = bid::expires_in(input.expires_in, context.listing.bid_ttl_seconds)
+        .map_err(|m| Rejection::invalid("expires_in", m))?;
+    let terms = if input.carries_terms_over() { context.bid.terms.as_ref() } else { input.own_terms() };
+    context.listing.issues().read_terms(terms)?;
+    let counter = NewBid {
+        id: Uuid::now_v7(),
+        author_id: caller.id,
+        amount,
+        currency: context.bid.currency,
+        message: input.message.as_deref(),
+        terms,
+        is_final: bid::is_final(round, context.listing.max_rounds, input.is_final),
+        expires_in,
+    };
+    // The rows the move writes, decided at `now`, and so its event.
+    let now = context.db_now;
+    let bid = counter.row(context.thread.id, Some(context.bid.id), round, now);
+    let thread = Thread {
+        rounds: round,
+        last_bid_id: bid.id,
+        expires_at: Some(bid.expires_at),
+        updated_at: now,
+        ..context.thread.0.clone()
+    };
+    Ok((bid, thread))
+}
+
+/// A policy's counter on a price bid held under locks, worked out without the database: the
+/// move to write, its rows and its event, for the executor to write together with the moves
+/// chained after it ([`db::moves::counter_chain`]), the thread's bids before it being `history`
+/// (round 1 first). `None` where the move must be made as any other: its amount or the bid's
+/// state refused, a bid about to run out, or the mediator to consult (a thread marked
+/// deadlocked, or one the counter deadlocks), which reads the database.
+pub fn plan_counter(
+    context: &BidContext,
+    caller: Caller,
+    input: &Proposal,
+    rules: Rules,
+    history: &[(i64, Option<serde_json::Value>)],
+) -> Option<PlannedCounter> {
+    let party = context.party_of(caller.id)?;
+    if context.thread.kind != ThreadKind::Price {
+        return None;
+    }
+    let checked = Checked::counter(input, rules).ok()?;
+    let amount = checked.amount?;
+    let transition = bid::apply(&context.state(), Action::Counter, Actor::Party(party), context.db_now).ok()?;
+    // The move is written a little later: a bid about to run out is left to a statement of its own.
+    if context.bid.expires_at - context.db_now < chrono::Duration::seconds(1) {
+        return None;
+    }
+    let (bid, thread) = counter_rows(context, caller, party, amount, input).ok()?;
+    if !deadlock::unmarked(context, &context.listing.issues(), &bid, rules, history) {
+        return None;
+    }
+    let counter = CounterMove {
+        thread_id: context.thread.id,
+        bid_id: context.bid.id,
+        now: context.db_now,
+        effect: transition.into(),
+        counter: bid.clone(),
+        mediation: None,
+        decided_on: None,
+        answer: None,
+    };
+    let event = NewEvent::bid(&bid, &thread);
+    Some(PlannedCounter { counter, bid, thread, event })
+}
+
+/// Writes counters worked out by [`plan_counter`], each on the rows of the one before, with
+/// their decisions and the tasks of the sides that answer them (`answerers`), in one statement
+/// ([`db::moves::counter_chain`]), which also locks and reads `listing` if named; then their
+/// events go to the outbox. `None`, with nothing written, if the first one's compare-and-set
+/// failed.
+pub async fn write_chain(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    planned: Vec<PlannedCounter>,
+    answerers: &[Uuid],
+    decided: Decided<'_>,
+    listing: Option<Uuid>,
+) -> Result<Option<Option<(Listing, DateTime<Utc>)>>> {
+    plan_generically(conn, events).await?;
+    let moves: Vec<CounterMove> = planned.iter().map(|planned| planned.counter.clone()).collect();
+    let made = db::moves::counter_chain(conn, &moves, answerers, decided, listing).await?;
+    let outcome = if made.is_some() { MoveOutcome::Made } else { MoveOutcome::Lost };
+    for planned in planned {
+        metrics::move_made(CounterMove::KIND, outcome);
+        if made.is_some() {
+            events.push(planned.event);
+        }
+    }
+    Ok(made)
+}
+
+/// Accepts the pending bid of `context`, read under locks, its listing's included, in the
+/// caller's transaction: as [`accept_on_locked_thread`] does after its own read.
+pub async fn accept_read(
+    conn: &mut PgConnection,
+    events: &mut Outbox,
+    caller: Caller,
+    context: &BidContext,
+) -> Result<Answered> {
+    let party = context.party_of(caller.id).ok_or_else(not_found)?;
+    answer_on(conn, events, Access::Locked, Answer::Accept, None, context, party, false).await
+}
+
+/// A counter worked out by [`plan_counter`], not written yet.
+#[derive(Debug)]
+pub struct PlannedCounter {
+    pub counter: CounterMove,
+    pub bid: Bid,
+    pub thread: Thread,
+    pub event: NewEvent,
 }
 
 /// Makes a policy's counter under locks as [`make`] does, its statement recording the decision
