@@ -423,12 +423,13 @@ async fn act(
 }
 
 /// The counters of one executor transaction's exchange that are decided but not written yet,
-/// and what it knows of each side. When both sides of a thread have policies and a side has
-/// countered in the transaction already, the next counter to it is decided in memory, on the
-/// rows of the counter before, with what that side's decision read (its policy, standing and
-/// count of counters); such counters are written together in one statement
-/// ([`negotiation::write_chain`]) before anything else the transaction does, and at its end.
-/// Under the thread's lock, nobody else can move on the thread meanwhile.
+/// and what it knows of each side. When both sides of a thread have policies and what the
+/// other side's decision reads is known (read with the task, or by that side's own counter in
+/// the transaction: its policy, standing and count of counters), a counter to it is decided in
+/// memory, on the rows of the move before, and so is the other side's answer; such counters are
+/// written together in one statement ([`negotiation::write_chain`]) before anything else the
+/// transaction does, and at its end. Under the thread's lock, nobody else can move on the
+/// thread meanwhile.
 #[derive(Default)]
 struct Exchange {
     planned: Vec<negotiation::PlannedCounter>,
@@ -487,10 +488,10 @@ impl Exchange {
         self.sides.push((agent_id, side));
     }
 
-    /// Decides the task in memory and plans its counter, when that decision reads nothing more
-    /// from the database and is a counter the other side's policy (known from its own counter
-    /// in this transaction) answers next; with the task the counter takes for it. `None` for
-    /// every other decision, made as usual.
+    /// Decides the task in memory, when that decision reads nothing more from the database: a
+    /// counter the other side's policy answers next is planned, with the task it takes for that
+    /// side ([`Plan::Countered`]); an acceptance is told apart, for its read to be made with the
+    /// counters' write ([`Plan::Accept`]). Every other decision is made as usual.
     fn defer(&mut self, task: Task, context: &TaskContext, held: &BidContext, rules: Rules) -> Plan {
         if context.bid_status != BidStatus::Pending
             || context.thread_status != ThreadStatus::Active

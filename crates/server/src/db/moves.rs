@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use sqlx::postgres::PgArguments;
 use sqlx::query::QueryAs;
 use sqlx::types::Json;
-use sqlx::{FromRow, PgConnection, Postgres, Row};
+use sqlx::{FromRow, PgConnection, Postgres};
 use uuid::Uuid;
 
 use super::events::{self, EVENT_ROWS, EventArrays, NewEvent};
@@ -504,6 +504,24 @@ const COUNTER_MOVES: &str = "WITH input AS (
              FROM bid JOIN thread ON thread.id = bid.thread_id
          ), ";
 
+/// Binds the columns of each move's new bid that the counters' statements take as arrays, eight
+/// parameters in this order: its id, author, author's id, amount, currency, message, terms and
+/// whether it is final.
+fn bind_new_bids<'a, O>(
+    query: QueryAs<'a, Postgres, O, PgArguments>,
+    moves: &'a [CounterMove],
+) -> QueryAs<'a, Postgres, O, PgArguments> {
+    query
+        .bind(column(moves, |m| m.counter.id))
+        .bind(column(moves, |m| m.counter.author.as_str()))
+        .bind(column(moves, |m| m.counter.author_id))
+        .bind(column(moves, |m| m.counter.amount))
+        .bind(column(moves, |m| m.counter.currency.as_str()))
+        .bind(column(moves, |m| m.counter.message.as_deref()))
+        .bind(column(moves, |m| terms(&m.counter)))
+        .bind(column(moves, |m| m.counter.is_final))
+}
+
 /// Binds a counters' statement's parameters: its events (`$1` to `$10`), its moves (`$11` to
 /// `$33`) and their keyed answers (`$34` to `$39`).
 fn bind_counters<'a, O>(
@@ -521,15 +539,8 @@ fn bind_counters<'a, O>(
         .bind(column(moves, |m| m.decided_on.map(|on| on.thread_updated_at)))
         .bind(column(moves, |m| m.decided_on.map(|on| on.max_rounds)))
         .bind(column(moves, |m| m.decided_on.map(|on| on.bid_ttl_seconds)))
-        .bind(column(moves, |m| m.decided_on.map(|on| on.ask_amount)))
-        .bind(column(moves, |m| m.counter.id))
-        .bind(column(moves, |m| m.counter.author.as_str()))
-        .bind(column(moves, |m| m.counter.author_id))
-        .bind(column(moves, |m| m.counter.amount))
-        .bind(column(moves, |m| m.counter.currency.as_str()))
-        .bind(column(moves, |m| m.counter.message.as_deref()))
-        .bind(column(moves, |m| terms(&m.counter)))
-        .bind(column(moves, |m| m.counter.is_final))
+        .bind(column(moves, |m| m.decided_on.map(|on| on.ask_amount)));
+    let query = bind_new_bids(query, moves)
         .bind(column(moves, |m| m.counter.status.as_str()))
         .bind(column(moves, |m| m.counter.round))
         .bind(column(moves, |m| m.counter.expires_at))
@@ -807,7 +818,8 @@ macro_rules! counter_chain_writes {
 }
 
 /// [`counter_chain`]'s statement: how many bids it answered, 1 or 0.
-const COUNTER_CHAIN: &str = concat!(counter_chain_writes!(), " SELECT made FROM written");
+const COUNTER_CHAIN: &str =
+    concat!(counter_chain_writes!(), " SELECT made, NULL::json AS listing, NULL::timestamptz AS db_now FROM written");
 
 /// [`counter_chain`]'s statement when it also locks and reads the listing `$29`.
 const COUNTER_CHAIN_LOCKING: &str = concat!(
@@ -844,15 +856,8 @@ pub async fn counter_chain(
     let reasons: Vec<Option<&str>> =
         (0..moves.len()).map(|i| answered(i).map(|next| next.effect.reason.as_str())).collect();
     let responded: Vec<Option<DateTime<Utc>>> = (0..moves.len()).map(|i| answered(i).map(|next| next.now)).collect();
-    let query = sqlx::query(if listing.is_some() { COUNTER_CHAIN_LOCKING } else { COUNTER_CHAIN })
-        .bind(column(moves, |m| m.counter.id))
-        .bind(column(moves, |m| m.counter.author.as_str()))
-        .bind(column(moves, |m| m.counter.author_id))
-        .bind(column(moves, |m| m.counter.amount))
-        .bind(column(moves, |m| m.counter.currency.as_str()))
-        .bind(column(moves, |m| m.counter.message.as_deref()))
-        .bind(column(moves, |m| terms(&m.counter)))
-        .bind(column(moves, |m| m.counter.is_final))
+    let statement = if listing.is_some() { COUNTER_CHAIN_LOCKING } else { COUNTER_CHAIN };
+    let query = bind_new_bids(sqlx::query_as(statement), moves)
         .bind(column(moves, |m| m.counter.round))
         .bind(column(moves, |m| m.counter.expires_at))
         .bind(column(moves, |m| m.now))
@@ -873,14 +878,20 @@ pub async fn counter_chain(
         .bind(decided.action)
         .bind(decided.reason)
         .bind(decided.rationale);
-    let Some(listing) = listing else {
-        let made: i64 = query.fetch_one(conn).await?.try_get(0)?;
-        return Ok((made > 0).then_some(None));
+    let row: Option<ChainRow> = match listing {
+        Some(listing) => query.bind(listing).fetch_optional(conn).await?,
+        None => query.fetch_optional(conn).await?,
     };
-    let Some(row) = query.bind(listing).fetch_optional(conn).await? else {
-        return Ok(Some(None));
-    };
-    let made: i64 = row.try_get("made")?;
-    let Json(listing): Json<Listing> = row.try_get("listing")?;
-    Ok((made > 0).then_some(Some((listing, row.try_get("db_now")?))))
+    // No row: the listing was not found (never, for a thread's), so it was neither read.
+    let Some(row) = row else { return Ok(Some(None)) };
+    let read = row.listing.zip(row.db_now).map(|(Json(listing), db_now)| (listing, db_now));
+    Ok((row.made > 0).then_some(read))
+}
+
+/// What [`counter_chain`] gives back: how many bids it answered, and the listing it read.
+#[derive(Debug, FromRow)]
+struct ChainRow {
+    made: i64,
+    listing: Option<Json<Listing>>,
+    db_now: Option<DateTime<Utc>>,
 }
