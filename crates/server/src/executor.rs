@@ -36,6 +36,7 @@ use uuid::Uuid;
 
 use crate::db;
 use crate::db::agents::Caller;
+use crate::db::moves::CounterMove;
 use crate::db::rows::BidContext;
 use crate::db::tasks::{Chained, Decided, NextRead, OtherSide, TakenTask, Task, TaskContext};
 use crate::events::{EventType, NewEvent, Outbox};
@@ -303,11 +304,7 @@ async fn act(
     // Whatever else the decision does reads or writes the database: the counters before it first.
     exchange.write(&mut *conn, &mut *events).await?;
     let no_counter = |outcome| Ok((task, outcome, None));
-    if context.bid_status != BidStatus::Pending
-        || context.thread_status != ThreadStatus::Active
-        || context.last_bid_id != task.bid_id
-        || context.agent_suspended
-    {
+    if !answerable(task, &context) {
         return no_counter(Outcome::Dropped);
     }
     let Some(Json(stored)) = context.policy.clone() else {
@@ -432,13 +429,25 @@ async fn act(
 /// thread meanwhile.
 #[derive(Default)]
 struct Exchange {
-    planned: Vec<negotiation::PlannedCounter>,
+    /// The counters planned, in order, each on the rows of the one before.
+    moves: Vec<CounterMove>,
+    /// Their events, in order.
+    events: Vec<NewEvent>,
     /// For each planned counter, the agent whose policy answers it.
     answerers: Vec<Uuid>,
     /// Each side's decision as last read, with the counters its policy has made since counted.
     sides: Vec<(Uuid, Side)>,
     /// The database's clock at the last read, and the instant here it was read at.
     clock: Option<(chrono::DateTime<chrono::Utc>, std::time::Instant)>,
+}
+
+/// Whether the task's bid still waits for its agent's answer, and the agent may act: a decision
+/// on it is made at all.
+fn answerable(task: Task, context: &TaskContext) -> bool {
+    context.bid_status == BidStatus::Pending
+        && context.thread_status == ThreadStatus::Active
+        && context.last_bid_id == task.bid_id
+        && !context.agent_suspended
 }
 
 /// What [`Exchange::defer`] made of a decision.
@@ -493,11 +502,7 @@ impl Exchange {
     /// side ([`Plan::Countered`]); an acceptance is told apart, for its read to be made with the
     /// counters' write ([`Plan::Accept`]). Every other decision is made as usual.
     fn defer(&mut self, task: Task, context: &TaskContext, held: &BidContext, rules: Rules) -> Plan {
-        if context.bid_status != BidStatus::Pending
-            || context.thread_status != ThreadStatus::Active
-            || context.last_bid_id != task.bid_id
-            || context.agent_suspended
-        {
+        if !answerable(task, context) {
             return Plan::Other;
         }
         let Some((policy, state, caller)) =
@@ -540,9 +545,8 @@ impl Exchange {
         if side.suspended || side.policy.is_none() {
             return None;
         }
-        let history: Vec<(i64, Option<serde_json::Value>)> =
-            context.amounts.iter().copied().zip(context.terms.0.iter().cloned()).collect();
-        let planned = negotiation::plan_counter(held, caller, offer, rules, &history)?;
+        let negotiation::PlannedCounter { counter, thread, event } =
+            negotiation::plan_counter(held, caller, offer, rules, &context.amounts, &context.terms.0)?;
         self.countered(task.agent_id, context);
         let next = NextRead {
             agent_id: other,
@@ -553,10 +557,11 @@ impl Exchange {
             auto_counters: side.auto_counters,
             policy: side.policy,
             listing: held.listing.0.clone(),
-            db_now: self.now(planned.counter.now),
+            db_now: self.now(counter.now),
         };
-        let chained = Chained::after(context, planned.bid.clone(), planned.thread.clone(), next);
-        self.planned.push(planned);
+        let chained = Chained::after(context, counter.counter.clone(), thread, next);
+        self.moves.push(counter);
+        self.events.push(event);
         self.answerers.push(other);
         Some((task, Outcome::Acted("counter"), Some(Box::new(chained))))
     }
@@ -588,7 +593,7 @@ impl Exchange {
         events: &mut Outbox,
         held: &BidContext,
     ) -> Result<Option<BidContext>, sqlx::Error> {
-        if self.planned.last().is_none_or(|planned| planned.bid.id != held.bid.id) {
+        if self.moves.last().is_none_or(|planned| planned.counter.id != held.bid.id) {
             return Ok(None);
         }
         let Some((listing, db_now)) = self.write_then(conn, events, Some(held.listing.id)).await? else {
@@ -604,14 +609,15 @@ impl Exchange {
         events: &mut Outbox,
         listing: Option<Uuid>,
     ) -> Result<Option<(db::Listing, chrono::DateTime<chrono::Utc>)>, sqlx::Error> {
-        if self.planned.is_empty() {
+        if self.moves.is_empty() {
             return Ok(None);
         }
-        let planned = std::mem::take(&mut self.planned);
+        let moves = std::mem::take(&mut self.moves);
+        let made_events = std::mem::take(&mut self.events);
         let answerers = std::mem::take(&mut self.answerers);
         let rationale = public_rationale("counter");
         let decided = Decided { action: "counter", reason: "strategy", rationale, counter_bid_id: None };
-        match negotiation::write_chain(conn, events, planned, &answerers, decided, listing).await {
+        match negotiation::write_chain(conn, events, &moves, made_events, &answerers, decided, listing).await {
             Ok(Some(read)) => Ok(read),
             Ok(None) => Err(sqlx::Error::Protocol(
                 "the bid a policy's planned counter answered changed before it was written".to_owned(),

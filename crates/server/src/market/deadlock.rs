@@ -59,16 +59,17 @@ pub(super) async fn mark(
 }
 
 /// Whether `counter` (about to be made on the thread of `context`) certainly leaves the thread
-/// unmarked, as [`mark`] would find, decided from the thread's bids before it (`history`,
-/// round 1 first) without the database. `false` also where only the database can tell: a
-/// marked thread's suggestion to renew, or a deadlock whose suggestion weighs the parties'
-/// valuations.
+/// unmarked, as [`mark`] would find, decided from the thread's bids before it (`amounts` and
+/// `terms`, round 1 first) without the database. `false` also where only the database can
+/// tell: a marked thread's suggestion to renew, or a deadlock whose suggestion weighs the
+/// parties' valuations.
 pub(super) fn unmarked(
     context: &BidContext,
     issues: &Issues,
     counter: &Bid,
     rules: Rules,
-    history: &[(i64, Option<Value>)],
+    amounts: &[i64],
+    terms: &[Option<Value>],
 ) -> bool {
     let Some(window) = rules.deadlock.window() else {
         return true;
@@ -80,19 +81,31 @@ pub(super) fn unmarked(
     if round < window {
         return true;
     }
-    // The bids of rounds `round - window + 1` to `round - 1`, then the counter: `detect`'s read.
-    let Some(before) = history.get(round - window..round - 1) else {
+    // The bids of rounds `round - window + 1` to `round - 1`: `detect`'s read.
+    let before = round - window..round - 1;
+    let (Some(amounts), Some(terms)) = (amounts.get(before.clone()), terms.get(before)) else {
         return false;
     };
-    let offers: Option<Vec<Offer>> = before
-        .iter()
-        .map(|(amount, terms)| issues.offer(*amount, terms.as_ref()))
-        .chain([issues.offer(counter.amount, counter.terms.as_ref())])
-        .collect();
-    match offers {
-        Some(offers) => !deadlock::is_deadlocked(&offers, context.listing.ask_amount, issues, rules.deadlock),
-        None => true,
-    }
+    let before = amounts.iter().zip(terms).map(|(amount, terms)| (*amount, terms.as_ref()));
+    deadlocking_offers(context, issues, counter, rules, window, before).is_none()
+}
+
+/// The last `window` offers, the bids `before` the counter then `counter`, if each reads as an
+/// offer and they deadlock the thread of `context`.
+fn deadlocking_offers<'a>(
+    context: &BidContext,
+    issues: &Issues,
+    counter: &'a Bid,
+    rules: Rules,
+    window: usize,
+    before: impl Iterator<Item = (i64, Option<&'a Value>)>,
+) -> Option<Vec<Offer>> {
+    let offers: Vec<Offer> = before
+        .chain([(counter.amount, counter.terms.as_ref())])
+        .map(|(amount, terms)| issues.offer(amount, terms))
+        .collect::<Option<_>>()?;
+    (offers.len() == window && deadlock::is_deadlocked(&offers, context.listing.ask_amount, issues, rules.deadlock))
+        .then_some(offers)
 }
 
 /// The suggestion for the thread of `context` if `counter` deadlocks it, over the last `window`
@@ -109,15 +122,11 @@ async fn detect(
         return Ok(None);
     }
     let first = counter.round - window as i32;
-    let mut rows = db::mediation::offers_after(conn, context.thread.id, first, counter.round).await?;
-    rows.push((counter.amount, counter.terms.clone()));
-    let offers: Option<Vec<Offer>> = rows.iter().map(|(amount, terms)| issues.offer(*amount, terms.as_ref())).collect();
-    let Some(offers) = offers.filter(|offers| offers.len() == window) else {
+    let rows = db::mediation::offers_after(conn, context.thread.id, first, counter.round).await?;
+    let before = rows.iter().map(|(amount, terms)| (*amount, terms.as_ref()));
+    let Some(offers) = deadlocking_offers(context, issues, counter, rules, window, before) else {
         return Ok(None);
     };
-    if !deadlock::is_deadlocked(&offers, context.listing.ask_amount, issues, rules.deadlock) {
-        return Ok(None);
-    }
     let valuations = valuations(conn, context, issues).await?;
     let (pending, own_previous) = (&offers[window - 1], &offers[window - 2]);
     let Some((suggestion, _)) = suggest(counter, pending, own_previous, issues, &valuations, 0) else {

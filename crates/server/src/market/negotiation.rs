@@ -19,6 +19,7 @@ use crate::db::{self, Bid, Listing, Order, Thread};
 use crate::events::{EventType, NewEvent, Outbox, Written};
 use crate::metrics::{self, MoveOutcome};
 use haggle_domain::bid::{self, Action, Actor, Offered, Positions, Proposal, Transition};
+use haggle_domain::issues::Issues;
 use haggle_domain::money::Amount;
 use haggle_domain::rejection::Validator;
 use haggle_domain::{BidStatus, ListingStatus, Party, Reason, Rejection, ThreadKind};
@@ -462,8 +463,8 @@ async fn counter_on(
     }
     let amount = amount.ok_or_else(|| Rejection::invalid("amount", "is required"))?;
     let transition = decide(conn, events, &access, context, Action::Counter, party).await?;
-    let (bid, mut thread) = counter_rows(context, caller, party, amount, input)?;
     let issues = context.listing.issues();
+    let (bid, mut thread) = counter_rows(context, caller, party, amount, input, &issues)?;
     let now = context.db_now;
     let mark = deadlock::mark(conn, context, &issues, &bid, rules).await?;
     if let Some(mark) = &mark {
@@ -501,13 +502,15 @@ async fn counter_on(
 
 /// The rows a counter of `amount` by `caller` (the thread's `party`) on the bid of `context`
 /// writes, decided at the context's clock, before any mark of the mediator: the new pending bid
-/// and its thread moved on. Refused if the counter breaks the bid rules or the listing's terms.
+/// and its thread moved on. Refused if the counter breaks the bid rules or the listing's terms
+/// (its `issues`).
 fn counter_rows(
     context: &BidContext,
     caller: Caller,
     party: Party,
     amount: Amount,
     input: &Proposal,
+    issues: &Issues,
 ) -> Result<(Bid, Thread)> {
     // The responder's own previous position: the bid this one answered, or the ask for the
     // seller's first counter.
@@ -518,7 +521,7 @@ fn counter_rows(
     let expires_in = bid::expires_in(input.expires_in, context.listing.bid_ttl_seconds)
         .map_err(|m| Rejection::invalid("expires_in", m))?;
     let terms = if input.carries_terms_over() { context.bid.terms.as_ref() } else { input.own_terms() };
-    context.listing.issues().read_terms(terms)?;
+    issues.read_terms(terms)?;
     let counter = NewBid {
         id: Uuid::now_v7(),
         author_id: caller.id,
@@ -544,8 +547,8 @@ fn counter_rows(
 
 /// A policy's counter on a price bid held under locks, worked out without the database: the
 /// move to write, its rows and its event, for the executor to write together with the moves
-/// chained after it ([`db::moves::counter_chain`]), the thread's bids before it being `history`
-/// (round 1 first). `None` where the move must be made as any other: its amount or the bid's
+/// chained after it ([`db::moves::counter_chain`]), the thread's bids before it having `amounts`
+/// and `terms` (round 1 first). `None` where the move must be made as any other: its amount or the bid's
 /// state refused, a bid about to run out, or the mediator to consult (a thread marked
 /// deadlocked, or one the counter deadlocks), which reads the database.
 pub fn plan_counter(
@@ -553,7 +556,8 @@ pub fn plan_counter(
     caller: Caller,
     input: &Proposal,
     rules: Rules,
-    history: &[(i64, Option<serde_json::Value>)],
+    amounts: &[i64],
+    terms: &[Option<serde_json::Value>],
 ) -> Option<PlannedCounter> {
     let party = context.party_of(caller.id)?;
     if context.thread.kind != ThreadKind::Price {
@@ -566,45 +570,48 @@ pub fn plan_counter(
     if context.bid.expires_at - context.db_now < chrono::Duration::seconds(1) {
         return None;
     }
-    let (bid, thread) = counter_rows(context, caller, party, amount, input).ok()?;
-    if !deadlock::unmarked(context, &context.listing.issues(), &bid, rules, history) {
+    let issues = context.listing.issues();
+    let (bid, thread) = counter_rows(context, caller, party, amount, input, &issues).ok()?;
+    if !deadlock::unmarked(context, &issues, &bid, rules, amounts, terms) {
         return None;
     }
+    let event = NewEvent::bid(&bid, &thread);
     let counter = CounterMove {
         thread_id: context.thread.id,
         bid_id: context.bid.id,
         now: context.db_now,
         effect: transition.into(),
-        counter: bid.clone(),
+        counter: bid,
         mediation: None,
         decided_on: None,
         answer: None,
     };
-    let event = NewEvent::bid(&bid, &thread);
-    Some(PlannedCounter { counter, bid, thread, event })
+    Some(PlannedCounter { counter, thread, event })
 }
 
-/// Writes counters worked out by [`plan_counter`], each on the rows of the one before, with
-/// their decisions and the tasks of the sides that answer them (`answerers`), in one statement
-/// ([`db::moves::counter_chain`]), which also locks and reads `listing` if named; then their
-/// events go to the outbox. `None`, with nothing written, if the first one's compare-and-set
-/// failed.
+/// Writes counters worked out by [`plan_counter`] (`moves`, each on the rows of the one before,
+/// with their events `made_events`), their decisions and the tasks of the sides that answer them
+/// (`answerers`), in one statement ([`db::moves::counter_chain`]), which also locks and reads
+/// `listing` if named; then their events go to the outbox. `None`, with nothing written, if the
+/// first one's compare-and-set failed.
 pub async fn write_chain(
     conn: &mut PgConnection,
     events: &mut Outbox,
-    planned: Vec<PlannedCounter>,
+    moves: &[CounterMove],
+    made_events: Vec<NewEvent>,
     answerers: &[Uuid],
     decided: Decided<'_>,
     listing: Option<Uuid>,
 ) -> Result<Option<Option<(Listing, DateTime<Utc>)>>> {
     plan_generically(conn, events).await?;
-    let moves: Vec<CounterMove> = planned.iter().map(|planned| planned.counter.clone()).collect();
-    let made = db::moves::counter_chain(conn, &moves, answerers, decided, listing).await?;
+    let made = db::moves::counter_chain(conn, moves, answerers, decided, listing).await?;
     let outcome = if made.is_some() { MoveOutcome::Made } else { MoveOutcome::Lost };
-    for planned in planned {
+    for _ in moves {
         metrics::move_made(CounterMove::KIND, outcome);
-        if made.is_some() {
-            events.push(planned.event);
+    }
+    if made.is_some() {
+        for event in made_events {
+            events.push(event);
         }
     }
     Ok(made)
@@ -622,11 +629,11 @@ pub async fn accept_read(
     answer_on(conn, events, Access::Locked, Answer::Accept, None, context, party, false).await
 }
 
-/// A counter worked out by [`plan_counter`], not written yet.
+/// A counter worked out by [`plan_counter`], not written yet: the move (its new bid
+/// `counter.counter`), the thread as it leaves it, and its event.
 #[derive(Debug)]
 pub struct PlannedCounter {
     pub counter: CounterMove,
-    pub bid: Bid,
     pub thread: Thread,
     pub event: NewEvent,
 }
@@ -779,8 +786,7 @@ pub async fn accept_on_locked_thread(
     bid_id: Uuid,
 ) -> Result<Answered> {
     let context = db::moves::lock_listing_reading_bid(conn, bid_id, caller.id).await?.ok_or_else(not_found)?;
-    let party = context.party_of(caller.id).ok_or_else(not_found)?;
-    answer_on(conn, events, Access::Locked, Answer::Accept, None, &context, party, false).await
+    accept_read(conn, events, caller, &context).await
 }
 
 /// Answers the bid of `context`, read for `answer` (with what this instance remembered if
