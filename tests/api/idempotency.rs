@@ -56,6 +56,30 @@ async fn the_same_key_with_another_request_is_refused() {
     assert_eq!(app.snapshot().await, before);
 }
 
+/// A replay is answered only once its transaction has let go of the key: the caller's very next
+/// request with that key, a replay or another body, finds it free, never "still being processed".
+#[tokio::test]
+async fn a_replay_lets_go_of_the_key_before_it_answers() {
+    let app = TestApp::spawn().await;
+    let seller = app.register("seller").await;
+    for round in 0..40 {
+        let key = format!("listing-{round}");
+        let body = json!({ "title": "Desk", "ask_amount": 1000 });
+        let first = post_with_key(&app, "/v1/listings", Some(&seller), body.clone(), &key).await.expect(201);
+        let replayed = post_with_key(&app, "/v1/listings", Some(&seller), body.clone(), &key).await.expect(201);
+        assert_eq!((replayed.header("idempotent-replayed"), replayed.id()), (Some("true"), first.id()));
+        let again = post_with_key(&app, "/v1/listings", Some(&seller), body, &key).await.expect(201);
+        assert_eq!(again.id(), first.id());
+        post_with_key(&app, "/v1/listings", Some(&seller), json!({ "title": "Lamp", "ask_amount": 1000 }), &key)
+            .await
+            .expect_problem(422, "idempotency_key_reused");
+        post_with_key(&app, "/v1/listings", Some(&seller), json!({ "title": "Lamp", "ask_amount": 1000 }), &key)
+            .await
+            .expect_problem(422, "idempotency_key_reused");
+    }
+    assert_eq!(app.count("SELECT count(*) FROM listings").await, 40);
+}
+
 #[tokio::test]
 async fn keys_belong_to_one_agent() {
     let app = TestApp::spawn().await;

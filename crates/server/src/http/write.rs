@@ -203,6 +203,8 @@ impl Write {
             ));
         }
         if let Some(saved) = idempotency::find(unit.conn(), scope, &claim.key_digest).await? {
+            // The key's lock is released before the answer goes, not after.
+            unit.rollback().await;
             return Ok(Err(claim.replay(saved)?));
         }
         Ok(Ok(Write {
@@ -362,6 +364,9 @@ impl Write {
     /// Stores the answer with the effect and commits, or rolls back on a database failure.
     pub async fn finish(mut self, outcome: Result<Reply, market::Error>) -> Response {
         if let Some(answered) = self.answered.take() {
+            if let Some(unit) = self.unit {
+                unit.rollback().await;
+            }
             return answered;
         }
         match self.try_finish(outcome, false).await {

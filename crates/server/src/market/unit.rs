@@ -190,6 +190,17 @@ impl Unit {
         Ok(())
     }
 
+    /// Ends the unit without its writes, and waits for it: a transaction's locks (a key's claim
+    /// among them) are released before the request answers, so the caller's next request does not
+    /// find them held. Dropping a unit rolls it back too, but only after the answer may have gone.
+    pub async fn rollback(self) {
+        if let Connection::Transaction(tx) = self.conn
+            && let Err(error) = tx.rollback().await
+        {
+            tracing::warn!(%error, "could not roll back a unit of work; its connection is closed");
+        }
+    }
+
     /// Writes the outbox's events with the change and commits, then wakes whoever must hear of
     /// it. An unlocked unit's moves committed with their events already.
     pub async fn commit(self) -> std::result::Result<Written, sqlx::Error> {
