@@ -197,7 +197,7 @@ impl Unit {
         if let Connection::Transaction(tx) = self.conn
             && let Err(error) = tx.rollback().await
         {
-            tracing::warn!(%error, "could not roll back a unit of work; its connection is closed");
+            tracing::warn!(%error, "could not roll back a unit of work; it is rolled back as a dropped one is, on its connection's next use");
         }
     }
 
